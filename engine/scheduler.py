@@ -1,0 +1,463 @@
+"""The engine: one thread owns the model and N slots, and runs every slot's step in batched passes."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import mlx.core as mx
+
+from engine import slot_attention
+from engine.events import (
+    Done,
+    EngineSnapshot,
+    Event,
+    FinishReason,
+    RequestStats,
+    SamplingParams,
+    SlotSnapshot,
+    TextDelta,
+)
+from engine.kv_cache import SlotKVStore
+from engine.sampling import SlotSampler, sample_rows
+from engine.slot_plan import SlotPlan
+from engine.slots import Request, RequestHandle, Slot
+
+Messages = Sequence[dict[str, str]]
+_STOP = object()
+RATE_WINDOW_S = 2.0  # aggregate tok/s is measured over the last steps in this window
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the engine reports about the model it runs (shown by the inspector and bench)."""
+
+    model: str = ""
+    device: str = ""
+    blas: str = ""
+    dtype: str = ""
+    weights_bytes: int = 0
+
+
+class Engine:
+    """N slots over one model; `submit` a chat to a slot and read its events from the handle.
+
+    Every MLX call happens on the engine's own thread; the public methods only queue commands,
+    so they are safe to call from any thread (a UI's, a test's).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        plan: SlotPlan,
+        *,
+        info: EngineInfo = EngineInfo(),
+        prefill_chunk: int = 256,
+    ) -> None:
+        if not plan.ok:
+            raise ValueError("; ".join(plan.errors))
+        self.model = model
+        self.tokenizer = tokenizer
+        self.info = info
+        self.prefill_chunk = prefill_chunk
+        self.plan = plan
+        self.per_slot_dispatch = slot_attention.install(model)
+        self._n_layers = len(model.layers)
+        self.slots = [Slot(i) for i in range(plan.parallel)]
+        self.store = SlotKVStore(plan.parallel, plan.per_slot, self._n_layers)
+        self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._ids = itertools.count(1)
+        self._rr = 0
+        self._recent: collections.deque[tuple[float, int]] = collections.deque()
+        self._memory = (0, 0)
+        self._thread = threading.Thread(target=self._run, name="mlxchat-engine", daemon=True)
+        self._thread.start()
+
+    # ---- public API (any thread) ----
+
+    def submit(
+        self,
+        slot_id: int,
+        messages: Messages | None = None,
+        *,
+        tokens: list[int] | None = None,
+        sampling: SamplingParams = SamplingParams(),
+        on_event: Callable[[Event], None] | None = None,
+    ) -> RequestHandle:
+        """Starts a reply in `slot_id` to a chat (`messages`, rendered with the chat template) or to raw `tokens`."""
+        handle = RequestHandle(next(self._ids), slot_id)
+        self._commands.put(("submit", handle, messages, tokens, sampling, on_event))
+        return handle
+
+    def cancel(self, slot_id: int) -> None:
+        """Stops the slot's reply at the next step; what was written is kept and marked cancelled."""
+        self._commands.put(("cancel", slot_id))
+
+    def clear(self, slot_id: int) -> None:
+        """Forgets the slot's cached conversation (cancelling its reply first)."""
+        self._commands.put(("clear", slot_id))
+
+    def bind(self, slot_id: int, label: str | None) -> None:
+        """Names what the slot serves (a chat's title), for the snapshot."""
+        self._commands.put(("bind", slot_id, label))
+
+    def repartition(self, plan: SlotPlan) -> "Future[dict[int, bool]]":
+        """Rebuilds the slots for `plan`; resolves to {old slot id: whether its cached KV survived}."""
+        future: Future[dict[int, bool]] = Future()
+        self._commands.put(("repartition", plan, future))
+        return future
+
+    def call(self, fn: Callable[[], Any]) -> "Future[Any]":
+        """Runs `fn` on the engine thread between steps (for work that must touch MLX)."""
+        future: Future[Any] = Future()
+        self._commands.put(("call", fn, future))
+        return future
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stops the thread after the current step; active requests end as cancelled."""
+        self._commands.put(_STOP)
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def snapshot(self) -> EngineSnapshot:
+        """Every slot's state and the engine-wide figures, as of the last step."""
+        store = self.store
+        per_token = store.bytes_per_token()
+        slots = []
+        for s in self.slots:
+            r = s.request
+            used = store.lengths[s.id] if s.id < store.n_slots else 0
+            slots.append(
+                SlotSnapshot(
+                    id=s.id,
+                    state=s.state,
+                    capacity=store.capacity,
+                    used=used,
+                    prompt_tokens=len(r.prompt) if r else 0,
+                    prompt_processed=r.prompt_processed if r else 0,
+                    cached_tokens=r.cached if r else 0,
+                    generated=r.generated if r else 0,
+                    tok_s=r.decode_tok_s() if r else s.last_tok_s,
+                    sampling=r.sampling if r else None,
+                    kv_bytes_allocated=store.nbytes // store.n_slots,
+                    kv_bytes_used=used * per_token,
+                    label=s.label,
+                )
+            )
+        active, peak = self._memory
+        return EngineSnapshot(
+            model=self.info.model,
+            device=self.info.device,
+            blas=self.info.blas,
+            dtype=self.info.dtype,
+            weights_bytes=self.info.weights_bytes,
+            kv_bytes_allocated=store.nbytes,
+            kv_bytes_used=sum(store.lengths) * per_token,
+            active_bytes=active,
+            peak_bytes=peak,
+            aggregate_tok_s=self._aggregate_tok_s(),
+            per_slot=store.capacity,
+            slots=tuple(slots),
+        )
+
+    # ---- the engine thread ----
+
+    def _run(self) -> None:
+        try:
+            while True:
+                busy = any(s.request for s in self.slots)
+                if not self._drain(block=not busy):
+                    break
+                if any(s.request for s in self.slots):
+                    self._step()
+        finally:
+            for s in self.slots:
+                if s.request:
+                    self._finish(s, "cancelled")
+            # MLX asks every thread that used it to release its streams before it ends;
+            # otherwise the process can abort at exit ("terminate called without an active exception").
+            mx.clear_streams()
+
+    def _drain(self, block: bool) -> bool:
+        """Handles queued commands; False once shutdown was asked for."""
+        while True:
+            try:
+                cmd = self._commands.get(block=block)
+            except queue.Empty:
+                return True
+            block = False
+            if cmd is _STOP:
+                return False
+            self._handle(cmd)
+
+    def _handle(self, cmd: tuple) -> None:
+        kind = cmd[0]
+        if kind == "submit":
+            self._start(*cmd[1:])
+        elif kind == "cancel":
+            slot = self._slot(cmd[1])
+            if slot and slot.request:
+                slot.request.cancelled = True
+        elif kind == "clear":
+            slot = self._slot(cmd[1])
+            if slot:
+                if slot.request:
+                    self._finish(slot, "cancelled")
+                self._rollback(slot, 0)
+        elif kind == "bind":
+            slot = self._slot(cmd[1])
+            if slot:
+                slot.label = cmd[2]
+        elif kind == "repartition":
+            _resolve(cmd[2], lambda: self._repartition(cmd[1]))
+        elif kind == "call":
+            _resolve(cmd[2], cmd[1])
+
+    def _slot(self, slot_id: int) -> Slot | None:
+        return self.slots[slot_id] if 0 <= slot_id < len(self.slots) else None
+
+    def _start(
+        self,
+        handle: RequestHandle,
+        messages: Messages | None,
+        tokens: list[int] | None,
+        sampling: SamplingParams,
+        on_event: Callable[[Event], None] | None,
+    ) -> None:
+        slot = self._slot(handle.slot_id)
+
+        def refuse(message: str) -> None:
+            done = Done(handle.request_id, handle.slot_id, "error", "", error=message, refused=True)
+            _deliver(handle, on_event, done)
+
+        if slot is None:
+            return refuse(f"there is no slot {handle.slot_id}: the engine has {len(self.slots)} slots")
+        if slot.request is not None:
+            return refuse(f"slot {slot.id} is still answering: stop its reply first")
+        try:
+            prompt = list(tokens) if tokens is not None else self._render(messages or [])
+        except Exception as exc:  # a template that rejects the chat is this request's problem only
+            return refuse(f"the chat could not be rendered with the model's template: {exc}")
+        capacity = self.store.capacity
+        if len(prompt) + 1 > capacity:
+            return refuse(
+                f"this message needs {len(prompt)} tokens of context but slot {slot.id} holds "
+                f"{capacity} ({self.plan.ctx_size} / {self.plan.parallel} slots): shorten it, "
+                f"start a new chat, or use fewer slots"
+            )
+        if not prompt:
+            return refuse("there is nothing to answer: the prompt is empty")
+        common = _common_prefix(slot.history, prompt)
+        # At least one prompt token must go through the model to give the first reply's logits.
+        common = min(common, len(prompt) - 1)
+        self._rollback(slot, common)
+        slot.request = Request(
+            id=handle.request_id,
+            handle=handle,
+            prompt=prompt,
+            sampling=sampling,
+            sampler=SlotSampler(sampling),
+            detokenizer=self.tokenizer.detokenizer,
+            on_event=on_event,
+            cached=common,
+            pending=prompt[common:],
+        )
+
+    def _render(self, messages: Messages) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+
+    def _rollback(self, slot: Slot, keep: int) -> None:
+        """Keeps the first `keep` cached tokens of the slot (its K/V beyond them is overwritten later)."""
+        del slot.history[keep:]
+        self.store.lengths[slot.id] = len(slot.history)
+
+    def _step(self) -> None:
+        for s in self.slots:
+            if s.request and s.request.cancelled:
+                self._finish(s, "cancelled")
+        prefilling = [s for s in self.slots if s.request and s.request.pending]
+        if prefilling:
+            self._rr = (self._rr + 1) % len(prefilling)
+            self._guarded([prefilling[self._rr]], self._prefill)
+        decoding = [s for s in self.slots if s.request and s.request.next_input is not None]
+        if decoding:
+            self._guarded(decoding, self._decode)
+        self._memory = (mx.get_active_memory(), mx.get_peak_memory())
+
+    def _guarded(self, slots: list[Slot], fn: Callable[[list[Slot]], None]) -> None:
+        """Runs a pass; if the pass itself fails, only the slots in it end with the error."""
+        try:
+            fn(slots)
+        except Exception as exc:
+            for s in slots:
+                if s.request:
+                    self._rollback(s, len(s.history))
+                    self._finish(s, "error", f"{type(exc).__name__}: {exc}")
+
+    def _prefill(self, slots: list[Slot]) -> None:
+        (slot,) = slots
+        r = slot.request
+        assert r is not None
+        chunk = r.pending[: self.prefill_chunk]
+        last = len(chunk) == len(r.pending)
+        caches = self.store.batch([slot.id], len(chunk))
+        out = self.model(mx.array([chunk]), cache=caches)
+        if last:
+            token = sample_rows(out[:, -1, :], [r.sampler])
+            mx.eval(token)
+        else:
+            mx.eval(self.store.keys, self.store.values)
+        self.store.commit([slot.id], len(chunk))
+        slot.history.extend(chunk)
+        del r.pending[: len(chunk)]
+        if last:
+            self._accept(slot, token.item())
+
+    def _decode(self, slots: list[Slot]) -> None:
+        rows = [s.id for s in slots]
+        inputs = [s.request.next_input for s in slots]  # type: ignore[union-attr]
+        caches = self.store.batch(rows, 1)
+        logits = self.model(mx.array(inputs)[:, None], cache=caches)[:, -1, :]
+        tokens = sample_rows(logits, [s.request.sampler for s in slots])  # type: ignore[union-attr]
+        mx.eval(tokens)
+        self.store.commit(rows, 1)
+        now = time.perf_counter()
+        self._recent.append((now, len(slots)))
+        while now - self._recent[0][0] > RATE_WINDOW_S:
+            self._recent.popleft()
+        for s, token, fed in zip(slots, tokens.tolist(), inputs):
+            s.history.append(fed)
+            s.request.next_input = None  # type: ignore[union-attr]
+            try:
+                self._accept(s, token)
+            except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
+                self._finish(s, "error", f"{type(exc).__name__}: {exc}")
+
+    def _accept(self, slot: Slot, token: int) -> None:
+        """Takes a sampled token: ends the reply on a stop token or a limit, else streams it."""
+        r = slot.request
+        assert r is not None
+        now = time.perf_counter()
+        r.t_first = r.t_first or now
+        r.t_last = now
+        if token in self.tokenizer.eos_token_ids:
+            return self._finish(slot, "stop")
+        r.generated += 1
+        r.detokenizer.add_token(token)
+        self._emit(slot, r.detokenizer.last_segment)
+        if r.generated >= r.sampling.max_tokens:
+            return self._finish(slot, "length")
+        if self.store.lengths[slot.id] + 1 > self.store.capacity:
+            return self._finish(slot, "context")
+        r.next_input = token
+
+    def _emit(self, slot: Slot, text: str) -> None:
+        r = slot.request
+        if text and r:
+            r.text.append(text)
+            _deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, text))
+
+    def _finish(self, slot: Slot, reason: FinishReason, error: str | None = None) -> None:
+        r = slot.request
+        if r is None:
+            return
+        slot.request = None
+        if r.pending:  # a prefill cut short leaves only the tokens that were stored
+            self._rollback(slot, len(slot.history))
+        tail = ""
+        try:
+            r.detokenizer.finalize()
+            tail = r.detokenizer.last_segment
+        except Exception:  # a broken detokenizer must not keep the request from ending
+            pass
+        if tail:
+            r.text.append(tail)
+            _deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, tail), quiet=True)
+        slot.last_tok_s = r.decode_tok_s()
+        stats = RequestStats(
+            prompt_tokens=len(r.prompt),
+            cached_tokens=r.cached,
+            prefilled_tokens=r.prompt_processed - r.cached,
+            generated_tokens=r.generated,
+            ttft_s=(r.t_first - r.t_submit) if r.t_first else 0.0,
+            decode_tok_s=slot.last_tok_s,
+        )
+        done = Done(r.id, slot.id, reason, "".join(r.text), stats, error)
+        _deliver(r.handle, r.on_event, done, quiet=True)
+
+    def _repartition(self, plan: SlotPlan) -> dict[int, bool]:
+        if not plan.ok:
+            raise ValueError("; ".join(plan.errors))
+        for s in self.slots:
+            if s.request:
+                self._finish(s, "cancelled")
+        old_store, old_slots = self.store, self.slots
+        store = SlotKVStore(plan.parallel, plan.per_slot, self._n_layers)
+        slots = [Slot(i) for i in range(plan.parallel)]
+        survived: dict[int, bool] = {}
+        for s in old_slots:
+            n = len(s.history)
+            keep = s.id < plan.parallel and 0 < n <= plan.per_slot and old_store.keys[0] is not None
+            survived[s.id] = keep
+            if s.id < plan.parallel:
+                slots[s.id].label = s.label
+            if keep:
+                slots[s.id].history = list(s.history)
+                store.lengths[s.id] = n
+                for layer in range(self._n_layers):
+                    for dst, src in ((store.keys, old_store.keys), (store.values, old_store.values)):
+                        region = src[layer][s.id : s.id + 1, :, :n, :]
+                        if dst[layer] is None:
+                            shape = (plan.parallel, region.shape[1], plan.per_slot, region.shape[3])
+                            dst[layer] = mx.zeros(shape, region.dtype)
+                        dst[layer][s.id : s.id + 1, :, :n, :] = region
+        mx.eval([a for a in store.keys + store.values if a is not None])
+        self.store, self.slots, self.plan = store, slots, plan
+        return survived
+
+    def _aggregate_tok_s(self) -> float:
+        now = time.perf_counter()
+        recent = [(t, n) for t, n in list(self._recent) if now - t <= RATE_WINDOW_S]
+        if len(recent) < 2:
+            return 0.0
+        return sum(n for _, n in recent[1:]) / max(recent[-1][0] - recent[0][0], 1e-9)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _deliver(
+    handle: RequestHandle, on_event: Callable[[Event], None] | None, event: Event, quiet: bool = False
+) -> None:
+    """Queues the event for the handle and calls the callback; `quiet` swallows callback errors."""
+    handle.put(event)
+    if on_event is not None:
+        try:
+            on_event(event)
+        except Exception:
+            if not quiet:
+                raise
+
+
+def _resolve(future: Future, fn: Callable[[], Any]) -> None:
+    try:
+        future.set_result(fn())
+    except Exception as exc:
+        future.set_exception(exc)

@@ -1,0 +1,85 @@
+"""Attention over slot regions: each row reads only its own slot's tokens (split-KV, as llama.cpp #14363).
+
+mlx-lm's attention layers call `scaled_dot_product_attention(q, k, v, cache=..., ...)` from
+`mlx_lm.models.base`; `install` swaps that name in the model's module for a dispatcher that
+hands slot caches to `attend_per_slot` and everything else to mlx-lm unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import mlx.core as mx
+
+# Padding the rows to the longest costs (rows x longest); going row by row costs the sum of
+# the lengths plus one small attention call per row. Batch when padding wastes less than this.
+PAD_WASTE_LIMIT = 1.5
+
+
+def attend_per_slot(
+    queries: mx.array,
+    keys: mx.array,
+    values: mx.array,
+    rows: list[int],
+    lengths: list[int],
+    *,
+    scale: float,
+    sinks: mx.array | None = None,
+) -> mx.array:
+    """Attention for `queries` (B, heads, L, dim), row b over keys[rows[b], :, :lengths[b]].
+
+    The L new tokens are the last L of each row, so causality is the usual bottom-right one.
+    """
+    n_new = queries.shape[2]
+    longest = max(lengths)
+    if n_new == 1 and len(rows) > 1 and longest * len(rows) <= PAD_WASTE_LIMIT * sum(lengths):
+        idx = mx.array(rows)
+        valid = mx.arange(longest)[None] < mx.array(lengths)[:, None]
+        return mx.fast.scaled_dot_product_attention(
+            queries,
+            keys[idx, :, :longest, :],
+            values[idx, :, :longest, :],
+            scale=scale,
+            mask=valid[:, None, None, :],
+            sinks=sinks,
+        )
+    mask = "causal" if n_new > 1 else None
+    outs = [
+        mx.fast.scaled_dot_product_attention(
+            queries[b : b + 1],
+            keys[row : row + 1, :, :length, :],
+            values[row : row + 1, :, :length, :],
+            scale=scale,
+            mask=mask,
+            sinks=sinks,
+        )
+        for b, (row, length) in enumerate(zip(rows, lengths))
+    ]
+    return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+
+
+def _dispatching(original: Any) -> Any:
+    def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None):
+        if hasattr(cache, "attend"):
+            return cache.attend(queries, scale, sinks)
+        return original(queries, keys, values, cache=cache, scale=scale, mask=mask, sinks=sinks)
+
+    scaled_dot_product_attention.slot_dispatch = True  # type: ignore[attr-defined]
+    return scaled_dot_product_attention
+
+
+def install(model: Any) -> bool:
+    """Routes the model's attention through the slot dispatcher; False if the model does not use it.
+
+    Models that call mx.fast directly still work: the slot cache then hands them padded K/V.
+    """
+    from mlx_lm.models import base
+
+    module = sys.modules[type(model).__module__]
+    current = getattr(module, "scaled_dot_product_attention", None)
+    if current is None:
+        return False
+    if not getattr(current, "slot_dispatch", False):
+        module.scaled_dot_product_attention = _dispatching(base.scaled_dot_product_attention)
+    return True
