@@ -18,6 +18,7 @@ class SamplingParams:
     top_k: int = 0
     max_tokens: int = 512
     seed: int | None = None
+    ignore_eos: bool = False  # as llama-server's: decode to max_tokens (benchmarks, tests)
 
 
 @dataclass(frozen=True)

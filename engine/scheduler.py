@@ -351,7 +351,7 @@ class Engine:
         now = time.perf_counter()
         r.t_first = r.t_first or now
         r.t_last = now
-        if token in self.tokenizer.eos_token_ids:
+        if token in self.tokenizer.eos_token_ids and not r.sampling.ignore_eos:
             return self._finish(slot, "stop")
         r.generated += 1
         r.detokenizer.add_token(token)
