@@ -268,3 +268,19 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"not a gguf file at all")
     with pytest.raises(ModelLoadError, match="could not be read as a GGUF"):
         load_model(str(path))
+
+
+@pytest.mark.parametrize(
+    ("pre", "pieces"),
+    [
+        ("gpt-2", ["12345", "Ġabc"]),
+        ("smollm", ["1", "2", "3", "4", "5", "Ġabc"]),
+        ("llama-bpe", ["123", "45", "Ġabc"]),
+        ("something-new", ["12345", "Ġabc"]),
+    ],
+)
+def test_pre_tokenizer_follows_llama_cpp(pre: str, pieces: list[str], tiny_model_dir: Path, gguf_dir: Path) -> None:
+    path = write_tiny_gguf(tiny_model_dir, gguf_dir / "tiny-F32.gguf", "F32")
+    meta = {**read_gguf(path)[1], "tokenizer.ggml.pre": pre}
+    split = build_tokenizer(meta).pre_tokenizer.pre_tokenize_str("12345 abc")
+    assert [piece for piece, _ in split] == pieces
