@@ -10,7 +10,8 @@ from mlx_lm.sample_utils import make_sampler
 
 from engine.models import LoadedModel, load_model
 
-# Ids of Hugging Face's own SmolLM2 tokenizer.json for these strings (digits one by one, "Ġ" spaces).
+# SmolLM2 token ids for these strings as published by an independent project's tokenizer self-check
+# (not derived from this code): digits one by one, spaces folded into the next word.
 REFERENCE_IDS = {
     "Hello, we can use": [19556, 28, 392, 416, 722],
     "The capital of France is": [504, 3575, 282, 4649, 314],
