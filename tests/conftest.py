@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from engine.blas import load_blas
+
+load_blas("auto")  # before anything imports mlx.core, so the tests run on the optimized BLAS
+
 from pathlib import Path
 
 import pytest
