@@ -1,0 +1,124 @@
+"""The `mlxchat` command line: help, version, doctor, and how bad input is reported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from engine.blas import find_optimized_blas
+from engine.memory import memory_info, parse_meminfo, parse_vm_stat
+
+
+def mlxchat(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs the installed console script, as a user would."""
+    script = Path(sys.executable).parent / "mlxchat"
+    assert script.exists(), "the console script is missing: run `make setup` (pip install -e .)"
+    return subprocess.run(
+        [str(script), *args], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
+
+
+def test_help_lists_the_subcommands_and_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for word in ("doctor", "bench", "--model", "--ctx-size", "--parallel", "--ctx-per-slot", "--config"):
+        assert word in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == "mlxchat 0.1.0"
+
+
+def test_doctor_console_script_reports_context_blas_and_model(tiny_model_dir: Path) -> None:
+    done = mlxchat("doctor", "--model", str(tiny_model_dir), "--ctx-size", "8192", "--parallel", "4")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "8192 total / 4 slots = 2048 tokens per slot" in out
+    blas_line = next(line for line in out.splitlines() if line.startswith("blas"))
+    found = find_optimized_blas()
+    if sys.platform == "darwin":
+        assert "accelerate" in blas_line
+    elif found is None:
+        assert "reference" in blas_line and "to fix:" in out
+    else:
+        assert ("mkl" if "mkl" in found else "openblas") in blas_line
+    assert f"folder: {tiny_model_dir}" in out
+    assert "float32" in out and "trained context 4096 tokens" in out
+    assert "KV cache" in out and "available" in out
+    assert "Traceback" not in done.stderr
+
+
+def test_doctor_flags_work_after_and_before_the_subcommand(
+    tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--parallel", "2", "doctor", "--model", str(tiny_model_dir), "--ctx-per-slot", "1024"]) == 0
+    out = capsys.readouterr().out
+    # ctx_per_slot alone: the total is parallel x ctx_per_slot.
+    assert "2048 total / 2 slots = 1024 tokens per slot" in out
+
+
+def test_doctor_reports_slot_errors_and_exits_1(tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--model", str(tiny_model_dir), "--ctx-size", "1024", "--parallel", "8"]) == 1
+    assert "below the minimum of 256" in capsys.readouterr().out
+
+
+def test_bad_config_file_exits_2_with_one_clear_message(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("parallel = 0\n")
+    done = mlxchat("--config", str(config), "doctor")
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"mlxchat: {config}: parallel = 0 is not allowed: must be at least 1"
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--config", "/nonexistent/mlxchat.toml"], "/nonexistent/mlxchat.toml: config file not found"),
+        (["doctor", "--parallel", "0"], "--parallel 0 is not allowed: must be at least 1"),
+        (["doctor", "--parallel", "two"], "argument --parallel: invalid int value: 'two'"),
+        (["bench", "--engines", "nope"], "'nope': choose from mlx-lm-sequential"),
+        (["bench", "--slots", "1,0"], "0 is not allowed: must be at least 1"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_flags_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_blas_library_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MLXCHAT_BLAS", "/nonexistent/libblas.so")
+    assert main(["doctor"]) == 2
+    assert 'blas = "/nonexistent/libblas.so": no such file' in capsys.readouterr().err
+
+
+def test_model_load_error_exits_1_with_its_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.gguf"
+    assert main(["bench", "--model", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"mlxchat: {missing} does not exist")
+    assert main(["doctor", "--model", str(missing)]) == 1
+    assert f"ERROR: {missing} does not exist" in capsys.readouterr().out
+
+
+def test_memory_figures_for_doctor() -> None:
+    info = memory_info()
+    assert info.total_bytes and info.available_bytes and 0 < info.available_bytes <= info.total_bytes
+    meminfo = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    8000000 kB\n"
+    assert parse_meminfo(meminfo).available_bytes == 8000000 * 1024
+    assert parse_meminfo("MemTotal: 4 kB\nMemFree: 1 kB\nCached: 2 kB\n").available_bytes == 3 * 1024
+    vm_stat = (
+        "Mach Virtual Memory Statistics: (page size of 16384 bytes)\n"
+        "Pages free:                               10.\n"
+        "Pages active:                            500.\n"
+        "Pages inactive:                           20.\n"
+        "Pages speculative:                         3.\n"
+    )
+    assert parse_vm_stat(vm_stat) == 33 * 16384
