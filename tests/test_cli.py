@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.console_progress import ConsoleProgress
 from engine.blas import find_optimized_blas
 from engine.memory import memory_info, parse_meminfo, parse_vm_stat
+from engine.models import Progress
 
 
 def mlxchat(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -122,3 +125,25 @@ def test_memory_figures_for_doctor() -> None:
         "Pages speculative:                         3.\n"
     )
     assert parse_vm_stat(vm_stat) == 33 * 16384
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_one_updating_line_on_a_terminal_and_a_line_per_stage_otherwise() -> None:
+    steps = [Progress("Checking m.gguf", 1, 4), Progress("Checking m.gguf", 4, 4), Progress("Loading weights", 0, 0)]
+    log = io.StringIO()
+    with ConsoleProgress(log) as progress:
+        for step in steps:
+            progress(step)
+    assert log.getvalue() == "Checking m.gguf...\nLoading weights...\n"
+
+    terminal = Terminal()
+    with ConsoleProgress(terminal) as progress:
+        for step in steps:
+            progress(step)
+    text = terminal.getvalue()
+    assert "\n" not in text and "\rChecking m.gguf...  25%" in text and "\rChecking m.gguf... 100%" in text
+    assert text.endswith("\r" + " " * len("Loading weights...") + "\r")  # the line is cleared at the end
