@@ -25,6 +25,7 @@ DEFAULT_MAX_TOKENS = 64
 DEFAULT_REPEATS = 3
 # The warm-up run only has to trigger lazy initialisation and compilation, not measure anything.
 WARMUP_TOKENS = 8
+CTX_ROUNDING = 256  # a chosen per-slot context is rounded up to this many tokens
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer carefully, in plain prose."
 CONTEXT = (
@@ -53,6 +54,7 @@ class Workload:
     scenario: str
     prompts: tuple[tuple[int, ...], ...]
     max_tokens: int
+    ctx_size: int = 0  # total context for engines that divide one (0: just enough for this run)
 
     @property
     def slots(self) -> int:
@@ -158,6 +160,22 @@ def _short_chats(slots: int) -> list[list[dict[str, str]]]:
     ]
 
 
+# The skewed scenario's long conversation: about 3000 tokens of notes before its question.
+LONG_NOTES = 24
+
+
+@scenario("skewed")
+def _skewed_chats(slots: int) -> list[list[dict[str, str]]]:
+    """Slot 0 holds a long conversation (about 3000 tokens), the others short ones."""
+    notes = "\n\n".join(f"Note {k + 1}. {CONTEXT}" for k in range(LONG_NOTES))
+    chats = _short_chats(slots)
+    chats[0] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"{notes}\n\nSummarise the notes above in one paragraph."},
+    ]
+    return chats
+
+
 def make_workload(loaded: LoadedModel, scenario_name: str, slots: int, max_tokens: int) -> Workload:
     """Tokenizes the scenario's chats for `slots` slots with the model's chat template."""
     chats = SCENARIOS[scenario_name](slots)
@@ -175,18 +193,27 @@ def run_bench(
     slots: Sequence[int] = (1,),
     max_tokens: int = DEFAULT_MAX_TOKENS,
     repeats: int = DEFAULT_REPEATS,
+    ctx_size: int | None = None,
     on_case: Callable[[str], None] | None = None,
 ) -> list[RunRecord]:
-    """Runs every engine for every slot count: one warm-up run, then `repeats` measured runs."""
+    """Runs every engine for every slot count: one warm-up run, then `repeats` measured runs.
+
+    One total context serves every slot count (so KV bytes can be compared across them): `ctx_size`
+    if given, else the least that fits the scenario's longest prompt and reply at the most slots.
+    """
     import mlx.core as mx
 
+    workloads = {n: make_workload(loaded, scenario_name, n, max_tokens) for n in slots}
+    if ctx_size is None:
+        need = max(len(p) for w in workloads.values() for p in w.prompts) + max_tokens + 1
+        ctx_size = max(slots) * -(-need // CTX_ROUNDING) * CTX_ROUNDING
     records = []
     for engine in engines:
         run = RUNNERS[engine]
         for n in slots:
             if on_case:
                 on_case(f"{engine}, {scenario_name}, {n} slot{'s' if n > 1 else ''}")
-            workload = make_workload(loaded, scenario_name, n, max_tokens)
+            workload = replace(workloads[n], ctx_size=ctx_size)
             run(loaded, replace(workload, max_tokens=min(max_tokens, WARMUP_TOKENS)))
             measured = []
             for _ in range(repeats):
@@ -203,13 +230,16 @@ def summarize(engine: str, workload: Workload, trace: RunTrace, peak_bytes: int)
     TTFT counts from the start of the run, so streams that wait for others pay for it. Prefill
     and decode speeds divide tokens by the time during which at least one stream was in that
     phase, which is the sum for engines that run streams one after another and the overlap
-    for engines that batch them.
+    for engines that batch them. Decoding counts from when every stream running alongside has
+    its first token, so an engine that interleaves prefill with decoding is timed on its
+    steady decode, as an engine that prefills everything first is.
     """
     streams = [s for s in trace.streams if s.token_times]
     prefill_tokens = sum(s.prompt_tokens for s in streams)
-    decode_tokens = sum(len(s.token_times) - 1 for s in streams)
+    windows = [_steady_decode(s, streams) for s in streams]
+    decode_tokens = sum(sum(1 for t in s.token_times if t > start) for s, (start, _) in zip(streams, windows))
     prefill_s = _covered([(s.started, s.token_times[0]) for s in streams])
-    decode_s = _covered([(s.token_times[0], s.token_times[-1]) for s in streams])
+    decode_s = _covered(windows)
     steps = [b - a for s in streams for a, b in zip(s.token_times, s.token_times[1:])]
     return RunRecord(
         engine=engine,
@@ -246,6 +276,13 @@ def make_report(loaded: LoadedModel, runs: list[RunRecord]) -> BenchReport:
         dtype=loaded.dtype,
         runs=runs,
     )
+
+
+def _steady_decode(stream: StreamTrace, streams: list[StreamTrace]) -> tuple[float, float]:
+    """The part of `stream`'s decoding during which no stream overlapping it was still prefilling."""
+    end = stream.token_times[-1]
+    alongside = [s.token_times[0] for s in streams if s.started < end and s.token_times[-1] > stream.started]
+    return min(max(alongside), end), end
 
 
 def _covered(intervals: list[tuple[float, float]]) -> float:
@@ -328,4 +365,76 @@ def _mlx_lm_sequential(loaded: LoadedModel, workload: Workload) -> RunTrace:
                 stream.token()
         # One stream holds a cache at a time; the largest is what the run needed.
         trace.kv_bytes = max(trace.kv_bytes, sum(c.nbytes for c in cache))
+    return trace
+
+
+@runner("mlx-lm-batch")
+def _mlx_lm_batch(loaded: LoadedModel, workload: Workload) -> RunTrace:
+    """mlx-lm's BatchGenerator (continuous batching over a left-padded KV cache), all streams at once."""
+    from mlx_lm.generate import BatchGenerator
+
+    # No stop tokens: every stream decodes exactly max_tokens, as the other engines do.
+    gen = BatchGenerator(
+        loaded.model,
+        max_tokens=workload.max_tokens,
+        stop_tokens=[],
+        completion_batch_size=workload.slots,
+        prefill_batch_size=workload.slots,
+    )
+    trace = RunTrace(time.perf_counter())
+    uids = gen.insert([list(p) for p in workload.prompts])
+    streams = {uid: StreamTrace(len(p), trace.started) for uid, p in zip(uids, workload.prompts)}
+    trace.streams.extend(streams.values())
+    done: set[int] = set()
+    while len(done) < len(streams):
+        _, responses = gen.next()
+        for r in responses:
+            streams[r.uid].token()
+            if r.finish_reason is not None:
+                done.add(r.uid)
+        batch = gen._generation_batch  # the only place its cache size can be read
+        trace.kv_bytes = max(trace.kv_bytes, sum(c.nbytes for c in batch.prompt_cache or []))
+    gen.close()
+    return trace
+
+
+@runner("mlxchat")
+def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
+    """mlxchat's engine: one slot per stream over a divided KV cache, every decode step batched."""
+    from engine.events import SamplingParams, TextDelta
+    from engine.scheduler import Engine
+    from engine.slot_plan import evaluate_slots
+
+    n = workload.slots
+    need = max(len(p) for p in workload.prompts) + workload.max_tokens + 1
+    plan = evaluate_slots(
+        parallel=n,
+        ctx_size=workload.ctx_size or n * need,
+        ctx_per_slot=None,
+        parallel_max=n,
+        per_slot_floor=0,
+        per_slot_min=need,
+        trained_ctx=None,
+        kv_bytes_per_token=loaded.kv_bytes_per_token,
+    )
+    engine = Engine(loaded.model, loaded.tokenizer, plan)
+    sampling = SamplingParams(max_tokens=workload.max_tokens, ignore_eos=True)
+    trace = RunTrace(time.perf_counter())
+    try:
+        handles = []
+        for slot, prompt in enumerate(workload.prompts):
+            stream = StreamTrace(len(prompt), trace.started)
+            trace.streams.append(stream)
+
+            def on_event(event: Any, stream: StreamTrace = stream) -> None:
+                if isinstance(event, TextDelta):
+                    for _ in range(event.tokens):
+                        stream.token()
+
+            handles.append(engine.submit(slot, tokens=list(prompt), sampling=sampling, on_event=on_event))
+        for handle in handles:
+            handle.result()
+        trace.kv_bytes = engine.snapshot().kv_bytes_allocated
+    finally:
+        engine.shutdown()
     return trace

@@ -28,6 +28,7 @@ class TextDelta:
     request_id: int
     slot_id: int
     text: str
+    tokens: int = 1  # generated tokens this text covers (a character can span several)
 
 
 @dataclass(frozen=True)

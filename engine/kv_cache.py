@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from engine.slot_attention import attend_per_slot
+from engine.slot_attention import attend_per_slot, rows_upto
 
 
 class SlotKVStore:
@@ -62,11 +62,24 @@ class _PassLayout:
         self.lengths = [s + n_new for s in starts]
         # RoPE wants one offset per row; a single row can use a plain int (faster path).
         self.offset: int | mx.array = starts[0] if len(rows) == 1 else mx.array(starts)
-        if n_new == 1:
-            # Flat (slot, head, position) indices of each row's new token, for a single scatter.
-            self.flat_rows = mx.array(rows)[:, None]
-            self.flat_starts = mx.array(starts)[:, None]
         self.capacity = capacity
+        self._scatter_index: mx.array | None = None
+        self._valid: mx.array | None = None
+
+    def scatter_index(self, heads: int) -> mx.array:
+        """Flat (slot, head, position) indices of each row's new token, for one scatter per layer."""
+        if self._scatter_index is None:
+            rows = mx.array(self.rows)[:, None]
+            starts = mx.array(self.starts)[:, None]
+            self._scatter_index = (rows * heads + mx.arange(heads)[None]) * self.capacity + starts
+        return self._scatter_index
+
+    def valid(self) -> mx.array:
+        """(rows, 1, 1, longest) mask of each row's own tokens, made once for all layers."""
+        if self._valid is None:
+            longest = max(self.lengths)
+            self._valid = (mx.arange(longest)[None] < mx.array(self.lengths)[:, None])[:, None, None, :]
+        return self._valid
 
 
 class SlotBatchCache:
@@ -88,18 +101,14 @@ class SlotBatchCache:
         lay = self.layout
         if n > 1:
             return "causal"
-        if len(set(lay.lengths)) == 1:
-            return None
-        valid = mx.arange(max(lay.lengths))[None] < mx.array(lay.lengths)[:, None]
-        return valid[:, None, None, :]
+        return None if len(set(lay.lengths)) == 1 else lay.valid()
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Writes the pass's new K/V into the slot regions; returns the rows' padded K/V views."""
         store, layer, lay = self.store, self.layer, self.layout
         store._ensure(layer, keys, values)
         if lay.n_new == 1:
-            heads = keys.shape[1]
-            idx = (lay.flat_rows * heads + mx.arange(heads)[None]) * lay.capacity + lay.flat_starts
+            idx = lay.scatter_index(keys.shape[1])
             for buffers, new in ((store.keys, keys), (store.values, values)):
                 flat = buffers[layer].reshape(-1, new.shape[-1])
                 flat[idx] = new[:, :, 0, :]
@@ -115,10 +124,9 @@ class SlotBatchCache:
         """The rows' K/V padded to the longest row, for attention code that does not go per slot."""
         lay, layer = self.layout, self.layer
         longest = max(lay.lengths)
-        rows = mx.array(lay.rows)
         return (
-            self.store.keys[layer][rows, :, :longest, :],
-            self.store.values[layer][rows, :, :longest, :],
+            rows_upto(self.store.keys[layer], lay.rows, longest),
+            rows_upto(self.store.values[layer], lay.rows, longest),
         )
 
     def attend(self, queries: mx.array, scale: float, sinks: mx.array | None) -> mx.array:
@@ -130,6 +138,7 @@ class SlotBatchCache:
             self.store.values[self.layer],
             lay.rows,
             lay.lengths,
+            valid=lay.valid,
             scale=scale,
             sinks=sinks,
         )

@@ -354,6 +354,7 @@ class Engine:
         if token in self.tokenizer.eos_token_ids and not r.sampling.ignore_eos:
             return self._finish(slot, "stop")
         r.generated += 1
+        r.unreported += 1
         r.detokenizer.add_token(token)
         self._emit(slot, r.detokenizer.last_segment)
         if r.generated >= r.sampling.max_tokens:
@@ -366,7 +367,9 @@ class Engine:
         r = slot.request
         if text and r:
             r.text.append(text)
-            _deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, text))
+            delta = TextDelta(r.id, slot.id, text, r.unreported)
+            r.unreported = 0
+            _deliver(r.handle, r.on_event, delta)
 
     def _finish(self, slot: Slot, reason: FinishReason, error: str | None = None) -> None:
         r = slot.request
@@ -383,7 +386,7 @@ class Engine:
             pass
         if tail:
             r.text.append(tail)
-            _deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, tail), quiet=True)
+            _deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, tail, r.unreported), quiet=True)
         slot.last_tok_s = r.decode_tok_s()
         stats = RequestStats(
             prompt_tokens=len(r.prompt),

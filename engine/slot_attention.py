@@ -8,7 +8,7 @@ hands slot caches to `attend_per_slot` and everything else to mlx-lm unchanged.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import mlx.core as mx
 
@@ -24,24 +24,24 @@ def attend_per_slot(
     rows: list[int],
     lengths: list[int],
     *,
+    valid: Callable[[], mx.array],
     scale: float,
     sinks: mx.array | None = None,
 ) -> mx.array:
     """Attention for `queries` (B, heads, L, dim), row b over keys[rows[b], :, :lengths[b]].
 
     The L new tokens are the last L of each row, so causality is the usual bottom-right one.
+    `valid()` gives the (B, 1, 1, longest) mask of each row's tokens when rows are padded.
     """
     n_new = queries.shape[2]
     longest = max(lengths)
     if n_new == 1 and len(rows) > 1 and longest * len(rows) <= PAD_WASTE_LIMIT * sum(lengths):
-        idx = mx.array(rows)
-        valid = mx.arange(longest)[None] < mx.array(lengths)[:, None]
         return mx.fast.scaled_dot_product_attention(
             queries,
-            keys[idx, :, :longest, :],
-            values[idx, :, :longest, :],
+            rows_upto(keys, rows, longest),
+            rows_upto(values, rows, longest),
             scale=scale,
-            mask=valid[:, None, None, :],
+            mask=None if len(set(lengths)) == 1 else valid(),
             sinks=sinks,
         )
     mask = "causal" if n_new > 1 else None
@@ -57,6 +57,14 @@ def attend_per_slot(
         for b, (row, length) in enumerate(zip(rows, lengths))
     ]
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+
+
+def rows_upto(buffer: mx.array, rows: list[int], length: int) -> mx.array:
+    """buffer[rows, :, :length]: a view when the rows are a run of slots, else a copy of just that part."""
+    view = buffer[:, :, :length, :]
+    if rows == list(range(rows[0], rows[0] + len(rows))):
+        return view[rows[0] : rows[0] + len(rows)]
+    return mx.take(view, mx.array(rows), axis=0)
 
 
 def _dispatching(original: Any) -> Any:

@@ -54,6 +54,7 @@ class Request:
     pending: list[int] = field(default_factory=list)
     next_input: int | None = None
     generated: int = 0
+    unreported: int = 0  # generated tokens whose text has not been sent yet
     text: list[str] = field(default_factory=list)
     cancelled: bool = False
     t_submit: float = field(default_factory=time.perf_counter)
