@@ -1,0 +1,9 @@
+"""mlxchat's own Textual themes, one module per theme; THEMES is what the app registers."""
+
+from __future__ import annotations
+
+from themes.dark import MLXCHAT_DARK
+from themes.light import MLXCHAT_LIGHT
+
+THEMES = (MLXCHAT_DARK, MLXCHAT_LIGHT)
+DEFAULT_THEME = MLXCHAT_DARK.name

@@ -1,0 +1,226 @@
+"""One chat bound to one engine slot: its conversation, its input box and its slot's status line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.timer import Timer
+from textual.widgets import Markdown, Static, TabPane, TextArea
+from textual.widgets.markdown import MarkdownStream
+
+from app.engine_bridge import ReplyDelta, ReplyDone, reply_callback
+from engine.events import Done, SamplingParams, SlotSnapshot
+
+if TYPE_CHECKING:
+    from engine.scheduler import Engine
+
+RENDER_INTERVAL_S = 1 / 30  # a streaming reply is redrawn at most this often, however fast tokens come
+BAR_WIDTH = 12
+
+
+class ChatInput(TextArea):
+    """The message box: Enter sends, ctrl+j (or shift+enter where the terminal reports it) starts a new line."""
+
+    class Submitted(Message):
+        """The user pressed Enter on this text."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Submitted(self.text))
+            return
+        if event.key in ("ctrl+j", "shift+enter"):
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        await super()._on_key(event)
+
+
+class ChatPane(TabPane):
+    """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line."""
+
+    DEFAULT_CSS = """
+    ChatPane { layout: vertical; padding: 0; }
+    ChatPane .conversation { height: 1fr; padding: 0 1; }
+    ChatPane .user-turn {
+        margin: 1 0 0 8; padding: 0 1; background: $boost; border-left: thick $secondary;
+    }
+    ChatPane .assistant-turn { margin: 1 8 0 0; padding: 0 1; border-left: thick $primary; }
+    ChatPane .assistant-turn MarkdownBlock:last-child { margin-bottom: 0; }
+    ChatPane .turn-note { margin: 0 8 0 0; padding: 0 1; color: $text-muted; text-style: italic; }
+    ChatPane .turn-note.-error { color: $error; text-style: none; }
+    ChatPane .turn-note.-refused { color: $warning; text-style: none; }
+    ChatPane ChatInput { height: auto; min-height: 3; max-height: 10; border: round $panel; }
+    ChatPane ChatInput:focus { border: round $primary; }
+    ChatPane .slot-status { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
+    """
+
+    def __init__(
+        self, chat_id: str, title: str, slot_id: int, engine: Engine, sampling: SamplingParams, system_prompt: str
+    ) -> None:
+        super().__init__(title, id=chat_id)
+        self.chat_id = chat_id
+        self.chat_title = title
+        self.slot_id = slot_id
+        self._engine = engine
+        self._sampling = sampling
+        self._system_prompt = system_prompt
+        self.messages: list[dict[str, str]] = []
+        self.request_id: int | None = None
+        self._sent_text = ""
+        self._user_turn: Static | None = None
+        self._reply: Markdown | None = None
+        self._stream: MarkdownStream | None = None
+        self._pending: list[str] = []
+        self._flush_timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield VerticalScroll(classes="conversation")
+        yield ChatInput(soft_wrap=True, show_line_numbers=False, compact=True)
+        yield Static(f"slot {self.slot_id} · idle", classes="slot-status", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one(".conversation", VerticalScroll).anchor()
+        self._flush_timer = self.set_interval(RENDER_INTERVAL_S, self._flush, pause=True)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a reply is being written (or its request is on its way to the engine)."""
+        return self.request_id is not None
+
+    @property
+    def chat_input(self) -> ChatInput:
+        """The message box."""
+        return self.query_one(ChatInput)
+
+    def focus_input(self) -> None:
+        """Puts the keyboard in the message box."""
+        self.chat_input.focus()
+
+    def stop_reply(self) -> bool:
+        """Asks the engine to stop this chat's reply; False when there is none."""
+        if not self.busy:
+            return False
+        self._engine.cancel(self.slot_id)
+        return True
+
+    def show_slot(self, slot: SlotSnapshot) -> None:
+        """Shows the slot's state, how full its context is (as a bar) and its speed."""
+        filled = round(BAR_WIDTH * slot.used / slot.capacity) if slot.capacity else 0
+        bar = "█" * filled + "░" * (BAR_WIDTH - filled)
+        text = (
+            f"slot {slot.id} · {slot.state} · {slot.used} / {slot.capacity} tokens {bar} · {slot.tok_s:.1f} tok/s"
+        )
+        self.query_one(".slot-status", Static).update(text)
+
+    @on(ChatInput.Submitted)
+    async def _send(self, event: ChatInput.Submitted) -> None:
+        event.stop()
+        text = event.text.strip()
+        if not text:
+            return
+        if self.busy:
+            self.notify("This chat is still answering: escape stops it.", severity="warning")
+            return
+        self.chat_input.clear()
+        self._sent_text = event.text
+        self.messages.append({"role": "user", "content": text})
+        conversation = self.query_one(".conversation", VerticalScroll)
+        self._user_turn = Static(text, classes="user-turn", markup=False)
+        self._reply = Markdown(classes="assistant-turn")
+        await conversation.mount_all([self._user_turn, self._reply])
+        self._stream = Markdown.get_stream(self._reply)
+        self._pending.clear()
+        system = [{"role": "system", "content": self._system_prompt}] if self._system_prompt else []
+        handle = self._engine.submit(
+            self.slot_id,
+            system + self.messages,
+            sampling=self._sampling,
+            on_event=reply_callback(self, self.chat_id),
+        )
+        self.request_id = handle.request_id
+        assert self._flush_timer is not None
+        self._flush_timer.resume()
+
+    @on(ReplyDelta)
+    def _on_delta(self, event: ReplyDelta) -> None:
+        event.stop()
+        if event.delta.request_id == self.request_id:
+            self._pending.append(event.delta.text)
+
+    async def _flush(self) -> None:
+        """Writes the text that came since the last frame to the reply, in one piece."""
+        if self._pending and self._stream is not None:
+            text = "".join(self._pending)
+            self._pending.clear()
+            await self._stream.write(text)
+
+    @on(ReplyDone)
+    async def _on_done(self, event: ReplyDone) -> None:
+        event.stop()
+        done = event.done
+        if done.request_id != self.request_id:
+            return
+        self.request_id = None
+        assert self._flush_timer is not None
+        self._flush_timer.pause()
+        self._pending.clear()
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        if done.refused:
+            await self._refused(done)
+            return
+        assert self._reply is not None
+        # One full render from the engine's own text: the streamed fragments were only a preview.
+        await self._reply.update(done.text)
+        if done.text:
+            self.messages.append({"role": "assistant", "content": done.text})
+        else:
+            # Nothing was written: an empty box would only look like a glitch.
+            await self._reply.remove()
+        note = self._note(done)
+        if note is not None:
+            text, kind = note
+            await self.query_one(".conversation").mount(Static(text, classes=f"turn-note {kind}", markup=False))
+        self._reply = None
+
+    async def _refused(self, done: Done) -> None:
+        """Undoes a message the engine would not take: the text goes back to the input with the reason."""
+        self.messages.pop()
+        for widget in (self._user_turn, self._reply):
+            if widget is not None:
+                await widget.remove()
+        self._user_turn = self._reply = None
+        typed_since = self.chat_input.text
+        self.chat_input.text = self._sent_text + (f"\n{typed_since}" if typed_since else "")
+        self.chat_input.move_cursor(self.chat_input.document.end)
+        await self.query_one(".conversation").mount(
+            Static(f"Not sent: {done.error}", classes="turn-note -refused", markup=False)
+        )
+
+    def _note(self, done: Done) -> tuple[str, str] | None:
+        """The line shown under a finished reply, and its style, or None for a reply that simply ended."""
+        if done.reason == "cancelled":
+            return "(stopped)", ""
+        if done.reason == "context":
+            return (
+                f"(the reply reached the end of slot {self.slot_id}'s context: "
+                "start a new chat or use fewer slots for longer conversations)",
+                "",
+            )
+        if done.reason == "length":
+            return f"(the reply reached max_tokens = {self._sampling.max_tokens})", ""
+        if done.reason == "error":
+            return f"Error: {done.error}", "-error"
+        return None
