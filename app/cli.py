@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import ConfigError, Settings, load_settings
-from engine.bench import DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, RUNNERS, SCENARIOS
+from engine.bench import DEFAULT_ENGINES, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_SLOTS, RUNNERS, SCENARIOS
 from engine.blas import BlasError, BlasInfo, load_blas
 
 # Flags that set a Settings field of the same name (dest = field name).
@@ -73,10 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", parents=[settings_flags], help="show the platform, BLAS, model, context and memory in use"
     )
     bench = commands.add_parser("bench", parents=[settings_flags], help="measure prefill and decode speed")
-    bench.add_argument("--engines", type=_names(RUNNERS), default=["mlx-lm-sequential"], metavar="A,B",
+    bench.add_argument("--engines", type=_names(RUNNERS), default=list(DEFAULT_ENGINES), metavar="A,B",
                        help=f"engines to measure (known: {', '.join(RUNNERS)})")
     bench.add_argument("--scenario", choices=sorted(SCENARIOS), default="short", help="prompts to play")
-    bench.add_argument("--slots", type=_counts, default=[1], metavar="N,M",
+    bench.add_argument("--slots", type=_counts, default=list(DEFAULT_SLOTS), metavar="N,M",
                        help="slot counts to measure, e.g. 1,2,4,8")
     bench.add_argument("--max-tokens", type=_count, default=DEFAULT_MAX_TOKENS, metavar="N",
                        help="new tokens per stream (end-of-sequence is suppressed)")
@@ -114,6 +114,8 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         slots=args.slots,
         max_tokens=args.max_tokens,
         repeats=args.repeats,
+        # Only an explicit --ctx-size fixes the total: by default the bench fits it to the scenario.
+        ctx_size=settings.ctx_size if "ctx_size" in vars(args) else None,
         on_case=lambda case: print(f"bench: {case}...", file=sys.stderr, flush=True),
     )
     report = make_report(loaded, runs)

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from engine.models import LoadedModel
 
 DEFAULT_MAX_TOKENS = 64
+DEFAULT_ENGINES = ("mlxchat", "mlx-lm-batch", "mlx-lm-sequential")
+DEFAULT_SLOTS = (1, 2, 4, 8)
 DEFAULT_REPEATS = 3
 # The warm-up run only has to trigger lazy initialisation and compilation, not measure anything.
 WARMUP_TOKENS = 8

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 
 from engine import slot_attention
+from engine.forward import last_logits_fn
 from engine.events import (
     Done,
     EngineSnapshot,
@@ -69,6 +70,7 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.plan = plan
         self.per_slot_dispatch = slot_attention.install(model)
+        self._logits = last_logits_fn(model)
         self._n_layers = len(model.layers)
         self.slots = [Slot(i) for i in range(plan.parallel)]
         self.store = SlotKVStore(plan.parallel, plan.per_slot, self._n_layers)
@@ -312,11 +314,12 @@ class Engine:
         chunk = r.pending[: self.prefill_chunk]
         last = len(chunk) == len(r.pending)
         caches = self.store.batch([slot.id], len(chunk))
-        out = self.model(mx.array([chunk]), cache=caches)
         if last:
-            token = sample_rows(out[:, -1, :], [r.sampler])
+            token = sample_rows(self._logits(mx.array([chunk]), caches), [r.sampler])
             mx.eval(token)
         else:
+            # Only the K/V of a middle chunk are needed: evaluating them skips the head entirely.
+            self.model(mx.array([chunk]), cache=caches)
             mx.eval(self.store.keys, self.store.values)
         self.store.commit([slot.id], len(chunk))
         slot.history.extend(chunk)
@@ -328,7 +331,7 @@ class Engine:
         rows = [s.id for s in slots]
         inputs = [s.request.next_input for s in slots]  # type: ignore[union-attr]
         caches = self.store.batch(rows, 1)
-        logits = self.model(mx.array(inputs)[:, None], cache=caches)[:, -1, :]
+        logits = self._logits(mx.array(inputs)[:, None], caches)
         tokens = sample_rows(logits, [s.request.sampler for s in slots])  # type: ignore[union-attr]
         mx.eval(tokens)
         self.store.commit(rows, 1)
