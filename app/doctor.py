@@ -62,8 +62,10 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     memory = memory_info()
     available = _bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
     total = f" of {_bytes(memory.total_bytes)}" if memory.total_bytes else ""
-    need = f"; weights + KV need {_bytes(loaded.weights_bytes + plan.kv_bytes)}" if loaded else ""
-    line("memory", f"{available} available{total}{need}")
+    need = loaded.weights_bytes + plan.kv_bytes if loaded else None
+    line("memory", f"{available} available{total}" + (f"; weights + KV need {_bytes(need)}" if need else ""))
+    if need and memory.available_bytes is not None and need > memory.available_bytes:
+        line("  warning", "the model and its KV cache need more memory than is available: expect swapping")
     return 1 if problems else 0
 
 
