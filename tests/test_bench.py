@@ -103,7 +103,10 @@ def test_bench_command_writes_the_json_schema(tiny_model_dir: Path, tmp_path: Pa
     assert script.exists(), "the console script is missing: run `make setup` (pip install -e .)"
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [str(script), "bench", "--model", str(tiny_model_dir), "--max-tokens", "4", "--repeats", "1", "--json", str(out)],
+        [
+            *(str(script), "bench", "--model", str(tiny_model_dir), "--engines", "mlx-lm-sequential", "--slots", "1"),
+            *("--max-tokens", "4", "--repeats", "1", "--json", str(out)),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
