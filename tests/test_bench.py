@@ -117,3 +117,26 @@ def test_bench_command_writes_the_json_schema(tiny_model_dir: Path, tmp_path: Pa
     assert data["model"] == tiny_model_dir.name and data["dtype"] == "float32"
     assert [set(run) for run in data["runs"]] == [RUN_KEYS]
     assert data["runs"][0]["slots"] == 1
+
+
+def test_decode_is_timed_once_every_stream_is_decoding() -> None:
+    # Stream 0 decodes alone until stream 1's prompt is in (t=2): only what follows counts.
+    trace = RunTrace(0.0, [StreamTrace(10, 0.0, [0.5, 1.0, 1.5, 2.5, 3.0]), StreamTrace(30, 0.0, [2.0, 2.5, 3.0])])
+    record = summarize("batched", workload(2), trace, peak_bytes=0)
+    assert record.decode_tok_s == pytest.approx(4 / 1.0)
+
+
+def test_batched_engines_on_the_skewed_scenario(tiny: LoadedModel) -> None:
+    runs = run_bench(
+        tiny, engines=["mlxchat", "mlx-lm-batch"], scenario_name="skewed", slots=[1, 2], max_tokens=4, repeats=1
+    )
+    assert [(r.engine, r.slots) for r in runs] == [("mlxchat", 1), ("mlxchat", 2), ("mlx-lm-batch", 1), ("mlx-lm-batch", 2)]
+    assert all(r.decode_tok_s > 0 and r.prefill_tok_s > 0 for r in runs)
+    long_prompt, short_prompt = make_workload(tiny, "skewed", 2, 4).prompts
+    assert len(long_prompt) > 10 * len(short_prompt)
+
+
+def test_mlxchat_kv_bytes_are_constant_in_slots_for_one_total_context(tiny: LoadedModel) -> None:
+    runs = run_bench(tiny, engines=["mlxchat"], slots=[1, 2, 4, 8], max_tokens=2, repeats=1, ctx_size=4096)
+    sizes = {r.kv_bytes for r in runs}
+    assert len(sizes) == 1 and sizes.pop() == 4096 * tiny.kv_bytes_per_token
