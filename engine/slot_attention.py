@@ -17,6 +17,32 @@ import mlx.core as mx
 PAD_WASTE_LIMIT = 1.5
 
 
+def _matmul_attention(
+    queries: mx.array, keys: mx.array, values: mx.array, *, scale: float, mask: Any = None, sinks: Any = None
+) -> mx.array:
+    """Attention as two matmuls and a softmax: on MLX's CPU backend this beats its fused SDPA
+    fallback at decode shapes (about 280 vs 450 us per layer for 8 short rows)."""
+    if sinks is not None:
+        return mx.fast.scaled_dot_product_attention(queries, keys, values, scale=scale, mask=mask, sinks=sinks)
+    b, heads, n, dim = queries.shape
+    kv_heads = keys.shape[1]
+    # Grouped-query attention: each K/V head serves heads // kv_heads query heads.
+    q = (queries * scale).reshape(b, kv_heads, (heads // kv_heads) * n, dim)
+    scores = q @ keys.swapaxes(-1, -2)
+    if isinstance(mask, str):  # "causal": the n new tokens are the last n of the keys
+        total = keys.shape[2]
+        causal = mx.arange(total - n, total)[:, None] >= mx.arange(total)[None]
+        mask = mx.tile(causal, (heads // kv_heads, 1))
+    if mask is not None:
+        scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
+    weights = mx.softmax(scores, axis=-1, precise=True)
+    return (weights @ values).reshape(b, heads, n, values.shape[-1])
+
+
+def _attention() -> Callable[..., mx.array]:
+    return _matmul_attention if mx.default_device().type == mx.cpu else mx.fast.scaled_dot_product_attention
+
+
 def attend_per_slot(
     queries: mx.array,
     keys: mx.array,
@@ -35,8 +61,9 @@ def attend_per_slot(
     """
     n_new = queries.shape[2]
     longest = max(lengths)
+    attention = _attention()
     if n_new == 1 and len(rows) > 1 and longest * len(rows) <= PAD_WASTE_LIMIT * sum(lengths):
-        return mx.fast.scaled_dot_product_attention(
+        return attention(
             queries,
             rows_upto(keys, rows, longest),
             rows_upto(values, rows, longest),
@@ -46,7 +73,7 @@ def attend_per_slot(
         )
     mask = "causal" if n_new > 1 else None
     outs = [
-        mx.fast.scaled_dot_product_attention(
+        attention(
             queries[b : b + 1],
             keys[row : row + 1, :, :length, :],
             values[row : row + 1, :, :length, :],

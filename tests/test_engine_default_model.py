@@ -1,0 +1,54 @@
+"""The engine on the real default model (SmolLM2-135M, float32): right answers, batching exact."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.events import SamplingParams
+from engine.models import LoadedModel, load_model
+from engine.scheduler import Engine
+from engine.slot_plan import evaluate_slots
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three colours of the rainbow.",
+    "Write one sentence about the sea.",
+]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    loaded: LoadedModel = load_model(None, "float32")
+    plan = evaluate_slots(
+        parallel=4,
+        ctx_size=4096,
+        ctx_per_slot=None,
+        parallel_max=8,
+        per_slot_floor=1024,
+        per_slot_min=256,
+        trained_ctx=loaded.trained_ctx,
+        kv_bytes_per_token=loaded.kv_bytes_per_token,
+    )
+    engine = Engine(loaded.model, loaded.tokenizer, plan)
+    yield engine
+    engine.shutdown()
+
+
+def ask(question: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": question}]
+
+
+def test_answers_paris_and_stops_at_the_end_of_turn(engine: Engine) -> None:
+    done = engine.submit(0, ask(QUESTIONS[0]), sampling=SamplingParams(max_tokens=48)).result(120)
+    assert "Paris" in done.text
+    assert done.reason == "stop"
+
+
+def test_batched_greedy_equals_alone_on_the_real_model(engine: Engine) -> None:
+    sampling = SamplingParams(max_tokens=32, ignore_eos=True)
+    alone = []
+    for question in QUESTIONS:
+        alone.append(engine.submit(1, ask(question), sampling=sampling).result(120).text)
+        engine.clear(1)
+    handles = [engine.submit(i + 1, ask(q), sampling=sampling) for i, q in enumerate(QUESTIONS)]
+    assert [h.result(120).text for h in handles] == alone
