@@ -128,23 +128,24 @@ class ChatApp(App[int]):
 
     async def action_new_chat(self) -> None:
         """Opens a chat on the lowest free slot, or says that every slot is taken."""
-        if self.engine is None or self.plan is None:
+        engine, plan = self.engine, self.plan
+        if engine is None or plan is None:
             return
         used = {pane.slot_id for pane in self.chat_panes}
-        free = [slot for slot in range(self.plan.parallel) if slot not in used]
+        free = [slot for slot in range(plan.parallel) if slot not in used]
         if not free:
             self.notify(
-                f"All {self.plan.parallel} slots are in use: close a chat (ctrl+w) first, "
+                f"All {plan.parallel} slots are in use: close a chat (ctrl+w) first, "
                 "or start mlxchat with more slots (--parallel).",
                 severity="warning",
             )
             return
         number = next(self._chat_numbers)
-        pane = ChatPane(f"chat-{number}", f"Chat {number}", free[0], self.engine, self._sampling,
+        pane = ChatPane(f"chat-{number}", f"Chat {number}", free[0], engine, self._sampling,
                         self.settings.system_prompt)
         tabs = self.query_one("#chats", TabbedContent)
         await tabs.add_pane(pane)
-        self.engine.bind(pane.slot_id, pane.chat_title)
+        engine.bind(pane.slot_id, pane.chat_title)
         tabs.active = pane.id or ""
         pane.focus_input()
 

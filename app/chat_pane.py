@@ -121,7 +121,9 @@ class ChatPane(TabPane):
         text = (
             f"slot {slot.id} · {slot.state} · {slot.used} / {slot.capacity} tokens {bar} · {slot.tok_s:.1f} tok/s"
         )
-        self.query_one(".slot-status", Static).update(text)
+        # query, not query_one: a pane being closed has already lost its children.
+        for status in self.query(".slot-status").results(Static):
+            status.update(text)
 
     @on(ChatInput.Submitted)
     async def _send(self, event: ChatInput.Submitted) -> None:
@@ -223,4 +225,6 @@ class ChatPane(TabPane):
             return f"(the reply reached max_tokens = {self._sampling.max_tokens})", ""
         if done.reason == "error":
             return f"Error: {done.error}", "-error"
+        if not done.text:
+            return "(the model ended its reply without writing anything)", ""
         return None
