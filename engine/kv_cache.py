@@ -39,10 +39,14 @@ class SlotKVStore:
         shared = _PassLayout(rows, starts, n_new, self.capacity)
         return [SlotBatchCache(self, layer, shared) for layer in range(self.n_layers)]
 
-    def commit(self, rows: list[int], n_new: int) -> None:
-        """Records that a pass over `rows` stored `n_new` more tokens for each of them."""
-        for r in rows:
-            self.lengths[r] += n_new
+    def commit(self, rows: list[int], counts: list[int]) -> None:
+        """Records that a pass stored `counts[i]` more real tokens for slot `rows[i]`.
+
+        A right-padded row stores padding after its real tokens; not counting it leaves it to be
+        overwritten, and causal attention never lets a real token see it.
+        """
+        for r, n in zip(rows, counts):
+            self.lengths[r] += n
 
     def _ensure(self, layer: int, keys: mx.array, values: mx.array) -> None:
         if self.keys[layer] is None:

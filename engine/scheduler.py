@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 
 from engine import slot_attention
-from engine.forward import last_logits_fn
+from engine.forward import logits_fn
 from engine.events import (
     Done,
     EngineSnapshot,
@@ -33,6 +33,17 @@ from engine.slots import Request, RequestHandle, Slot
 Messages = Sequence[dict[str, str]]
 _STOP = object()
 RATE_WINDOW_S = 2.0  # aggregate tok/s is measured over the last steps in this window
+# Most prompt tokens in one prefill pass (all rows together): bounds how long decoding slots
+# wait for a new prompt, while letting prompts that arrive together share a pass.
+PREFILL_BUDGET = 512
+
+
+@dataclass
+class _DecodePass:
+    """A decode pass in flight: which (slot, request) each row serves, and its sampled tokens."""
+
+    rows: list[tuple[Slot, Request]]
+    tokens: mx.array
 
 
 @dataclass(frozen=True)
@@ -70,7 +81,8 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.plan = plan
         self.per_slot_dispatch = slot_attention.install(model)
-        self._logits = last_logits_fn(model)
+        self._logits = logits_fn(model)
+        self._pass: _DecodePass | None = None
         self._n_layers = len(model.layers)
         self.slots = [Slot(i) for i in range(plan.parallel)]
         self.store = SlotKVStore(plan.parallel, plan.per_slot, self._n_layers)
@@ -177,18 +189,27 @@ class Engine:
     def _run(self) -> None:
         try:
             while True:
-                busy = any(s.request for s in self.slots)
-                if not self._drain(block=not busy):
+                if not self._drain(block=not self._busy()):
                     break
-                if any(s.request for s in self.slots):
+                if self._busy():
                     self._step()
         finally:
+            self._settle()
             for s in self.slots:
                 if s.request:
                     self._finish(s, "cancelled")
             # MLX asks every thread that used it to release its streams before it ends;
             # otherwise the process can abort at exit ("terminate called without an active exception").
             mx.clear_streams()
+
+    def _busy(self) -> bool:
+        return self._pass is not None or any(s.request for s in self.slots)
+
+    def _settle(self) -> None:
+        """Reads the decode pass in flight, if any, so that slots and K/V are consistent again."""
+        if self._pass is not None:
+            finished, self._pass = self._pass, None
+            self._read(finished)
 
     def _drain(self, block: bool) -> bool:
         """Handles queued commands; False once shutdown was asked for."""
@@ -286,15 +307,12 @@ class Engine:
 
     def _step(self) -> None:
         for s in self.slots:
-            if s.request and s.request.cancelled:
+            if s.request and s.request.cancelled and not self._in_flight(s):
                 self._finish(s, "cancelled")
         prefilling = [s for s in self.slots if s.request and s.request.pending]
         if prefilling:
-            self._rr = (self._rr + 1) % len(prefilling)
-            self._guarded([prefilling[self._rr]], self._prefill)
-        decoding = [s for s in self.slots if s.request and s.request.next_input is not None]
-        if decoding:
-            self._guarded(decoding, self._decode)
+            self._guarded(self._prefill_batch(prefilling), self._prefill)
+        self._decode()
         self._memory = (mx.get_active_memory(), mx.get_peak_memory())
 
     def _guarded(self, slots: list[Slot], fn: Callable[[list[Slot]], None]) -> None:
@@ -307,64 +325,145 @@ class Engine:
                     self._rollback(s, len(s.history))
                     self._finish(s, "error", f"{type(exc).__name__}: {exc}")
 
-    def _prefill(self, slots: list[Slot]) -> None:
-        (slot,) = slots
-        r = slot.request
-        assert r is not None
-        chunk = r.pending[: self.prefill_chunk]
-        last = len(chunk) == len(r.pending)
-        caches = self.store.batch([slot.id], len(chunk))
-        if last:
-            token = sample_rows(self._logits(mx.array([chunk]), caches), [r.sampler])
-            mx.eval(token)
-        else:
-            # Only the K/V of a middle chunk are needed: evaluating them skips the head entirely.
-            self.model(mx.array([chunk]), cache=caches)
-            mx.eval(self.store.keys, self.store.values)
-        self.store.commit([slot.id], len(chunk))
-        slot.history.extend(chunk)
-        del r.pending[: len(chunk)]
-        if last:
-            self._accept(slot, token.item())
+    def _prefill_batch(self, prefilling: list[Slot]) -> list[Slot]:
+        """The prefilling slots to take in one pass: round-robin, within the pass's token budget."""
+        self._rr = (self._rr + 1) % len(prefilling)
+        order = prefilling[self._rr :] + prefilling[: self._rr]
+        width = min(self.prefill_chunk, max(len(s.request.pending) for s in order))  # type: ignore[union-attr]
+        capacity = self.store.capacity
+        fits = [s for s in order if self.store.lengths[s.id] + width <= capacity]
+        return (fits or order[:1])[: max(1, PREFILL_BUDGET // width)]
 
-    def _decode(self, slots: list[Slot]) -> None:
+    def _prefill(self, slots: list[Slot]) -> None:
+        """One pass over the next chunk of each slot's prompt; rows are right-padded to the longest.
+
+        A slot whose prompt ends in this chunk gets its first reply token from this pass.
+        """
+        requests = [s.request for s in slots]
+        width = min(self.prefill_chunk, max(len(r.pending) for r in requests))  # type: ignore[union-attr]
+        if len(slots) == 1:
+            width = min(width, self.store.capacity - self.store.lengths[slots[0].id])
+        chunks = [r.pending[:width] for r in requests]  # type: ignore[union-attr]
         rows = [s.id for s in slots]
-        inputs = [s.request.next_input for s in slots]  # type: ignore[union-attr]
-        caches = self.store.batch(rows, 1)
-        logits = self._logits(mx.array(inputs)[:, None], caches)
-        tokens = sample_rows(logits, [s.request.sampler for s in slots])  # type: ignore[union-attr]
-        mx.eval(tokens)
-        self.store.commit(rows, 1)
+        inputs = mx.array([c + c[-1:] * (width - len(c)) for c in chunks])
+        caches = self.store.batch(rows, width)
+        ending = [len(c) == len(r.pending) for c, r in zip(chunks, requests)]  # type: ignore[union-attr]
+        if any(ending):
+            logits = self._logits(inputs, caches, mx.array([len(c) - 1 for c in chunks]))
+            tokens = sample_rows(logits, [r.sampler for r in requests])  # type: ignore[union-attr]
+            mx.eval(tokens)
+            firsts = tokens.tolist()
+        else:
+            # Only the K/V of middle chunks are needed: evaluating them skips the head entirely.
+            self.model(inputs, cache=caches)
+            mx.eval(self.store.keys, self.store.values)
+        self.store.commit(rows, [len(c) for c in chunks])
+        for slot, r, chunk, end in zip(slots, requests, chunks, ending):
+            slot.history.extend(chunk)
+            del r.pending[: len(chunk)]  # type: ignore[union-attr]
+            if end:
+                self._take(slot, firsts[rows.index(slot.id)], next_pass=False)
+
+    def _in_flight(self, slot: Slot) -> bool:
+        return self._pass is not None and any(s is slot for s, _ in self._pass.rows)
+
+    def _decode(self) -> None:
+        """Dispatches the next decode pass for every decoding slot, then reads the previous one's tokens.
+
+        The pass is queued (async_eval) before the previous tokens are turned into text, so the
+        model computes while Python detokenizes and builds the next graph. A slot whose previous
+        token turns out to end its reply wasted one row of the new pass; its write is undone.
+        """
+        previous = self._pass
+        self._pass = None
+        rows: list[tuple[Slot, Request]] = []
+        inputs: list[mx.array] = []
+        if previous is not None:
+            for i, (s, r) in enumerate(previous.rows):
+                if s.request is r and self._continues(r) and self.store.lengths[s.id] + 1 <= self.store.capacity:
+                    rows.append((s, r))
+                    inputs.append(previous.tokens[i])
+        for s in self.slots:
+            r = s.request
+            if r is not None and r.next_input is not None:
+                rows.append((s, r))
+                inputs.append(mx.array(r.next_input))
+                s.history.append(r.next_input)
+                r.next_input = None
+        if rows:
+            self._guarded([s for s, _ in rows], lambda _: self._dispatch(rows, inputs))
+        if previous is not None:
+            self._read(previous)
+
+    def _continues(self, r: Request) -> bool:
+        """Whether a reply may go on after its next token (known limits only; EOS is seen later)."""
+        return not r.cancelled and r.generated + 1 < r.sampling.max_tokens
+
+    def _dispatch(self, rows: list[tuple[Slot, Request]], inputs: list[mx.array]) -> None:
+        ids = [s.id for s, _ in rows]
+        caches = self.store.batch(ids, 1)
+        logits = self._logits(mx.stack(inputs)[:, None], caches, None)
+        tokens = sample_rows(logits, [r.sampler for _, r in rows])
+        mx.async_eval(tokens)
+        self.store.commit(ids, [1] * len(ids))
+        self._pass = _DecodePass(rows, tokens)
+
+    def _read(self, finished: "_DecodePass") -> None:
+        """Turns a decode pass's tokens into text and decides, per slot, whether its reply goes on."""
         now = time.perf_counter()
-        self._recent.append((now, len(slots)))
+        self._recent.append((now, len(finished.rows)))
         while now - self._recent[0][0] > RATE_WINDOW_S:
             self._recent.popleft()
-        for s, token, fed in zip(slots, tokens.tolist(), inputs):
-            s.history.append(fed)
-            s.request.next_input = None  # type: ignore[union-attr]
-            try:
-                self._accept(s, token)
-            except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
-                self._finish(s, "error", f"{type(exc).__name__}: {exc}")
+        fed_next = {id(r) for _, r in self._pass.rows} if self._pass else set()
+        for (s, r), token in zip(finished.rows, finished.tokens.tolist()):
+            if s.request is not r:
+                continue
+            in_next = id(r) in fed_next
+            if r.cancelled:
+                self._finish(s, "cancelled")
+            elif self._take(s, token, next_pass=in_next):
+                continue
+            if in_next:  # the new pass wrote this slot's next K/V for nothing: forget it
+                self.store.lengths[s.id] -= 1
 
-    def _accept(self, slot: Slot, token: int) -> None:
-        """Takes a sampled token: ends the reply on a stop token or a limit, else streams it."""
+    def _take(self, slot: Slot, token: int, next_pass: bool) -> bool:
+        """Takes a sampled token; True if the reply goes on with it as its next input.
+
+        `next_pass`: the token is already the slot's input in the pass in flight.
+        """
         r = slot.request
         assert r is not None
+        try:
+            if not self._accept(slot, r, token, room=next_pass or self.store.lengths[slot.id] < self.store.capacity):
+                return False
+        except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
+            self._finish(slot, "error", f"{type(exc).__name__}: {exc}")
+            return False
+        if next_pass:
+            slot.history.append(token)
+        else:
+            r.next_input = token
+        return True
+
+    def _accept(self, slot: Slot, r: Request, token: int, room: bool) -> bool:
+        """Streams a sampled token; ends the reply on a stop token or a limit (False), else True."""
         now = time.perf_counter()
         r.t_first = r.t_first or now
         r.t_last = now
         if token in self.tokenizer.eos_token_ids and not r.sampling.ignore_eos:
-            return self._finish(slot, "stop")
+            self._finish(slot, "stop")
+            return False
         r.generated += 1
         r.unreported += 1
         r.detokenizer.add_token(token)
         self._emit(slot, r.detokenizer.last_segment)
         if r.generated >= r.sampling.max_tokens:
-            return self._finish(slot, "length")
-        if self.store.lengths[slot.id] + 1 > self.store.capacity:
-            return self._finish(slot, "context")
-        r.next_input = token
+            self._finish(slot, "length")
+            return False
+        if not room:
+            self._finish(slot, "context")
+            return False
+        return True
 
     def _emit(self, slot: Slot, text: str) -> None:
         r = slot.request
@@ -405,6 +504,7 @@ class Engine:
     def _repartition(self, plan: SlotPlan) -> dict[int, bool]:
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
+        self._settle()
         for s in self.slots:
             if s.request:
                 self._finish(s, "cancelled")

@@ -52,3 +52,20 @@ def test_batched_greedy_equals_alone_on_the_real_model(engine: Engine) -> None:
         engine.clear(1)
     handles = [engine.submit(i + 1, ask(q), sampling=sampling) for i, q in enumerate(QUESTIONS)]
     assert [h.result(120).text for h in handles] == alone
+
+
+def test_cached_second_turn_equals_a_fresh_one(engine: Engine) -> None:
+    """A reply that ends on EOS while the next pass is in flight leaves the slot's K/V exact."""
+    first = engine.submit(0, ask(QUESTIONS[0]), sampling=SamplingParams(max_tokens=48)).result(120)
+    assert first.reason == "stop"
+    chat = ask(QUESTIONS[0]) + [
+        {"role": "assistant", "content": first.text},
+        {"role": "user", "content": "And of Italy?"},
+    ]
+    sampling = SamplingParams(max_tokens=24, ignore_eos=True)
+    cached = engine.submit(0, chat, sampling=sampling).result(120)
+    engine.clear(3)
+    fresh = engine.submit(3, chat, sampling=sampling).result(120)
+    assert cached.stats.cached_tokens > first.stats.prompt_tokens
+    assert fresh.stats.cached_tokens == 0
+    assert cached.text == fresh.text
