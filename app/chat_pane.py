@@ -60,7 +60,7 @@ class ChatPane(TabPane):
     ChatPane .turn-note { margin: 0 8 0 0; padding: 0 1; color: $text-muted; text-style: italic; }
     ChatPane .turn-note.-error { color: $error; text-style: none; }
     ChatPane .turn-note.-refused { color: $warning; text-style: none; }
-    ChatPane ChatInput { height: auto; min-height: 3; max-height: 10; border: round $panel; }
+    ChatPane ChatInput { height: auto; min-height: 3; max-height: 10; border: round $panel-lighten-2; }
     ChatPane ChatInput:focus { border: round $primary; }
     ChatPane .slot-status { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
     """
@@ -86,7 +86,7 @@ class ChatPane(TabPane):
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(classes="conversation")
-        yield ChatInput(soft_wrap=True, show_line_numbers=False, compact=True)
+        yield ChatInput(soft_wrap=True, placeholder="Message · Enter sends · ctrl+j new line · escape stops the reply")
         yield Static(f"slot {self.slot_id} · idle", classes="slot-status", markup=False)
 
     def on_mount(self) -> None:
