@@ -81,7 +81,7 @@ def _blas_lines(line: Line, requested: BlasInfo) -> None:
 
 def _plan_lines(line: Line, plan: SlotPlan, with_kv: bool) -> int:
     """The context semantics in effect; returns how many errors the plan has."""
-    line("context", f"{plan.ctx_size} total / {plan.parallel} slots = {plan.per_slot} tokens per slot")
+    line("context", plan.summary)
     if with_kv:
         line("  KV cache", f"{_bytes(plan.kv_bytes)} ({_bytes(plan.kv_bytes_per_slot)} per slot)")
     for warning in plan.warnings:

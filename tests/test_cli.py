@@ -42,7 +42,7 @@ def test_doctor_console_script_reports_context_blas_and_model(tiny_model_dir: Pa
     done = mlxchat("doctor", "--model", str(tiny_model_dir), "--ctx-size", "8192", "--parallel", "4")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "8192 total / 4 slots = 2048 tokens per slot" in out
+    assert "8192 / 4 = 2048 tokens per slot" in out
     blas_line = next(line for line in out.splitlines() if line.startswith("blas"))
     found = find_optimized_blas()
     if sys.platform == "darwin":
@@ -63,7 +63,7 @@ def test_doctor_flags_work_after_and_before_the_subcommand(
     assert main(["--parallel", "2", "doctor", "--model", str(tiny_model_dir), "--ctx-per-slot", "1024"]) == 0
     out = capsys.readouterr().out
     # ctx_per_slot alone: the total is parallel x ctx_per_slot.
-    assert "2048 total / 2 slots = 1024 tokens per slot" in out
+    assert "2048 / 2 = 1024 tokens per slot" in out
 
 
 def test_doctor_reports_slot_errors_and_exits_1(tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
