@@ -203,27 +203,45 @@ def run_bench(
     One total context serves every slot count (so KV bytes can be compared across them): `ctx_size`
     if given, else the least that fits the scenario's longest prompt and reply at the most slots.
     """
-    import mlx.core as mx
-
     workloads = {n: make_workload(loaded, scenario_name, n, max_tokens) for n in slots}
     if ctx_size is None:
         need = max(len(p) for w in workloads.values() for p in w.prompts) + max_tokens + 1
         ctx_size = max(slots) * -(-need // CTX_ROUNDING) * CTX_ROUNDING
-    records = []
-    for engine in engines:
-        run = RUNNERS[engine]
-        for n in slots:
+    try:
+        return _run_cases(loaded, engines, scenario_name, workloads, ctx_size, repeats, on_case)
+    finally:
+        close_engines()
+
+
+def _run_cases(
+    loaded: LoadedModel,
+    engines: Sequence[str],
+    scenario_name: str,
+    workloads: dict[int, Workload],
+    ctx_size: int,
+    repeats: int,
+    on_case: Callable[[str], None] | None,
+) -> list[RunRecord]:
+    """Every (engine, slot count) case: one warm-up run each, then `repeats` measured runs.
+
+    The engines take turns run by run, so a process that speeds up as it warms (allocator,
+    BLAS threads) favours none of them; records come out engine by engine.
+    """
+    import mlx.core as mx
+
+    measured: dict[tuple[str, int], list[RunRecord]] = {(e, n): [] for e in engines for n in workloads}
+    for n, workload in workloads.items():
+        workload = replace(workload, ctx_size=ctx_size)
+        for engine in engines:
             if on_case:
                 on_case(f"{engine}, {scenario_name}, {n} slot{'s' if n > 1 else ''}")
-            workload = replace(workloads[n], ctx_size=ctx_size)
-            run(loaded, replace(workload, max_tokens=min(max_tokens, WARMUP_TOKENS)))
-            measured = []
-            for _ in range(repeats):
+            RUNNERS[engine](loaded, replace(workload, max_tokens=min(workload.max_tokens, WARMUP_TOKENS)))
+        for _ in range(repeats):
+            for engine in engines:
                 mx.reset_peak_memory()
-                trace = run(loaded, workload)
-                measured.append(summarize(engine, workload, trace, mx.get_peak_memory()))
-            records.append(median_record(measured))
-    return records
+                trace = RUNNERS[engine](loaded, workload)
+                measured[engine, n].append(summarize(engine, workload, trace, mx.get_peak_memory()))
+    return [median_record(runs) for runs in measured.values()]
 
 
 def summarize(engine: str, workload: Workload, trace: RunTrace, peak_bytes: int) -> RunRecord:
@@ -419,24 +437,38 @@ def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
         trained_ctx=None,
         kv_bytes_per_token=loaded.kv_bytes_per_token,
     )
-    engine = Engine(loaded.model, loaded.tokenizer, plan)
+    # One engine serves every run, re-partitioned for it, as the app re-partitions its own:
+    # MLX runs best when one thread owns its streams for the whole process.
+    engine = _ENGINES.get(id(loaded.model))
+    if engine is None:
+        engine = _ENGINES[id(loaded.model)] = Engine(loaded.model, loaded.tokenizer, plan)
+    else:
+        engine.repartition(plan).result()
+    for slot in range(n):
+        engine.clear(slot)  # no prompt may reuse what an earlier run cached
     sampling = SamplingParams(max_tokens=workload.max_tokens, ignore_eos=True)
     trace = RunTrace(time.perf_counter())
-    try:
-        handles = []
-        for slot, prompt in enumerate(workload.prompts):
-            stream = StreamTrace(len(prompt), trace.started)
-            trace.streams.append(stream)
+    handles = []
+    for slot, prompt in enumerate(workload.prompts):
+        stream = StreamTrace(len(prompt), trace.started)
+        trace.streams.append(stream)
 
-            def on_event(event: Any, stream: StreamTrace = stream) -> None:
-                if isinstance(event, TextDelta):
-                    for _ in range(event.tokens):
-                        stream.token()
+        def on_event(event: Any, stream: StreamTrace = stream) -> None:
+            if isinstance(event, TextDelta):
+                for _ in range(event.tokens):
+                    stream.token()
 
-            handles.append(engine.submit(slot, tokens=list(prompt), sampling=sampling, on_event=on_event))
-        for handle in handles:
-            handle.result()
-        trace.kv_bytes = engine.snapshot().kv_bytes_allocated
-    finally:
-        engine.shutdown()
+        handles.append(engine.submit(slot, tokens=list(prompt), sampling=sampling, on_event=on_event))
+    for handle in handles:
+        handle.result()
+    trace.kv_bytes = engine.snapshot().kv_bytes_allocated
     return trace
+
+
+_ENGINES: dict[int, Any] = {}
+
+
+def close_engines() -> None:
+    """Shuts down the engines the mlxchat runner kept between runs."""
+    while _ENGINES:
+        _ENGINES.popitem()[1].shutdown()

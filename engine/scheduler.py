@@ -391,6 +391,9 @@ class Engine:
                 s.history.append(r.next_input)
                 r.next_input = None
         if rows:
+            # Slot order keeps neighbouring slots together, so attention reads views, not copies.
+            order = sorted(range(len(rows)), key=lambda i: rows[i][0].id)
+            rows, inputs = [rows[i] for i in order], [inputs[i] for i in order]
             self._guarded([s for s, _ in rows], lambda _: self._dispatch(rows, inputs))
         if previous is not None:
             self._read(previous)

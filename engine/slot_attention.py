@@ -58,32 +58,47 @@ def attend_per_slot(
 
     The L new tokens are the last L of each row, so causality is the usual bottom-right one.
     `valid()` gives the (B, 1, 1, longest) mask of each row's tokens when rows are padded.
+    Rows of neighbouring slots with similar lengths share one call over a view of their
+    regions; K/V are never copied.
     """
     n_new = queries.shape[2]
-    longest = max(lengths)
     attention = _attention()
-    if n_new == 1 and len(rows) > 1 and longest * len(rows) <= PAD_WASTE_LIMIT * sum(lengths):
-        return attention(
-            queries,
-            rows_upto(keys, rows, longest),
-            rows_upto(values, rows, longest),
-            scale=scale,
-            mask=None if len(set(lengths)) == 1 else valid(),
-            sinks=sinks,
+    outs = []
+    for lo, hi in _groups(rows, lengths, n_new):
+        longest = max(lengths[lo:hi])
+        first = rows[lo]
+        mask: Any = "causal" if n_new > 1 else None
+        if hi - lo > 1 and len(set(lengths[lo:hi])) > 1:
+            mask = valid()[lo:hi, :, :, :longest]
+        outs.append(
+            attention(
+                queries[lo:hi],
+                keys[first : first + hi - lo, :, :longest, :],
+                values[first : first + hi - lo, :, :longest, :],
+                scale=scale,
+                mask=mask,
+                sinks=sinks,
+            )
         )
-    mask = "causal" if n_new > 1 else None
-    outs = [
-        attention(
-            queries[b : b + 1],
-            keys[row : row + 1, :, :length, :],
-            values[row : row + 1, :, :length, :],
-            scale=scale,
-            mask=mask,
-            sinks=sinks,
-        )
-        for b, (row, length) in enumerate(zip(rows, lengths))
-    ]
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+
+
+def _groups(rows: list[int], lengths: list[int], n_new: int) -> list[tuple[int, int]]:
+    """Splits the rows into runs [lo, hi) that one attention call can serve.
+
+    A run holds neighbouring slots (a view of the buffer) and, padded to its longest row, wastes
+    at most PAD_WASTE_LIMIT of its work; a prefill row (n_new > 1) is always a run of its own.
+    """
+    groups: list[tuple[int, int]] = []
+    lo = 0
+    for i in range(1, len(rows) + 1):
+        if i < len(rows) and n_new == 1 and rows[i] == rows[i - 1] + 1:
+            span = lengths[lo : i + 1]
+            if max(span) * len(span) <= PAD_WASTE_LIMIT * sum(span):
+                continue
+        groups.append((lo, i))
+        lo = i
+    return groups
 
 
 def rows_upto(buffer: mx.array, rows: list[int], length: int) -> mx.array:
