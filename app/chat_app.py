@@ -75,14 +75,14 @@ class ChatApp(App[int]):
     def _start(self) -> None:
         """Loads the model and starts the engine off the UI thread, reporting through messages."""
         try:
-            engine, plan, name = start_engine(self.settings, lambda p: self.post_message(LoadProgress(p)))
+            engine, plan, name, warnings = start_engine(self.settings, lambda p: self.post_message(LoadProgress(p)))
         except StartFailure as exc:
             self.post_message(StartFailed(exc.problem, exc.remedy))
             return
         except Exception as exc:  # anything else unexpected still deserves words rather than a traceback
             self.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up."))
             return
-        if not self.post_message(EngineReady(engine, plan, name)):
+        if not self.post_message(EngineReady(engine, plan, name, warnings)):
             # The app closed while the model loaded: nobody else will stop this engine.
             engine.shutdown()
 
@@ -103,7 +103,7 @@ class ChatApp(App[int]):
         self.sub_title = f"{event.model_name} · {event.plan.summary}"
         if isinstance(self.screen, LoadingScreen):
             self.pop_screen()
-        for warning in event.plan.warnings:
+        for warning in event.warnings:
             self.notify(warning, severity="warning", timeout=10)
         await self.action_new_chat()
         self.set_interval(STATUS_INTERVAL_S, self._refresh_status)

@@ -11,7 +11,7 @@ from typing import TextIO
 from app.config import Settings
 from app.console_progress import ConsoleProgress
 from engine.blas import BlasInfo, blas_in_use, remedy
-from engine.memory import memory_info
+from engine.memory import check_memory, format_bytes, memory_info
 from engine.models import LoadedModel, ModelLoadError, load_model, resolve_model
 from engine.slot_plan import SlotPlan, evaluate_slots
 
@@ -42,12 +42,12 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     loaded: LoadedModel | None = None
     try:
         source = resolve_model(settings.model)
-        size = f", {_bytes(source.size_bytes)} on disk" if source.size_bytes else ""
+        size = f", {format_bytes(source.size_bytes)} on disk" if source.size_bytes else ""
         line("model", f"{source.kind}: {source.path or source.spec}{size}")
         with ConsoleProgress() as progress:
             loaded = load_model(settings.model, settings.weights_dtype, progress=progress)
         trained = f"{loaded.trained_ctx} tokens" if loaded.trained_ctx else "unknown"
-        line("  loaded", f"{loaded.dtype}, {_bytes(loaded.weights_bytes)} of weights, trained context {trained}")
+        line("  loaded", f"{loaded.dtype}, {format_bytes(loaded.weights_bytes)} of weights, trained context {trained}")
     except ModelLoadError as exc:
         line("model", f"ERROR: {exc}")
         problems += 1
@@ -60,12 +60,16 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     problems += _plan_lines(line, plan, loaded is not None)
 
     memory = memory_info()
-    available = _bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
-    total = f" of {_bytes(memory.total_bytes)}" if memory.total_bytes else ""
-    need = loaded.weights_bytes + plan.kv_bytes if loaded else None
-    line("memory", f"{available} available{total}" + (f"; weights + KV need {_bytes(need)}" if need else ""))
-    if need and memory.available_bytes is not None and need > memory.available_bytes:
-        line("  warning", "the model and its KV cache need more memory than is available: expect swapping")
+    available = format_bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
+    total = f" of {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
+    check = check_memory(loaded.weights_bytes, plan.kv_bytes, memory) if loaded else None
+    need = f"; weights + KV + working memory need {format_bytes(check.need_bytes)}" if check else ""
+    line("memory", f"{available} available{total}{need}")
+    if check and check.warning:
+        line("  warning", check.warning)
+    if check and check.error:
+        line("  ERROR", check.error)
+        problems += 1
     return 1 if problems else 0
 
 
@@ -83,7 +87,7 @@ def _plan_lines(line: Line, plan: SlotPlan, with_kv: bool) -> int:
     """The context semantics in effect; returns how many errors the plan has."""
     line("context", plan.summary)
     if with_kv:
-        line("  KV cache", f"{_bytes(plan.kv_bytes)} ({_bytes(plan.kv_bytes_per_slot)} per slot)")
+        line("  KV cache", f"{format_bytes(plan.kv_bytes)} ({format_bytes(plan.kv_bytes_per_slot)} per slot)")
     for warning in plan.warnings:
         line("  warning", warning)
     for error in plan.errors:
@@ -97,11 +101,3 @@ def _version(distribution: str) -> str:
     except metadata.PackageNotFoundError:
         return "not installed"
 
-
-def _bytes(n: int) -> str:
-    """`n` bytes in the largest binary unit that keeps it at 1 or more, e.g. "93.8 MiB"."""
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    value, unit = float(n), 0
-    while value >= 1024 and unit < len(units) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{n} B" if unit == 0 else f"{value:.1f} {units[unit]}"

@@ -15,6 +15,7 @@ from textual.message_pump import MessagePump
 from app.config import Settings
 from engine.events import Done, Event, TextDelta
 from engine.models import ModelLoadError, Progress, load_model
+from engine.memory import check_memory
 from engine.slot_plan import SlotPlan, evaluate_slots
 
 if TYPE_CHECKING:
@@ -30,13 +31,14 @@ class LoadProgress(Message):
 
 
 class EngineReady(Message):
-    """The model is loaded and the engine runs with this plan."""
+    """The model is loaded and the engine runs with this plan; `warnings` are the plan's and memory's."""
 
-    def __init__(self, engine: Engine, plan: SlotPlan, model_name: str) -> None:
+    def __init__(self, engine: Engine, plan: SlotPlan, model_name: str, warnings: tuple[str, ...]) -> None:
         super().__init__()
         self.engine = engine
         self.plan = plan
         self.model_name = model_name
+        self.warnings = warnings
 
 
 class StartFailed(Message):
@@ -81,7 +83,9 @@ PLAN_REMEDY = (
 )
 
 
-def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> tuple[Engine, SlotPlan, str]:
+def start_engine(
+    settings: Settings, progress: Callable[[Progress], None]
+) -> tuple[Engine, SlotPlan, str, tuple[str, ...]]:
     """Loads the model, evaluates the slot plan and starts the engine (slow: call from a worker thread).
 
     Raises StartFailure with what to change when the model cannot be loaded or the plan is refused.
@@ -99,6 +103,9 @@ def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> tu
                           kv_bytes_per_token=loaded.kv_bytes_per_token)
     if plan.errors:
         raise StartFailure("\n".join(plan.errors), PLAN_REMEDY)
+    memory = check_memory(loaded.weights_bytes, plan.kv_bytes)
+    if memory.error:
+        raise StartFailure(memory.error, PLAN_REMEDY)
     progress(Progress("Starting the engine", 0, 0))
     info = EngineInfo(
         model=loaded.source.display_name,
@@ -113,7 +120,8 @@ def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> tu
         raise StartFailure(
             f"there is not enough memory for the KV cache of {plan.summary}", PLAN_REMEDY
         ) from None
-    return engine, plan, loaded.source.display_name
+    warnings = plan.warnings + ((memory.warning,) if memory.warning else ())
+    return engine, plan, loaded.source.display_name, warnings
 
 
 def reply_callback(target: MessagePump, chat_id: str) -> Callable[[Event], None]:

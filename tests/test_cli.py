@@ -147,3 +147,4 @@ def test_progress_is_one_updating_line_on_a_terminal_and_a_line_per_stage_otherw
     text = terminal.getvalue()
     assert "\n" not in text and "\rChecking m.gguf...  25%" in text and "\rChecking m.gguf... 100%" in text
     assert text.endswith("\r" + " " * len("Loading weights...") + "\r")  # the line is cleared at the end
+
