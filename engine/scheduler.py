@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import mlx.core as mx
+from mlx_lm.utils import common_prefix_len
 
 from engine import slot_attention
 from engine.forward import logits_fn
@@ -280,7 +281,7 @@ class Engine:
             )
         if not prompt:
             return refuse("there is nothing to answer: the prompt is empty")
-        common = _common_prefix(slot.history, prompt)
+        common = common_prefix_len(slot.history, prompt)
         # At least one prompt token must go through the model to give the first reply's logits.
         common = min(common, len(prompt) - 1)
         self._rollback(slot, common)
@@ -541,15 +542,6 @@ class Engine:
         if len(recent) < 2:
             return 0.0
         return sum(n for _, n in recent[1:]) / max(recent[-1][0] - recent[0][0], 1e-9)
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _deliver(
