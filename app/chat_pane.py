@@ -103,6 +103,11 @@ class ChatPane(TabPane):
         """The message box."""
         return self.query_one(ChatInput)
 
+    @property
+    def status_text(self) -> str:
+        """What the slot's status line reads now."""
+        return str(self.query_one(".slot-status", Static).render())
+
     def focus_input(self) -> None:
         """Puts the keyboard in the message box."""
         self.chat_input.focus()
@@ -118,9 +123,9 @@ class ChatPane(TabPane):
         """Shows the slot's state, how full its context is (as a bar) and its speed."""
         filled = round(BAR_WIDTH * slot.used / slot.capacity) if slot.capacity else 0
         bar = "█" * filled + "░" * (BAR_WIDTH - filled)
-        text = (
-            f"slot {slot.id} · {slot.state} · {slot.used} / {slot.capacity} tokens {bar} · {slot.tok_s:.1f} tok/s"
-        )
+        text = f"slot {slot.id} · {slot.state} · {slot.used} / {slot.capacity} tokens {bar}"
+        if slot.state != "idle":  # a speed is news only while the slot works
+            text += f" · {slot.tok_s:.1f} tok/s"
         # query, not query_one: a pane being closed has already lost its children.
         for status in self.query(".slot-status").results(Static):
             status.update(text)

@@ -1,0 +1,82 @@
+"""Driving the real chat app with Pilot on the tiny generated model: start, send, wait."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Static, TextArea
+
+from app.chat_app import ChatApp
+from app.chat_pane import ChatInput, ChatPane
+from app.config import load_settings
+
+TIMEOUT_S = 60.0
+
+
+def make_app(model: Path | str, **overrides: Any) -> ChatApp:
+    """The real app on `model`, greedy, with the slot settings in `overrides`."""
+    sampling = {"temperature": 0, "max_tokens": 64, **overrides.pop("sampling", {})}
+    settings = load_settings(None, {"model": str(model), "parallel": 2, "ctx_size": 2048, **overrides,
+                                    "sampling": sampling})
+    return ChatApp(settings)
+
+
+async def wait_for(pilot: Pilot, condition: Callable[[], bool], what: str) -> None:
+    """Lets the app run until `condition` holds; fails after TIMEOUT_S."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]]) -> None:
+    """Runs `scenario` against `app` in a headless terminal."""
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 32)) as pilot:
+            await scenario(app, pilot)
+
+    asyncio.run(main())
+
+
+async def ready(app: ChatApp, pilot: Pilot) -> ChatPane:
+    """Waits for the engine and the first chat; returns that chat."""
+    await wait_for(pilot, lambda: bool(app.engine and app.chat_panes), "the first chat")
+    await pilot.pause()
+    return app.chat_panes[0]
+
+
+async def send(pilot: Pilot, pane: ChatPane, text: str) -> None:
+    """Types `text` in the pane's input and presses Enter.
+
+    Pilot's press returns only once the app is idle, that is after the whole reply: a test that
+    needs to act while a reply streams posts the input's Submitted message itself (`submit`).
+    """
+    pane.chat_input.text = text
+    pane.focus_input()
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def submit(pilot: Pilot, pane: ChatPane, text: str) -> None:
+    """Sends `text` from the pane's input as Enter does, without waiting for the reply."""
+    pane.chat_input.text = text
+    pane.chat_input.post_message(ChatInput.Submitted(text))
+    await wait_for(pilot, lambda: pane.busy, "the request")
+
+
+def notes(pane: ChatPane) -> list[str]:
+    """The texts of the notes under the pane's replies (stopped, refused, errors)."""
+    return [str(note.render()) for note in pane.query(".turn-note").results(Static)]
+
+
+def steady_cursors(app: ChatApp) -> None:
+    """Stops the text cursors blinking, so that a screenshot does not depend on when it is taken."""
+    for area in app.query(TextArea).results(TextArea):
+        area.cursor_blink = False
