@@ -30,3 +30,9 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny llama MLX model folder with a trained BPE tokenizer and a chat template."""
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def ascii_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny llama with an ASCII-only vocabulary: its replies read cleanly in screenshots."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-ascii") / "tiny-ascii", ascii_only=True)

@@ -13,9 +13,9 @@ from tests.pilot import make_app, ready, send, steady_cursors, wait_for
 SIZE = (100, 30)
 
 
-def test_chat_mid_conversation(tiny_model_dir: Path, snap_compare: Any) -> None:
+def test_chat_mid_conversation(ascii_model_dir: Path, snap_compare: Any) -> None:
     """One finished turn, a second message typed and not yet sent."""
-    app = make_app(tiny_model_dir, sampling={"max_tokens": 24})
+    app = make_app(ascii_model_dir, sampling={"max_tokens": 24})
 
     async def run_before(pilot: Pilot) -> None:
         pane = await ready(app, pilot)

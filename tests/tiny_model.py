@@ -36,31 +36,36 @@ CONFIG = {
 }
 
 
-def build_tokenizer(vocab_size: int = 384):
-    """Trains a byte-level BPE tokenizer on CORPUS, like the gpt2-style tokenizers of real models."""
+def build_tokenizer(vocab_size: int = 384, ascii_only: bool = False):
+    """Trains a byte-level BPE tokenizer on CORPUS, like the gpt2-style tokenizers of real models.
+
+    `ascii_only` keeps the corpus's ASCII lines and leaves the other bytes out of the vocabulary, so
+    every reply decodes to readable ASCII: screenshots need that, the UTF-8 tests need the full one.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    corpus = "\n".join(line for line in CORPUS.splitlines() if line.isascii()) if ascii_only else CORPUS
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        initial_alphabet=[] if ascii_only else pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator([CORPUS] * 4, trainer)
+    tok.train_from_iterator([corpus] * 4, trainer)
     return tok
 
 
-def build_tiny_model(path: Path, seed: int = 0, vocab_size: int = 384) -> Path:
+def build_tiny_model(path: Path, seed: int = 0, vocab_size: int = 384, ascii_only: bool = False) -> Path:
     """Writes config.json, model.safetensors and the tokenizer files of a tiny llama to `path`."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
     from mlx_lm.models import llama
 
     path.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(vocab_size)
+    tok = build_tokenizer(vocab_size, ascii_only)
     tok.save(str(path / "tokenizer.json"))
     config = dict(CONFIG, vocab_size=tok.get_vocab_size(), eos_token_id=tok.token_to_id("<|im_end|>"))
     (path / "config.json").write_text(json.dumps(config, indent=2))
