@@ -7,14 +7,15 @@ from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, InvalidThemeError, SystemCommand
 from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent
+from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent
 
 from app import keys
-from app.chat_pane import ChatPane
-from app.config import Settings
+from app.chat_pane import INPUT_KEYS, ChatPane
+from app.config import ConfigError, Settings, save_settings
+from app.help_screen import HelpScreen, HelpSection, bindings_section
 from app.engine_bridge import EngineReady, LoadProgress, StartFailed, StartFailure, start_engine
 from app.loading_screen import LoadingScreen
 from engine.events import SamplingParams
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
 EXIT_FAILED = 1
+CHAT_ACTIONS = frozenset({"new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid"})
 
 
 class ChatApp(App[int]):
@@ -36,6 +38,9 @@ class ChatApp(App[int]):
     CSS = """
     #chats { height: 1fr; }
     #chats > ContentSwitcher { height: 1fr; }
+    #chats.-grid > ContentSwitcher { layout: grid; grid-size: 2; grid-gutter: 0 1; }
+    #chats.-grid ChatPane { border: round $panel-lighten-2; border-title-color: $text-muted; }
+    #chats.-grid ChatPane:focus-within { border: round $primary; border-title-color: $text; }
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -58,7 +63,9 @@ class ChatApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.set_keymap(self.settings.keys)
         self._apply_theme(self.settings.theme)
+        self.theme_changed_signal.subscribe(self, self._save_theme)
         self.push_screen(LoadingScreen(self.settings.model or "the default model (SmolLM2-135M-Instruct)"))
         self._start()
 
@@ -70,6 +77,19 @@ class ChatApp(App[int]):
             known = ", ".join(t.name for t in THEMES)
             self.notify(f"Unknown theme {name!r} in the settings: using {DEFAULT_THEME} (ours: {known})",
                         severity="warning")
+
+    def _save_theme(self, theme: object) -> None:
+        """Keeps a theme picked from the palette for the next start, in the user's config file."""
+        name = getattr(theme, "name", None)
+        path = self.settings.config_file
+        if name is None or path is None or name == self.settings.theme:
+            return
+        try:
+            save_settings({"theme": name}, path)
+        except (ConfigError, OSError) as exc:
+            self.notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
+            return
+        self.settings = self.settings.model_copy(update={"theme": name})
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="start")
     def _start(self) -> None:
@@ -121,9 +141,11 @@ class ChatApp(App[int]):
         return pane if isinstance(pane, ChatPane) else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Chat actions exist only once the engine runs (they stay out of the loading screen's footer)."""
-        if action in ("new_chat", "close_chat", "stop_reply", "goto_chat"):
-            return self.engine is not None and not isinstance(self.screen, LoadingScreen)
+        """Chat actions exist on the chats' screen once the engine runs; F-keys wherever the engine runs."""
+        if action in CHAT_ACTIONS:
+            return self.engine is not None and self.screen is self.screen_stack[0]
+        if action == "help":
+            return not isinstance(self.screen, LoadingScreen)
         return True
 
     async def action_new_chat(self) -> None:
@@ -157,6 +179,7 @@ class ChatApp(App[int]):
         self.engine.clear(pane.slot_id)
         self.engine.bind(pane.slot_id, None)
         await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
+        self._lay_out_chats()
         if self.active_chat is not None:
             self.active_chat.focus_input()
         else:
@@ -168,6 +191,43 @@ class ChatApp(App[int]):
         if 1 <= number <= len(panes):
             self.query_one("#chats", TabbedContent).active = panes[number - 1].id or ""
             panes[number - 1].focus_input()
+
+    def action_cycle_chat(self, step: int) -> None:
+        """Shows the chat `step` places after the shown one (negative: before), wrapping around."""
+        panes = self.chat_panes
+        if panes:
+            current = panes.index(self.active_chat) if self.active_chat in panes else 0
+            self.action_goto_chat((current + step) % len(panes) + 1)
+
+    def action_toggle_grid(self) -> None:
+        """Switches between one chat at a time (tabs) and every chat side by side (grid)."""
+        tabs = self.query_one("#chats", TabbedContent)
+        tabs.toggle_class("-grid")
+        self._lay_out_chats()
+
+    def _lay_out_chats(self) -> None:
+        """In the grid every chat is shown: columns for up to 3 rows, and each pane titled."""
+        tabs = self.query_one("#chats", TabbedContent)
+        grid = tabs.has_class("-grid")
+        panes = self.chat_panes
+        switcher = tabs.query_one(ContentSwitcher)
+        switcher.styles.grid_size_columns = 1 if len(panes) == 1 else 2 if len(panes) <= 4 else 3
+        active = tabs.active_pane
+        for pane in panes:
+            # The switcher shows only the active pane; the grid overrides it after each switch.
+            pane.display = grid or pane is active
+            pane.border_title = pane.chat_title if grid else None
+
+    def action_help(self) -> None:
+        """Shows every key of the app and of its screens, as the user's keymap has them."""
+        if isinstance(self.screen, HelpScreen):
+            return
+        keymap = self.settings.keys
+        sections = [
+            bindings_section("Everywhere", keys.bindings(), keymap, extra=[keys.goto_help(keymap)]),
+            HelpSection("In the message box", INPUT_KEYS),
+        ]
+        self.push_screen(HelpScreen(sections))
 
     def action_stop_reply(self) -> None:
         """Stops the shown chat's reply; what was written stays, marked as stopped."""
@@ -183,6 +243,14 @@ class ChatApp(App[int]):
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
         if isinstance(event.pane, ChatPane):
             event.pane.focus_input()
+        self._lay_out_chats()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """In the grid, the chat the keyboard is in becomes the shown tab (escape stops its reply)."""
+        pane = next((a for a in event.widget.ancestors if isinstance(a, ChatPane)), None)
+        tabs = self.query_one("#chats", TabbedContent)
+        if pane is not None and pane.id and tabs.active != pane.id:
+            tabs.active = pane.id
 
     def _refresh_status(self) -> None:
         if self.engine is None:

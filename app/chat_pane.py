@@ -13,11 +13,17 @@ from textual.widgets import Markdown, Static, TabPane, TextArea
 from textual.widgets.markdown import MarkdownStream
 
 from app.engine_bridge import ReplyDelta, ReplyDone, reply_callback
+from app.help_screen import KeyHelp
 from engine.events import Done, SamplingParams, SlotSnapshot
 
 if TYPE_CHECKING:
     from engine.scheduler import Engine
 
+# The message box handles these keys itself (Enter must not reach the app): the help screen lists them.
+INPUT_KEYS = (
+    KeyHelp("enter", "Send the message"),
+    KeyHelp("ctrl+j / shift+enter", "Start a new line (shift+enter only where the terminal reports it)"),
+)
 RENDER_INTERVAL_S = 1 / 30  # a streaming reply is redrawn at most this often, however fast tokens come
 BAR_WIDTH = 12
 
@@ -86,7 +92,7 @@ class ChatPane(TabPane):
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(classes="conversation")
-        yield ChatInput(soft_wrap=True, placeholder="Message · Enter sends · ctrl+j new line · escape stops the reply")
+        yield ChatInput(soft_wrap=True, placeholder="Message · Enter sends · ctrl+j new line")
         yield Static(f"slot {self.slot_id} · idle", classes="slot-status", markup=False)
 
     def on_mount(self) -> None:

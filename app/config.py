@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -131,6 +131,21 @@ class Settings(BaseSettings):
 
     sampling: Sampling = Field(default_factory=Sampling)
     """How the next token is chosen."""
+
+    keys: dict[str, str] = Field(default_factory=dict, examples=[{"new_chat": "ctrl+t", "toggle_grid": "f6"}])
+    """Keys remapped by action id (the ids are listed in the help screen, F1): a key, or several
+    separated by commas."""
+
+    @field_validator("keys")
+    @classmethod
+    def _known_actions(cls, keys: dict[str, str]) -> dict[str, str]:
+        from app.keys import ACTIONS  # Textual loads only once a keymap is given
+
+        known = {a.id for a in ACTIONS}
+        unknown = sorted(set(keys) - known)
+        if unknown:
+            raise ValueError(f"no action is called {', '.join(unknown)}; the actions are: {', '.join(sorted(known))}")
+        return keys
 
     _config_file: Path | None = PrivateAttr(None)
 
@@ -258,7 +273,7 @@ def _example_fields(model: type[BaseModel]) -> list[str]:
     for name, info in model.model_fields.items():
         if _is_table(info.annotation):
             continue
-        value = info.default if info.default is not None else info.examples[0]
+        value = info.examples[0] if info.examples else info.default
         lines += [*_comment(info.description or ""), f"# {name} = {_toml_value(value)}", ""]
     return lines
 
@@ -273,7 +288,9 @@ def _is_table(annotation: Any) -> bool:
 
 
 def _toml_value(value: Any) -> str:
-    """`value` as it is written on the right of `key = ` in TOML."""
+    """`value` as it is written on the right of `key = ` in TOML (a table inline)."""
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
 
 
@@ -334,6 +351,8 @@ def _reason(err: Any) -> str:
         return f"must be {words} {ctx[key]}"
     if err["type"] in ("model_type", "dict_type", "model_attributes_type"):
         return "must be a table"
+    if err["type"] == "value_error":
+        return str(ctx["error"])
     return str(err["msg"]).replace("Input should be", "must be")
 
 

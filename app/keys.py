@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from textual.binding import Binding
+
+from app.help_screen import KeyHelp
 
 MAX_CHAT_SHORTCUTS = 9  # alt+1 .. alt+9
 
@@ -25,20 +28,22 @@ class KeyAction:
 
 
 ACTIONS: tuple[KeyAction, ...] = (
+    KeyAction("help", "f1", "help", "Help", "Show every key and what it does", priority=True),
+    KeyAction("toggle_grid", "f4", "toggle_grid", "Grid", "Show the chats as tabs or side by side in a grid",
+              priority=True),
     KeyAction("new_chat", "ctrl+n", "new_chat", "New chat", "Open a chat on a free slot", priority=True),
     KeyAction("close_chat", "ctrl+w", "close_chat", "Close chat", "Close this chat and free its slot", priority=True),
     KeyAction("stop_reply", "escape", "stop_reply", "Stop", "Stop this chat's reply, keeping what was written"),
     KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False),
+    # alt+digit does not reach the app from every terminal (macOS Option keys type characters):
+    # these two do.
+    KeyAction("previous_chat", "ctrl+pageup", "cycle_chat(-1)", "Previous chat", "Go to the previous chat",
+              show=False, priority=True),
+    KeyAction("next_chat", "ctrl+pagedown", "cycle_chat(1)", "Next chat", "Go to the next chat",
+              show=False, priority=True),
     *(
-        KeyAction(
-            f"goto_chat_{k}",
-            f"alt+{k}",
-            f"goto_chat({k})",
-            f"Chat {k}",
-            f"Go to chat {k}",
-            show=False,
-            in_palette=False,
-        )
+        # No description: the help screen gives the nine one line (goto_help).
+        KeyAction(f"goto_chat_{k}", f"alt+{k}", f"goto_chat({k})", "", "", show=False, in_palette=False)
         for k in range(1, MAX_CHAT_SHORTCUTS + 1)
     ),
 )
@@ -47,10 +52,17 @@ ACTIONS: tuple[KeyAction, ...] = (
 def bindings() -> list[Binding]:
     """The app's bindings, each with an id so that a keymap can remap it."""
     return [
-        Binding(a.key, a.action, a.description, show=a.show, priority=a.priority, id=a.id) for a in ACTIONS
+        Binding(a.key, a.action, a.description, show=a.show, priority=a.priority, tooltip=a.help, id=a.id)
+        for a in ACTIONS
     ]
 
 
 def palette_actions() -> list[KeyAction]:
     """The actions the command palette offers."""
     return [a for a in ACTIONS if a.in_palette]
+
+
+def goto_help(keymap: Mapping[str, str]) -> KeyHelp:
+    """The help line of the go-to-chat keys, as `keymap` maps them."""
+    first, last = (keymap.get(f"goto_chat_{k}", f"alt+{k}") for k in (1, MAX_CHAT_SHORTCUTS))
+    return KeyHelp(f"{first} … {last}", f"Go to chat 1 … {MAX_CHAT_SHORTCUTS}", f"goto_chat_1 … {MAX_CHAT_SHORTCUTS}")

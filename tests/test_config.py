@@ -167,6 +167,17 @@ def test_example_config_values_are_valid_when_uncommented(tmp_path: Path) -> Non
     settings = load_settings(write(tmp_path / "c.toml", uncommented), {})
     defaults = Settings()
     for name, info in Settings.model_fields.items():
-        if info.default is not None and name != "sampling":
+        # A field with an example shows the example rather than its default.
+        if not info.examples and name != "sampling":
             assert getattr(settings, name) == getattr(defaults, name), name
     assert settings.model is not None and settings.ctx_per_slot is not None and settings.sampling.seed is not None
+    assert settings.keys == {"new_chat": "ctrl+t", "toggle_grid": "f6"}
+
+
+def test_a_key_for_an_unknown_action_names_the_known_ones(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", '[keys]\nnew_chta = "ctrl+t"\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, {})
+    message = str(err.value)
+    assert message.startswith(f"{path}: keys = {{ new_chta = \"ctrl+t\" }} is not allowed: no action is called new_chta")
+    assert "new_chat" in message

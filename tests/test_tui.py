@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 from textual.pilot import Pilot
-from textual.widgets import Markdown, Static
+from textual.widgets import DataTable, Markdown, Static
 
 from app.chat_app import ChatApp
 from app.chat_pane import ChatInput
+from app.config import default_config_path, load_settings
+from app.help_screen import HelpScreen
 from app.loading_screen import LoadingScreen
 from tests.pilot import make_app, notes, ready, run, send, submit, wait_for
 
@@ -135,3 +138,61 @@ def test_refused_slot_plan_says_what_to_change(tiny_model_dir: Path) -> None:
         assert app.engine is None
 
     run(make_app(tiny_model_dir, parallel=8, ctx_size=1024), scenario)
+
+
+def test_grid_shows_every_chat_and_follows_the_keyboard(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first = await ready(app, pilot)
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
+        second = app.chat_panes[1]
+        assert not first.display and second.display  # tabs: one chat at a time
+        await pilot.press("f4")
+        assert first.display and second.display
+        assert first.border_title == "Chat 1"
+        await pilot.press("ctrl+pagedown")  # wraps from the last chat to the first
+        assert app.active_chat is first and app.focused is first.chat_input
+        assert first.display and second.display, "switching chats in the grid hid one"
+        # Clicking into a chat makes it the active one, so escape stops that chat's reply.
+        await pilot.click(second.chat_input)
+        assert app.active_chat is second
+        await pilot.press("ctrl+pageup")
+        assert app.active_chat is first
+        await pilot.press("f4")
+        assert first.display and not second.display and first.border_title is None
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "a chat from the remapped key")
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        rows = [tuple(table.get_row_at(i)) for table in app.screen.query(DataTable) for i in range(table.row_count)]
+        assert ("ctrl+t", "Open a chat on a free slot", "new_chat") in rows
+        assert ("f6", "Show the chats as tabs or side by side in a grid", "toggle_grid") in rows
+        assert ("enter", "Send the message", "") in rows
+        await pilot.press("ctrl+n")  # chat keys do nothing over the help
+        assert len(app.chat_panes) == 2
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+    run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f6"}), scenario)
+
+
+def test_a_theme_picked_in_the_app_is_saved(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        assert app.theme == "mlxchat-dark"
+        app.theme = "mlxchat-light"
+        await pilot.pause()
+
+    config = default_config_path()
+    config.parent.mkdir(parents=True)
+    config.write_text('system_prompt = "Be brief."\n')
+    run(make_app(tiny_model_dir), scenario)
+    assert tomllib.loads(config.read_text()) == {"system_prompt": "Be brief.", "theme": "mlxchat-light"}
+    assert load_settings().theme == "mlxchat-light"
