@@ -265,6 +265,10 @@ class ChatApp(App[int]):
         yield from super().get_system_commands(screen)
         for action in keys.palette_actions():
             yield SystemCommand(action.description, action.help, partial(self.run_action, action.action))
+        if screen is self.screen_stack[0]:
+            for number, pane in enumerate(self.chat_panes, 1):
+                yield SystemCommand(f"Go to {pane.chat_title}", f"Show the chat on slot {pane.slot_id}",
+                                    partial(self.action_goto_chat, number))
 
     def shutdown_engine(self) -> None:
         """Stops the engine thread (idempotent); replies still running end as cancelled."""

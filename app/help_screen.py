@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -63,8 +64,12 @@ class HelpScreen(Screen[None]):
                 yield Label(section.title, classes="help-title")
                 table: DataTable[str] = DataTable(show_cursor=False, zebra_stripes=True)
                 table.can_focus = False  # the page scrolls as one
-                table.add_columns("key", "does", "id in [keys]")
-                table.add_rows((k.key, k.description, k.action_id) for k in section.keys)
+                if any(k.action_id for k in section.keys):
+                    table.add_columns("key", "does", Text("[keys] id"))  # Text: not read as markup
+                    table.add_rows((k.key, k.description, k.action_id) for k in section.keys)
+                else:
+                    table.add_columns("key", "does")
+                    table.add_rows((k.key, k.description) for k in section.keys)
                 yield table
         yield Footer()
 

@@ -35,8 +35,8 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("close_chat", "ctrl+w", "close_chat", "Close chat", "Close this chat and free its slot", priority=True),
     KeyAction("stop_reply", "escape", "stop_reply", "Stop", "Stop this chat's reply, keeping what was written"),
     KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False),
-    # alt+digit does not reach the app from every terminal (macOS Option keys type characters):
-    # these two do.
+    # alt+digit reaches the app only from terminals with the kitty keyboard protocol: these two
+    # arrive from every terminal (and the palette lists the open chats).
     KeyAction("previous_chat", "ctrl+pageup", "cycle_chat(-1)", "Previous chat", "Go to the previous chat",
               show=False, priority=True),
     KeyAction("next_chat", "ctrl+pagedown", "cycle_chat(1)", "Next chat", "Go to the next chat",
@@ -65,4 +65,9 @@ def palette_actions() -> list[KeyAction]:
 def goto_help(keymap: Mapping[str, str]) -> KeyHelp:
     """The help line of the go-to-chat keys, as `keymap` maps them."""
     first, last = (keymap.get(f"goto_chat_{k}", f"alt+{k}") for k in (1, MAX_CHAT_SHORTCUTS))
-    return KeyHelp(f"{first} … {last}", f"Go to chat 1 … {MAX_CHAT_SHORTCUTS}", f"goto_chat_1 … {MAX_CHAT_SHORTCUTS}")
+    return KeyHelp(
+        f"{first} … {last}",
+        # Textual reads a legacy terminal's alt+digit as the macOS Option character (alt+1 is "¡").
+        f"Go to chat 1 … {MAX_CHAT_SHORTCUTS} (kitty-protocol terminals)",
+        f"goto_chat_1 … {MAX_CHAT_SHORTCUTS}",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from textual.command import CommandList
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Markdown, Static
 
@@ -196,3 +197,17 @@ def test_a_theme_picked_in_the_app_is_saved(tiny_model_dir: Path) -> None:
     run(make_app(tiny_model_dir), scenario)
     assert tomllib.loads(config.read_text()) == {"system_prompt": "Be brief.", "theme": "mlxchat-light"}
     assert load_settings().theme == "mlxchat-light"
+
+
+def test_the_palette_goes_to_a_chat(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
+        await pilot.press("ctrl+p", *"go to chat 1")
+        await wait_for(pilot, lambda: any(l.option_count for l in app.screen.query(CommandList)), "the matches")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.active_chat is app.chat_panes[0], "chat 1")
+        assert app.focused is app.chat_panes[0].chat_input
+
+    run(make_app(tiny_model_dir), scenario)
