@@ -27,6 +27,7 @@ class KeyAction:
 ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("new_chat", "ctrl+n", "new_chat", "New chat", "Open a chat on a free slot", priority=True),
     KeyAction("close_chat", "ctrl+w", "close_chat", "Close chat", "Close this chat and free its slot", priority=True),
+    KeyAction("slots", "f2", "slots", "Slots", "Set the number of slots and the total context"),
     KeyAction("stop_reply", "escape", "stop_reply", "Stop", "Stop this chat's reply, keeping what was written"),
     KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False),
     *(
