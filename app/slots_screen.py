@@ -94,18 +94,13 @@ class SlotsScreen(ModalScreen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._plan: SlotPlan | None = None
+        self._plan: SlotPlan | None = None  # the evaluation on the screen; None while the total is unusable
         self._applying = False
 
     @property
     def chat_app(self) -> ChatApp:
         """The app, with its engine, plan and chats."""
         return cast("ChatApp", self.app)
-
-    @property
-    def plan(self) -> SlotPlan | None:
-        """The engine's evaluation of what is on the screen now; None while the total is not a number."""
-        return self._plan
 
     def compose(self) -> ComposeResult:
         app = self.chat_app
@@ -214,11 +209,12 @@ class SlotsScreen(ModalScreen[None]):
             return
         parts = []
         if losing:
+            one = len(losing) == 1
             parts.append(
                 f"With {plan.parallel} slot{'s' if plan.parallel != 1 else ''} for {len(panes)} chats, "
-                f"{_names(losing)} {'loses its' if len(losing) == 1 else 'lose their'} slot. Nothing is lost: "
-                "they stay open with their text and take a slot again when one frees "
-                "(close a chat, or add slots here)."
+                f"{_names(losing)} {'loses its' if one else 'lose their'} slot. Nothing is lost: "
+                f"{'it stays open with its text and takes' if one else 'they stay open with their text and take'} "
+                "a slot again when one frees (close a chat, or add slots here)."
             )
         if busy:
             parts.append(f"The reply being written in {_names(busy)} stops here; what was written is kept.")

@@ -69,6 +69,14 @@ def test_slider_and_total_update_the_evaluation_before_apply(tiny_model_dir: Pat
         assert text(screen, "#slots-summary") == "4096 / 1 = 4096 tokens per slot"
         await pilot.press("end")
         assert slider.value == 8
+        # The mouse: a click on the track's left end, then a drag to its right end.
+        track_end = slider.content_region.width + 1  # the content starts after the border and padding
+        await pilot.click(slider, offset=(2, 1))
+        assert slider.value == 1
+        await pilot.mouse_down(slider, offset=(2, 1))
+        await pilot.hover(slider, offset=(track_end, 1))
+        await pilot.mouse_up(slider, offset=(track_end, 1))
+        assert slider.value == 8
         # The KV figure is the evaluation's own: constant in N for one total.
         assert text(screen, "#slots-kv").startswith("KV cache: 2.0 MiB (256.0 KiB per slot)")
         for bad in ("", "0", "-5"):
@@ -138,7 +146,7 @@ def test_fewer_slots_than_chats_asks_first_and_keeps_the_chats(tiny_model_dir: P
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         question = str(app.screen.query_one("#confirm-question", Static).render())
-        assert "With 2 slots for 3 chats, Chat 3 loses its slot. Nothing is lost" in question
+        assert "With 2 slots for 3 chats, Chat 3 loses its slot. Nothing is lost: it stays open" in question
         await pilot.press("escape")  # cancel: everything stays as it was
         await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "back on the slots screen")
         assert len(app.engine.snapshot().slots) == 4 and [p.slot_id for p in app.chat_panes] == [0, 1, 2]
