@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
@@ -14,6 +16,12 @@ from app.confirm_screen import ConfirmScreen
 from app.slider import Slider
 from app.slots_screen import SlotsScreen, assign_slots
 from tests.pilot import make_app, notes, ready, run, send, wait_for
+
+
+@pytest.fixture(autouse=True)
+def _own_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Applying writes the config file: each test gets its own, so none sees another's values."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
 
 def text(screen: SlotsScreen, selector: str) -> str:
@@ -191,5 +199,29 @@ def test_refused_plan_disables_apply_with_the_engines_message(tiny_model_dir: Pa
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, SlotsScreen) and len(app.engine.snapshot().slots) == 2
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_a_config_file_that_cannot_be_written_is_reported_not_raised(tiny_model_dir: Path) -> None:
+    # A file where the config folder should be: the save cannot create the config file.
+    default_config_path().parent.parent.mkdir(parents=True)
+    default_config_path().parent.write_text("not a folder")
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        shown: list[tuple[str, str]] = []
+        notify = app.notify
+
+        def recording_notify(message: str, **kwargs: Any) -> None:
+            shown.append((message, kwargs.get("severity", "information")))
+            notify(message, **kwargs)
+
+        app.notify = recording_notify  # type: ignore[method-assign]
+        await open_slots(app, pilot)
+        await pilot.press("right", "ctrl+s")
+        await wait_for(pilot, lambda: len(app.screen_stack) == 1, "the apply")
+        assert len(app.engine.snapshot().slots) == 3  # applied all the same
+        assert [s for m, s in shown if m.startswith(f"Not saved to {default_config_path()}")] == ["error"]
 
     run(make_app(tiny_model_dir), scenario)
