@@ -78,7 +78,9 @@ class ChatApp(App[int]):
     def _start(self) -> None:
         """Loads the model and starts the engine off the UI thread, reporting through messages."""
         try:
-            engine, plan, name, warnings, facts = start_engine(self.settings, lambda p: self.post_message(LoadProgress(p)))
+            engine, plan, name, warnings, facts = start_engine(
+                self.settings, lambda p: self.post_message(LoadProgress(p))
+            )
         except StartFailure as exc:
             self.post_message(StartFailed(exc.problem, exc.remedy))
             return

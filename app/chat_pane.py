@@ -67,7 +67,13 @@ class ChatPane(TabPane):
     """
 
     def __init__(
-        self, chat_id: str, title: str, slot_id: int | None, engine: Engine, sampling: SamplingParams, system_prompt: str
+        self,
+        chat_id: str,
+        title: str,
+        slot_id: int | None,
+        engine: Engine,
+        sampling: SamplingParams,
+        system_prompt: str,
     ) -> None:
         super().__init__(title, id=chat_id)
         self.chat_id = chat_id
