@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -15,9 +15,10 @@ from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent
 from app import keys
 from app.chat_pane import INPUT_KEYS, ChatPane
 from app.config import ConfigError, Settings, save_settings
+from app.engine_bridge import EngineReady, LoadProgress, ModelFacts, StartFailed, StartFailure, start_engine
 from app.help_screen import HelpScreen, HelpSection, bindings_section
-from app.engine_bridge import EngineReady, LoadProgress, StartFailed, StartFailure, start_engine
 from app.loading_screen import LoadingScreen
+from app.slots_screen import SlotsScreen, assign_slots
 from engine.events import SamplingParams
 from engine.slot_plan import SlotPlan
 from themes import DEFAULT_THEME, THEMES
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
 EXIT_FAILED = 1
 CHAT_ACTIONS = frozenset({"new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid"})
+SCREEN_ACTIONS = frozenset({"slots"})  # screens over the chats, reachable from the help too
 
 
 class ChatApp(App[int]):
@@ -50,6 +52,8 @@ class ChatApp(App[int]):
             self.register_theme(theme)
         self.engine: Engine | None = None
         self.plan: SlotPlan | None = None
+        self.model_facts: ModelFacts | None = None  # what the slots screen re-evaluates plans with
+        self._model_name = ""
         self.failed = False
         self._chat_numbers = itertools.count(1)
         s = settings.sampling
@@ -95,14 +99,16 @@ class ChatApp(App[int]):
     def _start(self) -> None:
         """Loads the model and starts the engine off the UI thread, reporting through messages."""
         try:
-            engine, plan, name, warnings = start_engine(self.settings, lambda p: self.post_message(LoadProgress(p)))
+            engine, plan, name, warnings, facts = start_engine(
+                self.settings, lambda p: self.post_message(LoadProgress(p))
+            )
         except StartFailure as exc:
             self.post_message(StartFailed(exc.problem, exc.remedy))
             return
         except Exception as exc:  # anything else unexpected still deserves words rather than a traceback
             self.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up."))
             return
-        if not self.post_message(EngineReady(engine, plan, name, warnings)):
+        if not self.post_message(EngineReady(engine, plan, name, warnings, facts)):
             # The app closed while the model loaded: nobody else will stop this engine.
             engine.shutdown()
 
@@ -119,7 +125,8 @@ class ChatApp(App[int]):
 
     @on(EngineReady)
     async def _on_ready(self, event: EngineReady) -> None:
-        self.engine, self.plan = event.engine, event.plan
+        self.engine, self.plan, self.model_facts = event.engine, event.plan, event.facts
+        self._model_name = event.model_name
         self.sub_title = f"{event.model_name} · {event.plan.summary}"
         if isinstance(self.screen, LoadingScreen):
             self.pop_screen()
@@ -141,9 +148,11 @@ class ChatApp(App[int]):
         return pane if isinstance(pane, ChatPane) else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Chat actions exist on the chats' screen once the engine runs; F-keys wherever the engine runs."""
+        """Chat actions exist on the chats' screen once the engine runs; the F-keys' screens from any screen."""
         if action in CHAT_ACTIONS:
-            return self.engine is not None and self.screen is self.screen_stack[0]
+            return self.engine is not None and len(self.screen_stack) == 1
+        if action in SCREEN_ACTIONS:
+            return self.engine is not None and not isinstance(self.screen, LoadingScreen)
         if action == "help":
             return not isinstance(self.screen, LoadingScreen)
         return True
@@ -176,14 +185,42 @@ class ChatApp(App[int]):
         pane = self.active_chat
         if pane is None or self.engine is None:
             return
-        self.engine.clear(pane.slot_id)
-        self.engine.bind(pane.slot_id, None)
+        if pane.slot_id is not None:
+            self.engine.clear(pane.slot_id)
+            self.engine.bind(pane.slot_id, None)
         await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
+        await self._seat_chats()
         self._lay_out_chats()
         if self.active_chat is not None:
             self.active_chat.focus_input()
         else:
             self.notify("No chat is open: ctrl+n starts one.")
+
+    def action_slots(self) -> None:
+        """Opens the slots screen: the number of slots and the total context, applied only on request."""
+        if self.model_facts is not None:
+            self.push_screen(SlotsScreen())
+
+    async def adopt_plan(self, plan: SlotPlan, survived: Mapping[int, bool]) -> None:
+        """Takes the plan the engine was re-partitioned to; every chat is told what became of its slot."""
+        self.plan = plan
+        self.sub_title = f"{self._model_name} · {plan.summary}"
+        await self._seat_chats(survived)
+
+    async def _seat_chats(self, survived: Mapping[int, bool] | None = None) -> None:
+        """Binds the chats to the plan's slots: each keeps its slot while it exists, chats without one take
+        free slots in tab order. `survived` (after a re-partition) says whose KV cache the engine kept;
+        without it only the chats that move are told."""
+        if self.engine is None or self.plan is None:
+            return
+        panes = self.chat_panes
+        for pane, slot in zip(panes, assign_slots([p.slot_id for p in panes], self.plan.parallel)):
+            if survived is None and slot == pane.slot_id:
+                continue
+            kept = slot is not None and slot == pane.slot_id and bool(survived and survived.get(slot))
+            await pane.move_to_slot(slot, kept)
+            if slot is not None:
+                self.engine.bind(slot, pane.chat_title)
 
     def action_goto_chat(self, number: int) -> None:
         """Shows chat `number` (1-based, in tab order)."""
@@ -257,7 +294,7 @@ class ChatApp(App[int]):
             return
         slots = self.engine.snapshot().slots
         for pane in self.chat_panes:
-            if pane.slot_id < len(slots):
+            if pane.slot_id is not None and pane.slot_id < len(slots):
                 pane.show_slot(slots[pane.slot_id])
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

@@ -26,6 +26,7 @@ INPUT_KEYS = (
 )
 RENDER_INTERVAL_S = 1 / 30  # a streaming reply is redrawn at most this often, however fast tokens come
 BAR_WIDTH = 12
+NO_SLOT_HELP = "it takes the next slot that frees (close a chat with ctrl+w, or add slots with F2)"
 
 
 class ChatInput(TextArea):
@@ -72,12 +73,18 @@ class ChatPane(TabPane):
     """
 
     def __init__(
-        self, chat_id: str, title: str, slot_id: int, engine: Engine, sampling: SamplingParams, system_prompt: str
+        self,
+        chat_id: str,
+        title: str,
+        slot_id: int | None,
+        engine: Engine,
+        sampling: SamplingParams,
+        system_prompt: str,
     ) -> None:
         super().__init__(title, id=chat_id)
         self.chat_id = chat_id
         self.chat_title = title
-        self.slot_id = slot_id
+        self.slot_id = slot_id  # None: fewer slots were applied than chats are open; it waits for a free one
         self._engine = engine
         self._sampling = sampling
         self._system_prompt = system_prompt
@@ -93,7 +100,7 @@ class ChatPane(TabPane):
     def compose(self) -> ComposeResult:
         yield VerticalScroll(classes="conversation")
         yield ChatInput(soft_wrap=True, placeholder="Message · Enter sends · ctrl+j new line")
-        yield Static(f"slot {self.slot_id} · idle", classes="slot-status", markup=False)
+        yield Static(self._idle_status(), classes="slot-status", markup=False)
 
     def on_mount(self) -> None:
         self.query_one(".conversation", VerticalScroll).anchor()
@@ -120,10 +127,33 @@ class ChatPane(TabPane):
 
     def stop_reply(self) -> bool:
         """Asks the engine to stop this chat's reply; False when there is none."""
-        if not self.busy:
+        if not self.busy or self.slot_id is None:
             return False
         self._engine.cancel(self.slot_id)
         return True
+
+    def _idle_status(self) -> str:
+        if self.slot_id is None:
+            return f"no slot · {NO_SLOT_HELP}"
+        return f"slot {self.slot_id} · idle"
+
+    async def move_to_slot(self, slot_id: int | None, kv_kept: bool) -> None:
+        """Binds the chat to another slot (or to none) after the slots changed, and says what that means for it."""
+        before, self.slot_id = self.slot_id, slot_id
+        self._set_status(self._idle_status())
+        again = "the conversation is prefilled again on its next turn"
+        if slot_id is None:
+            note = f"This chat has no slot now; its text is kept: {NO_SLOT_HELP}."
+        elif kv_kept:
+            note = f"Slot {slot_id} kept this chat's KV cache through the change of slots."
+        elif before is None:
+            note = f"This chat has slot {slot_id} now; {again}."
+        elif before != slot_id:
+            note = f"This chat moved from slot {before} to slot {slot_id}; {again}."
+        else:
+            note = f"Slot {slot_id} was rebuilt without this chat's KV cache; {again}."
+        if self.messages:  # an empty chat has no cache to keep or prefill
+            await self.query_one(".conversation").mount(Static(note, classes="turn-note", markup=False))
 
     def show_slot(self, slot: SlotSnapshot) -> None:
         """Shows the slot's state, how full its context is (as a bar) and its speed."""
@@ -132,6 +162,9 @@ class ChatPane(TabPane):
         text = f"slot {slot.id} · {slot.state} · {slot.used} / {slot.capacity} tokens {bar}"
         if slot.state != "idle":  # a speed is news only while the slot works
             text += f" · {slot.tok_s:.1f} tok/s"
+        self._set_status(text)
+
+    def _set_status(self, text: str) -> None:
         # query, not query_one: a pane being closed has already lost its children.
         for status in self.query(".slot-status").results(Static):
             status.update(text)
@@ -144,6 +177,9 @@ class ChatPane(TabPane):
             return
         if self.busy:
             self.notify("This chat is still answering: escape stops it.", severity="warning")
+            return
+        if self.slot_id is None:
+            self.notify(f"{self.chat_title} has no slot: {NO_SLOT_HELP}.", severity="warning")
             return
         self.chat_input.clear()
         self._sent_text = event.text

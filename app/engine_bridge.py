@@ -6,7 +6,8 @@ post these messages (post_message is thread-safe); the widgets change in the han
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -22,6 +23,18 @@ if TYPE_CHECKING:
     from engine.scheduler import Engine
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the slot evaluation needs to know about the loaded model, kept so the slider can re-evaluate."""
+
+    trained_ctx: int | None
+    kv_bytes_per_token: int
+
+    def evaluate(self, request: Mapping[str, int | None]) -> SlotPlan:
+        """The engine's evaluation of a slot request (as Settings.slot_request() gives it) for this model."""
+        return evaluate_slots(**request, trained_ctx=self.trained_ctx, kv_bytes_per_token=self.kv_bytes_per_token)
+
+
 class LoadProgress(Message):
     """One step of loading the model (or converting a GGUF)."""
 
@@ -33,10 +46,13 @@ class LoadProgress(Message):
 class EngineReady(Message):
     """The model is loaded and the engine runs with this plan; `warnings` are the plan's and memory's."""
 
-    def __init__(self, engine: Engine, plan: SlotPlan, model_name: str, warnings: tuple[str, ...]) -> None:
+    def __init__(
+        self, engine: Engine, plan: SlotPlan, model_name: str, warnings: tuple[str, ...], facts: ModelFacts
+    ) -> None:
         super().__init__()
         self.engine = engine
         self.plan = plan
+        self.facts = facts
         self.model_name = model_name
         self.warnings = warnings
 
@@ -85,7 +101,7 @@ PLAN_REMEDY = (
 
 def start_engine(
     settings: Settings, progress: Callable[[Progress], None]
-) -> tuple[Engine, SlotPlan, str, tuple[str, ...]]:
+) -> tuple[Engine, SlotPlan, str, tuple[str, ...], ModelFacts]:
     """Loads the model, evaluates the slot plan and starts the engine (slow: call from a worker thread).
 
     Raises StartFailure with what to change when the model cannot be loaded or the plan is refused.
@@ -99,8 +115,8 @@ def start_engine(
         loaded = load_model(settings.model, settings.weights_dtype, progress=progress)
     except ModelLoadError as exc:
         raise StartFailure(str(exc), "Set --model or `model` in the config file to a model that exists.") from None
-    plan = evaluate_slots(**settings.slot_request(), trained_ctx=loaded.trained_ctx,
-                          kv_bytes_per_token=loaded.kv_bytes_per_token)
+    facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token)
+    plan = facts.evaluate(settings.slot_request())
     if plan.errors:
         raise StartFailure("\n".join(plan.errors), PLAN_REMEDY)
     memory = check_memory(loaded.weights_bytes, plan.kv_bytes)
@@ -121,7 +137,7 @@ def start_engine(
             f"there is not enough memory for the KV cache of {plan.summary}", PLAN_REMEDY
         ) from None
     warnings = plan.warnings + ((memory.warning,) if memory.warning else ())
-    return engine, plan, loaded.source.display_name, warnings
+    return engine, plan, loaded.source.display_name, warnings, facts
 
 
 def reply_callback(target: MessagePump, chat_id: str) -> Callable[[Event], None]:
