@@ -57,7 +57,7 @@ class ChatApp(App[int]):
         self.failed = False
         self._chat_numbers = itertools.count(1)
         s = settings.sampling
-        self._sampling = SamplingParams(
+        self.sampling = SamplingParams(  # what new chats start with
             temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens, seed=s.seed
         )
 
@@ -172,7 +172,7 @@ class ChatApp(App[int]):
             )
             return
         number = next(self._chat_numbers)
-        pane = ChatPane(f"chat-{number}", f"Chat {number}", free[0], engine, self._sampling,
+        pane = ChatPane(f"chat-{number}", f"Chat {number}", free[0], engine, self.sampling,
                         self.settings.system_prompt)
         tabs = self.query_one("#chats", TabbedContent)
         await tabs.add_pane(pane)
@@ -285,9 +285,10 @@ class ChatApp(App[int]):
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """In the grid, the chat the keyboard is in becomes the shown tab (escape stops its reply)."""
         pane = next((a for a in event.widget.ancestors if isinstance(a, ChatPane)), None)
-        tabs = self.query_one("#chats", TabbedContent)
-        if pane is not None and pane.id and tabs.active != pane.id:
-            tabs.active = pane.id
+        # query, not query_one: focus still moves while the app is being torn down.
+        for tabs in self.query("#chats").results(TabbedContent):
+            if pane is not None and pane.id and tabs.active != pane.id:
+                tabs.active = pane.id
 
     def _refresh_status(self) -> None:
         if self.engine is None:

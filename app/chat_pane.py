@@ -14,7 +14,7 @@ from textual.widgets.markdown import MarkdownStream
 
 from app.engine_bridge import ReplyDelta, ReplyDone, reply_callback
 from app.help_screen import KeyHelp
-from engine.events import Done, SamplingParams, SlotSnapshot
+from engine.events import Done, RequestStats, SamplingParams, SlotSnapshot
 
 if TYPE_CHECKING:
     from engine.scheduler import Engine
@@ -90,6 +90,7 @@ class ChatPane(TabPane):
         self._system_prompt = system_prompt
         self.messages: list[dict[str, str]] = []
         self.request_id: int | None = None
+        self.last_stats: RequestStats | None = None  # the counts and speeds of the last reply
         self._sent_text = ""
         self._user_turn: Static | None = None
         self._reply: Markdown | None = None
@@ -122,8 +123,9 @@ class ChatPane(TabPane):
         return str(self.query_one(".slot-status", Static).render())
 
     def focus_input(self) -> None:
-        """Puts the keyboard in the message box."""
-        self.chat_input.focus()
+        """Puts the keyboard in the message box (nothing, once the pane is being closed)."""
+        for box in self.query(ChatInput).results(ChatInput):
+            box.focus()
 
     def stop_reply(self) -> bool:
         """Asks the engine to stop this chat's reply; False when there is none."""
@@ -221,6 +223,7 @@ class ChatPane(TabPane):
         if done.request_id != self.request_id:
             return
         self.request_id = None
+        self.last_stats = done.stats
         assert self._flush_timer is not None
         self._flush_timer.pause()
         self._pending.clear()

@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=_count, default=DEFAULT_REPEATS, metavar="N",
                        help="measured runs after one warm-up; medians are reported")
     bench.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    bench.add_argument("--ui", action="store_true",
+                       help="measure the chat UI instead: the largest --slots count of chats streaming in the "
+                            "app vs the same requests headless, and key-press latency meanwhile")
     return parser
 
 
@@ -101,6 +104,13 @@ def _run(args: argparse.Namespace, settings: Settings, blas: BlasInfo) -> int:
 
 def _bench(args: argparse.Namespace, settings: Settings) -> int:
     """`mlxchat bench`: loads the model, runs the engines, prints the table (and writes JSON)."""
+    if args.ui:
+        from app.ui_bench import run_ui_bench
+
+        greedy = settings.sampling.model_copy(update={"temperature": 0.0, "max_tokens": args.max_tokens})
+        result = run_ui_bench(settings.model_copy(update={"sampling": greedy}), max(args.slots), args.repeats)
+        print(result.table())
+        return 0
     from app.console_progress import ConsoleProgress
     from engine.bench import format_table, make_report, run_bench, write_json
     from engine.models import load_model
@@ -160,3 +170,7 @@ def _version() -> str:
         return metadata.version("mlxchat")
     except metadata.PackageNotFoundError:
         return "(not installed)"
+
+
+if __name__ == "__main__":  # python -m app.cli, as the console script does
+    sys.exit(main())
