@@ -7,6 +7,7 @@ from typing import Any, Callable
 import mlx.core as mx
 
 from engine import cpu_llama
+from engine.blas import SingleThreadedBlas
 
 # Families whose Model.__call__ is exactly `head(self.model(inputs, cache))`, the head being
 # lm_head or the tied embedding. For them a prefill chunk skips the head on every position
@@ -22,12 +23,22 @@ class Forward:
         args = getattr(model, "args", None)
         self._head: Callable[[mx.array], mx.array] | None = None
         self._body: Callable[[mx.array, list[Any]], mx.array] = lambda inputs, caches: model(inputs, cache=caches)
+        self._cores: SingleThreadedBlas | None = None
         if family in PLAIN_HEAD_FAMILIES and args is not None and hasattr(model, "model"):
             if getattr(args, "tie_word_embeddings", False) or not hasattr(model, "lm_head"):
-                self._head = model.model.embed_tokens.as_linear
+                head, self._head = model.model.embed_tokens, model.model.embed_tokens.as_linear
             else:
-                self._head = model.lm_head
-            self._body = cpu_llama.body(model) if cpu_llama.supports(model) else model.model
+                head = self._head = model.lm_head
+            self._body = model.model
+            if cpu_llama.supports(model, head):
+                llama = cpu_llama.CpuLlama(model, head)
+                self._body, self._head, self._cores = llama.body, llama.head, llama.cores
+
+    def working(self, busy: bool) -> None:
+        """Whether the engine has work: a forward that splits matmuls across the cores holds the BLAS
+        at one thread only while it does, so other users of the process's BLAS keep its threads."""
+        if self._cores is not None:
+            self._cores.hold() if busy else self._cores.release()
 
     def states(self, inputs: mx.array, caches: list[Any]) -> mx.array:
         """The pass's output before the head where it can be skipped, else its logits.

@@ -190,12 +190,16 @@ class Engine:
     def _run(self) -> None:
         try:
             while True:
+                if not self._busy():
+                    self._forward.working(False)
                 if not self._drain(block=not self._busy()):
                     break
                 if self._busy():
+                    self._forward.working(True)
                     self._step()
         finally:
             self._settle()
+            self._forward.working(False)
             for s in self.slots:
                 if s.request:
                     self._finish(s, "cancelled")
