@@ -245,7 +245,8 @@ class SingleThreadedBlas:
 def _thread_calls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
     """(get, set) of the loaded BLAS's thread count, found among the process's global symbols."""
     process = ctypes.CDLL(None)
-    for get, set_ in (("openblas_get_num_threads", "openblas_set_num_threads"), ("mkl_get_max_threads", "mkl_set_num_threads")):
+    # MKL's C calls are the capitalised ones: its lower-case names are Fortran's, taking pointers.
+    for get, set_ in (("openblas_get_num_threads", "openblas_set_num_threads"), ("MKL_Get_Max_Threads", "MKL_Set_Num_Threads")):
         if hasattr(process, get) and hasattr(process, set_):
             return getattr(process, get), getattr(process, set_)
     return None

@@ -37,8 +37,12 @@ class Forward:
     def working(self, busy: bool) -> None:
         """Whether the engine has work: a forward that splits matmuls across the cores holds the BLAS
         at one thread only while it does, so other users of the process's BLAS keep its threads."""
-        if self._cores is not None:
-            self._cores.hold() if busy else self._cores.release()
+        if self._cores is None:
+            return
+        if busy:
+            self._cores.hold()
+        else:
+            self._cores.release()
 
     def states(self, inputs: mx.array, caches: list[Any]) -> mx.array:
         """The pass's output before the head where it can be skipped, else its logits.
