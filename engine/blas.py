@@ -19,7 +19,7 @@ import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 BlasKind = Literal["mkl", "openblas", "custom", "reference", "accelerate"]
 # The routine float32 matmuls go through; whichever library provides it does the work.
@@ -212,3 +212,41 @@ def _got_slots(path: str, symbol: bytes) -> list[int]:
             for r_offset, r_info, _addend in struct.iter_unpack("<QQq", elf[s[4] : s[4] + s[5]])
             if r_info >> 32 == wanted
         ]
+
+
+class SingleThreadedBlas:
+    """Holds the loaded BLAS at one thread, for code that splits its matmuls across the cores itself.
+
+    OpenBLAS and MKL are set through their own calls; other libraries are left as they are.
+    Only call it when no matmul is running: the libraries do not expect the count to change mid-call.
+    """
+
+    def __init__(self) -> None:
+        self._saved: int | None = None
+
+    def hold(self) -> None:
+        """Sets one thread, remembering the count to give back (does nothing while already held)."""
+        if self._saved is None:
+            calls = _thread_calls()
+            if calls is not None:
+                get, set_ = calls
+                self._saved = get()
+                set_(1)
+
+    def release(self) -> None:
+        """Gives the BLAS back the thread count it had before `hold`."""
+        if self._saved is not None:
+            calls = _thread_calls()
+            assert calls is not None
+            calls[1](self._saved)
+            self._saved = None
+
+
+def _thread_calls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get, set) of the loaded BLAS's thread count, found among the process's global symbols."""
+    process = ctypes.CDLL(None)
+    # MKL's C calls are the capitalised ones: its lower-case names are Fortran's, taking pointers.
+    for get, set_ in (("openblas_get_num_threads", "openblas_set_num_threads"), ("MKL_Get_Max_Threads", "MKL_Set_Num_Threads")):
+        if hasattr(process, get) and hasattr(process, set_):
+            return getattr(process, get), getattr(process, set_)
+    return None

@@ -6,28 +6,55 @@ from typing import Any, Callable
 
 import mlx.core as mx
 
+from engine import cpu_llama
+from engine.blas import SingleThreadedBlas
+
 # Families whose Model.__call__ is exactly `head(self.model(inputs, cache))`, the head being
 # lm_head or the tied embedding. For them a prefill chunk skips the head on every position
 # but the one it needs (on SmolLM2 that is about a quarter of a chunk's work).
 PLAIN_HEAD_FAMILIES = {"llama", "mistral", "qwen2", "qwen3"}
 
-LogitsFn = Callable[[mx.array, list[Any], mx.array | None], mx.array]
 
+class Forward:
+    """Runs the model over (B, L) inputs with the engine's caches."""
 
-def logits_fn(model: Any) -> LogitsFn:
-    """A function (inputs (B, L), caches, positions (B,)) -> logits (B, vocab) at each row's position.
+    def __init__(self, model: Any) -> None:
+        family = type(model).__module__.rsplit(".", 1)[-1]
+        args = getattr(model, "args", None)
+        self._head: Callable[[mx.array], mx.array] | None = None
+        self._body: Callable[[mx.array, list[Any]], mx.array] = lambda inputs, caches: model(inputs, cache=caches)
+        self._cores: SingleThreadedBlas | None = None
+        if family in PLAIN_HEAD_FAMILIES and args is not None and hasattr(model, "model"):
+            if getattr(args, "tie_word_embeddings", False) or not hasattr(model, "lm_head"):
+                head, self._head = model.model.embed_tokens, model.model.embed_tokens.as_linear
+            else:
+                head = self._head = model.lm_head
+            self._body = model.model
+            if cpu_llama.supports(model, head):
+                llama = cpu_llama.CpuLlama(model, head)
+                self._body, self._head, self._cores = llama.body, llama.head, llama.cores
 
-    Positions may be None when L is 1.
-    """
-    family = type(model).__module__.rsplit(".", 1)[-1]
-    args = getattr(model, "args", None)
-    if family not in PLAIN_HEAD_FAMILIES or args is None or not hasattr(model, "model"):
-        return lambda inputs, caches, positions: _at(model(inputs, cache=caches), positions)
-    if getattr(args, "tie_word_embeddings", False) or not hasattr(model, "lm_head"):
-        head = model.model.embed_tokens.as_linear
-    else:
-        head = model.lm_head
-    return lambda inputs, caches, positions: head(_at(model.model(inputs, caches), positions))
+    def working(self, busy: bool) -> None:
+        """Whether the engine has work: a forward that splits matmuls across the cores holds the BLAS
+        at one thread only while it does, so other users of the process's BLAS keep its threads."""
+        if self._cores is None:
+            return
+        if busy:
+            self._cores.hold()
+        else:
+            self._cores.release()
+
+    def states(self, inputs: mx.array, caches: list[Any]) -> mx.array:
+        """The pass's output before the head where it can be skipped, else its logits.
+
+        For a pass whose only use is the K/V it stores: evaluate the caches, not this.
+        """
+        return self._body(inputs, caches)
+
+    def logits(self, inputs: mx.array, caches: list[Any], positions: mx.array | None) -> mx.array:
+        """Logits (B, vocab) at each row's position (positions (B,), or None when L is 1)."""
+        states = _at(self._body(inputs, caches), positions)
+        return self._head(states) if self._head is not None else states
 
 
 def _at(x: mx.array, positions: mx.array | None) -> mx.array:

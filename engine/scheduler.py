@@ -15,7 +15,7 @@ import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
 from engine import slot_attention
-from engine.forward import logits_fn
+from engine.forward import Forward
 from engine.events import (
     Done,
     EngineSnapshot,
@@ -82,7 +82,7 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.plan = plan
         self.per_slot_dispatch = slot_attention.install(model)
-        self._logits = logits_fn(model)
+        self._forward = Forward(model)
         self._pass: _DecodePass | None = None
         self._n_layers = len(model.layers)
         self.slots = [Slot(i) for i in range(plan.parallel)]
@@ -190,12 +190,16 @@ class Engine:
     def _run(self) -> None:
         try:
             while True:
+                if not self._busy():
+                    self._forward.working(False)
                 if not self._drain(block=not self._busy()):
                     break
                 if self._busy():
+                    self._forward.working(True)
                     self._step()
         finally:
             self._settle()
+            self._forward.working(False)
             for s in self.slots:
                 if s.request:
                     self._finish(s, "cancelled")
@@ -330,10 +334,14 @@ class Engine:
         """The prefilling slots to take in one pass: round-robin, within the pass's token budget."""
         self._rr = (self._rr + 1) % len(prefilling)
         order = prefilling[self._rr :] + prefilling[: self._rr]
-        width = min(self.prefill_chunk, max(len(s.request.pending) for s in order))  # type: ignore[union-attr]
+        width = self._chunk_width(order)
         capacity = self.store.capacity
         fits = [s for s in order if self.store.lengths[s.id] + width <= capacity]
         return (fits or order[:1])[: max(1, PREFILL_BUDGET // width)]
+
+    def _chunk_width(self, slots: list[Slot]) -> int:
+        """Tokens per row of a prefill pass over `slots`: the longest pending prompt, up to a chunk."""
+        return min(self.prefill_chunk, max(len(s.request.pending) for s in slots))  # type: ignore[union-attr]
 
     def _prefill(self, slots: list[Slot]) -> None:
         """One pass over the next chunk of each slot's prompt; rows are right-padded to the longest.
@@ -341,7 +349,7 @@ class Engine:
         A slot whose prompt ends in this chunk gets its first reply token from this pass.
         """
         requests = [s.request for s in slots]
-        width = min(self.prefill_chunk, max(len(r.pending) for r in requests))  # type: ignore[union-attr]
+        width = self._chunk_width(slots)
         if len(slots) == 1:
             width = min(width, self.store.capacity - self.store.lengths[slots[0].id])
         chunks = [r.pending[:width] for r in requests]  # type: ignore[union-attr]
@@ -350,13 +358,13 @@ class Engine:
         caches = self.store.batch(rows, width)
         ending = [len(c) == len(r.pending) for c, r in zip(chunks, requests)]  # type: ignore[union-attr]
         if any(ending):
-            logits = self._logits(inputs, caches, mx.array([len(c) - 1 for c in chunks]))
+            logits = self._forward.logits(inputs, caches, mx.array([len(c) - 1 for c in chunks]))
             tokens = sample_rows(logits, [r.sampler for r in requests])  # type: ignore[union-attr]
             mx.eval(tokens)
             firsts = tokens.tolist()
         else:
             # Only the K/V of middle chunks are needed: evaluating them skips the head entirely.
-            self.model(inputs, cache=caches)
+            self._forward.states(inputs, caches)
             mx.eval(self.store.keys, self.store.values)
         self.store.commit(rows, [len(c) for c in chunks])
         for slot, r, chunk, end in zip(slots, requests, chunks, ending):
@@ -406,7 +414,7 @@ class Engine:
     def _dispatch(self, rows: list[tuple[Slot, Request]], inputs: list[mx.array]) -> None:
         ids = [s.id for s, _ in rows]
         caches = self.store.batch(ids, 1)
-        logits = self._logits(mx.stack(inputs)[:, None], caches, None)
+        logits = self._forward.logits(mx.stack(inputs)[:, None], caches, None)
         tokens = sample_rows(logits, [r.sampler for _, r in rows])
         mx.async_eval(tokens)
         self.store.commit(ids, [1] * len(ids))

@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 import mlx.core as mx
 
+from engine import cpu_math
+
 # Padding the rows to the longest costs (rows x longest); going row by row costs the sum of
 # the lengths plus one small attention call per row. Batch when padding wastes less than this.
 PAD_WASTE_LIMIT = 1.5
@@ -35,7 +37,7 @@ def _matmul_attention(
         mask = mx.tile(causal, (heads // kv_heads, 1))
     if mask is not None:
         scores = mx.where(mask, scores, mx.finfo(scores.dtype).min)
-    weights = mx.softmax(scores, axis=-1, precise=True)
+    weights = cpu_math.softmax(scores)
     return (weights @ values).reshape(b, heads, n, values.shape[-1])
 
 
