@@ -144,8 +144,9 @@ class ChatApp(App[int]):
     @property
     def active_chat(self) -> ChatPane | None:
         """The chat whose tab is shown."""
-        pane = self.query_one("#chats", TabbedContent).active_pane
-        return pane if isinstance(pane, ChatPane) else None
+        # By id, not active_pane: right after a close the active id can still name the removed pane.
+        active = self.query_one("#chats", TabbedContent).active
+        return next((pane for pane in self.chat_panes if pane.id == active), None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Chat actions exist on the chats' screen once the engine runs; the F-keys' screens from any screen."""
@@ -182,8 +183,12 @@ class ChatApp(App[int]):
 
     async def action_close_chat(self) -> None:
         """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
-        pane = self.active_chat
-        if pane is None or self.engine is None:
+        if self.active_chat is not None:
+            await self.close_chat(self.active_chat)
+
+    async def close_chat(self, pane: ChatPane) -> None:
+        """Closes `pane` and frees its slot (its reply, if any, is stopped)."""
+        if self.engine is None:
             return
         if pane.slot_id is not None:
             self.engine.clear(pane.slot_id)
@@ -191,8 +196,11 @@ class ChatApp(App[int]):
         await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
         await self._seat_chats()
         self._lay_out_chats()
+        panes = self.chat_panes
         if self.active_chat is not None:
             self.active_chat.focus_input()
+        elif panes:
+            self.action_goto_chat(1)
         else:
             self.notify("No chat is open: ctrl+n starts one.")
 
@@ -244,15 +252,18 @@ class ChatApp(App[int]):
 
     def _lay_out_chats(self) -> None:
         """In the grid every chat is shown: columns for up to 3 rows, and each pane titled."""
-        tabs = self.query_one("#chats", TabbedContent)
+        tabs = next(iter(self.query("#chats").results(TabbedContent)), None)
+        if tabs is None:  # a tab switch that arrives while the app closes
+            return
         grid = tabs.has_class("-grid")
         panes = self.chat_panes
         switcher = tabs.query_one(ContentSwitcher)
         switcher.styles.grid_size_columns = 1 if len(panes) == 1 else 2 if len(panes) <= 4 else 3
-        active = tabs.active_pane
+        # The id, not active_pane: right after a close the active id may name the pane just removed.
+        active = tabs.active
         for pane in panes:
             # The switcher shows only the active pane; the grid overrides it after each switch.
-            pane.display = grid or pane is active
+            pane.display = grid or pane.id == active
             pane.border_title = pane.chat_title if grid else None
 
     def action_help(self) -> None:
@@ -287,8 +298,11 @@ class ChatApp(App[int]):
         pane = next((a for a in event.widget.ancestors if isinstance(a, ChatPane)), None)
         # query, not query_one: focus still moves while the app is being torn down.
         for tabs in self.query("#chats").results(TabbedContent):
-            if pane is not None and pane.id and tabs.active != pane.id:
-                tabs.active = pane.id
+            if pane is not None and pane.id and tabs.active != pane.id and pane in self.chat_panes:
+                try:
+                    tabs.active = pane.id
+                except ValueError:  # focus passed through a pane whose tab is already gone (closing)
+                    pass
 
     def _refresh_status(self) -> None:
         if self.engine is None:
