@@ -16,6 +16,7 @@ from app import keys
 from app.chat_pane import ChatPane
 from app.config import Settings
 from app.engine_bridge import EngineReady, LoadProgress, StartFailed, StartFailure, start_engine
+from app.inspector import InspectorScreen
 from app.loading_screen import LoadingScreen
 from engine.events import SamplingParams
 from engine.slot_plan import SlotPlan
@@ -122,7 +123,7 @@ class ChatApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Chat actions exist only once the engine runs (they stay out of the loading screen's footer)."""
-        if action in ("new_chat", "close_chat", "stop_reply", "goto_chat"):
+        if action in ("new_chat", "close_chat", "stop_reply", "goto_chat", "inspector"):
             return self.engine is not None and not isinstance(self.screen, LoadingScreen)
         return True
 
@@ -166,8 +167,28 @@ class ChatApp(App[int]):
         """Shows chat `number` (1-based, in tab order)."""
         panes = self.chat_panes
         if 1 <= number <= len(panes):
-            self.query_one("#chats", TabbedContent).active = panes[number - 1].id or ""
-            panes[number - 1].focus_input()
+            self._show_chat(panes[number - 1])
+
+    def _show_chat(self, pane: ChatPane) -> None:
+        self.query_one("#chats", TabbedContent).active = pane.id or ""
+        pane.focus_input()
+
+    def action_inspector(self) -> None:
+        """Opens the slot inspector, or closes it when it is shown."""
+        if isinstance(self.screen, InspectorScreen):
+            self.screen.dismiss(None)
+        elif self.engine is not None:
+            self.push_screen(InspectorScreen(self.engine), self._show_slot_chat)
+
+    def _show_slot_chat(self, slot_id: int | None) -> None:
+        """Shows the chat of the slot the inspector closed on (None: the inspector was just closed)."""
+        if slot_id is None:
+            return
+        pane = next((p for p in self.chat_panes if p.slot_id == slot_id), None)
+        if pane is None:  # closed while the inspector was open
+            self.notify(f"Slot {slot_id} has no chat any more.", severity="warning")
+            return
+        self._show_chat(pane)
 
     def action_stop_reply(self) -> None:
         """Stops the shown chat's reply; what was written stays, marked as stopped."""

@@ -27,6 +27,8 @@ class KeyAction:
 ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("new_chat", "ctrl+n", "new_chat", "New chat", "Open a chat on a free slot", priority=True),
     KeyAction("close_chat", "ctrl+w", "close_chat", "Close chat", "Close this chat and free its slot", priority=True),
+    KeyAction("inspector", "f3", "inspector", "Inspector",
+              "Show every slot live; go to its chat, stop its reply, clear its cache", priority=True),
     KeyAction("stop_reply", "escape", "stop_reply", "Stop", "Stop this chat's reply, keeping what was written"),
     KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False),
     *(
