@@ -256,10 +256,35 @@ def test_rows_follow_a_repartition_and_keys_reach_the_engine() -> None:
             assert engine.cleared == [2]
             await pilot.press("j")
             assert table.cursor_row == 3
+            # New figures are written into the rows in place: the cursor stays where it was.
+            busy = replace(engine.fixed.slots[0], generated=425)
+            engine.fixed = replace(engine.fixed, slots=(busy, *engine.fixed.slots[1:]))
+            screen.refresh_slots()
+            await pilot.pause()
+            assert str(table.get_cell("0", "generated")) == "425" and table.cursor_row == 3
             # Fewer slots (F2 applied while the inspector is open): the cursor moves to the last one.
             engine.fixed = replace(engine.fixed, slots=engine.fixed.slots[:2])
             screen.refresh_slots()
             await pilot.pause()
             assert table.row_count == 2 and table.cursor_row == 1
+
+    asyncio.run(check())
+
+
+def test_the_mouse_selects_a_slot_and_a_second_click_goes_to_its_chat() -> None:
+    async def check() -> None:
+        async with Host(FixedEngine(fixed_snapshot())).run_test(size=(140, 30)) as pilot:
+            screen = pilot.app.screen
+            table = screen.query_one(SlotTable)
+            row_y = table.region.y + 1  # below the column headings
+            await pilot.click(offset=(20, row_y + 3))
+            assert table.cursor_row == 3 and pilot.app.screen is screen
+            await pilot.click(offset=(20, row_y + 3))  # slot 3 has no chat: the inspector stays
+            assert pilot.app.screen is screen
+            await pilot.click(offset=(20, row_y + 2))
+            assert table.cursor_row == 2 and pilot.app.screen is screen
+            await pilot.click(offset=(20, row_y + 2))
+            await pilot.pause()
+            assert pilot.app.screen is not screen
 
     asyncio.run(check())
