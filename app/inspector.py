@@ -21,7 +21,7 @@ from app.usage_bar import usage_bar
 from engine.events import EngineSnapshot, SamplingParams, SlotSnapshot
 from engine.memory import format_bytes
 
-REFRESH_S = 0.25  # as often as the chats' status lines: live while replies stream, cheap when idle
+REFRESH_S = 0.25  # as often as the chats' status lines
 BAR_WIDTH = 10
 STATE_STYLES = {"idle": "dim", "prefill": "bold yellow", "decoding": "bold green"}
 
@@ -96,7 +96,7 @@ def slot_cells(slot: SlotSnapshot) -> dict[str, Text]:
 
 
 def engine_figures(snapshot: EngineSnapshot) -> Table:
-    """The engine-wide figures, as label / value pairs on two lines."""
+    """The engine-wide figures, as label / value pairs in a grid."""
     grid = Table.grid(padding=(0, 1))
     for _ in range(4):
         grid.add_column(style="bold", no_wrap=True)
@@ -144,7 +144,7 @@ class SlotTable(DataTable):
 class InspectorScreen(Screen[int | None]):
     """Every slot of the engine, refreshed live; dismisses with the slot whose chat the user goes to."""
 
-    BINDING_GROUP_TITLE = "Slot inspector"
+    BINDING_GROUP_TITLE = SUB_TITLE = "Slot inspector"
     BINDINGS = [
         # A priority binding: the table's own Enter (select_cursor) would otherwise take the key.
         Binding("enter", "goto_chat", "Go to chat", tooltip="Close the inspector and show this slot's chat",
@@ -176,13 +176,14 @@ class InspectorScreen(Screen[int | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Slot inspector"
         self.refresh_slots()
         self.set_interval(REFRESH_S, self.refresh_slots)
 
     def refresh_slots(self) -> None:
         """Reads a new snapshot and updates the figures and the rows in place (the cursor stays put)."""
         old, snapshot = self._snapshot, self._engine.snapshot()
+        if snapshot == old:  # an idle engine: nothing to redraw
+            return
         self._snapshot = snapshot
         self.query_one("#inspector-figures", Static).update(engine_figures(snapshot))
         table = self.query_one(SlotTable)
