@@ -115,21 +115,27 @@ def engine_figures(snapshot: EngineSnapshot) -> Table:
     return grid
 
 
+def _field_text(name: str, value: object) -> str:
+    if name.startswith("kv_bytes") and isinstance(value, int):
+        return f"{value} ({format_bytes(value)})"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return "none" if value is None else str(value)
+
+
 def slot_details(slot: SlotSnapshot) -> Content:
     """Every field of a slot's snapshot (its sampling parameters one by one), with bytes also in units."""
-    rows: list[tuple[str, str]] = []
+    named: list[tuple[str, object]] = []
     for f in fields(slot):
         value = getattr(slot, f.name)
         if isinstance(value, SamplingParams):
-            rows += [(f"sampling.{sf.name}", str(getattr(value, sf.name))) for sf in fields(value)]
-        elif f.name.startswith("kv_bytes"):
-            rows.append((f.name, f"{value} ({format_bytes(value)})"))
-        elif isinstance(value, float):
-            rows.append((f.name, f"{value:.2f}"))
+            named += [(f"sampling.{sf.name}", getattr(value, sf.name)) for sf in fields(value)]
         else:
-            rows.append((f.name, "none" if value is None else str(value)))
-    width = max(len(name) for name, _ in rows)
-    return Content("\n").join(Content.assemble((name.ljust(width + 2), "bold"), value) for name, value in rows)
+            named.append((f.name, value))
+    width = max(len(name) for name, _ in named) + 2
+    return Content("\n").join(
+        Content.assemble((name.ljust(width), "bold"), _field_text(name, value)) for name, value in named
+    )
 
 
 class SlotTable(DataTable):
