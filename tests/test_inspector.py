@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.pilot import Pilot
@@ -17,14 +17,10 @@ from app.chat_app import ChatApp
 from app.confirm import ConfirmScreen
 from app.inspector import REFRESH_S, InspectorScreen, SlotDetailScreen, SlotTable
 from engine.events import EngineSnapshot, SamplingParams, SlotSnapshot
-from engine.scheduler import Engine
 from tests.pilot import TIMEOUT_S, make_app, notes, ready, run, send, submit, wait_for
 
-
-def inspector(app: ChatApp) -> InspectorScreen:
-    """The inspector, which must be the screen shown."""
-    assert isinstance(app.screen, InspectorScreen)
-    return app.screen
+if TYPE_CHECKING:
+    from engine.scheduler import Engine
 
 
 def slots(app: ChatApp) -> tuple[SlotSnapshot, ...]:
@@ -42,7 +38,8 @@ def states_shown(screen: InspectorScreen) -> list[str]:
 async def open_inspector(app: ChatApp, pilot: Pilot) -> InspectorScreen:
     await pilot.press("f3")
     await wait_for(pilot, lambda: isinstance(app.screen, InspectorScreen), "the inspector")
-    return inspector(app)
+    assert isinstance(app.screen, InspectorScreen)
+    return app.screen
 
 
 @contextmanager
