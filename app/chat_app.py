@@ -17,7 +17,9 @@ from app.chat_pane import INPUT_KEYS, ChatPane
 from app.config import ConfigError, Settings, save_settings
 from app.engine_bridge import EngineReady, LoadProgress, ModelFacts, StartFailed, StartFailure, start_engine
 from app.help_screen import HelpScreen, HelpSection, bindings_section
+from app.inspector import InspectorScreen, SlotTable
 from app.loading_screen import LoadingScreen
+from app.slider import Slider
 from app.slots_screen import SlotsScreen, assign_slots
 from engine.events import SamplingParams
 from engine.slot_plan import SlotPlan
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
 EXIT_FAILED = 1
 CHAT_ACTIONS = frozenset({"new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid"})
-SCREEN_ACTIONS = frozenset({"slots"})  # screens over the chats, reachable from the help too
+SCREEN_ACTIONS = frozenset({"slots", "inspector"})  # screens over the chats, reachable from the help too
 
 
 class ChatApp(App[int]):
@@ -234,8 +236,28 @@ class ChatApp(App[int]):
         """Shows chat `number` (1-based, in tab order)."""
         panes = self.chat_panes
         if 1 <= number <= len(panes):
-            self.query_one("#chats", TabbedContent).active = panes[number - 1].id or ""
-            panes[number - 1].focus_input()
+            self._show_chat(panes[number - 1])
+
+    def _show_chat(self, pane: ChatPane) -> None:
+        self.query_one("#chats", TabbedContent).active = pane.id or ""
+        pane.focus_input()
+
+    def action_inspector(self) -> None:
+        """Opens the slot inspector, or closes it when it is shown."""
+        if isinstance(self.screen, InspectorScreen):
+            self.screen.dismiss(None)
+        elif self.engine is not None:
+            self.push_screen(InspectorScreen(self.engine), self._show_slot_chat)
+
+    def _show_slot_chat(self, slot_id: int | None) -> None:
+        """Shows the chat of the slot the inspector closed on (None: the inspector was just closed)."""
+        if slot_id is None:
+            return
+        pane = next((p for p in self.chat_panes if p.slot_id == slot_id), None)
+        if pane is None:  # closed while the inspector was open
+            self.notify(f"Slot {slot_id} has no chat any more.", severity="warning")
+            return
+        self._show_chat(pane)
 
     def action_cycle_chat(self, step: int) -> None:
         """Shows the chat `step` places after the shown one (negative: before), wrapping around."""
@@ -274,6 +296,10 @@ class ChatApp(App[int]):
         sections = [
             bindings_section("Everywhere", keys.bindings(), keymap, extra=[keys.goto_help(keymap)]),
             HelpSection("In the message box", INPUT_KEYS),
+            bindings_section("Slots screen (F2)", [*SlotsScreen.BINDINGS, *Slider.BINDINGS], keymap,
+                             remappable=False),
+            bindings_section("Slot inspector (F3)", [*InspectorScreen.BINDINGS, *SlotTable.BINDINGS], keymap,
+                             remappable=False),
         ]
         self.push_screen(HelpScreen(sections))
 

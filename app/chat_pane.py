@@ -14,6 +14,7 @@ from textual.widgets.markdown import MarkdownStream
 
 from app.engine_bridge import ReplyDelta, ReplyDone, reply_callback
 from app.help_screen import KeyHelp
+from app.usage_bar import usage_bar
 from engine.events import Done, RequestStats, SamplingParams, SlotSnapshot
 
 if TYPE_CHECKING:
@@ -159,8 +160,7 @@ class ChatPane(TabPane):
 
     def show_slot(self, slot: SlotSnapshot) -> None:
         """Shows the slot's state, how full its context is (as a bar) and its speed."""
-        filled = round(BAR_WIDTH * slot.used / slot.capacity) if slot.capacity else 0
-        bar = "█" * filled + "░" * (BAR_WIDTH - filled)
+        bar = usage_bar(slot.used, slot.capacity, BAR_WIDTH)
         text = f"slot {slot.id} · {slot.state} · {slot.used} / {slot.capacity} tokens {bar}"
         if slot.state != "idle":  # a speed is news only while the slot works
             text += f" · {slot.tok_s:.1f} tok/s"

@@ -31,15 +31,23 @@ class HelpSection:
 
 
 def bindings_section(
-    title: str, bindings: Sequence[BindingType], keymap: Mapping[str, str], extra: Sequence[KeyHelp] = ()
+    title: str,
+    bindings: Sequence[BindingType],
+    keymap: Mapping[str, str],
+    extra: Sequence[KeyHelp] = (),
+    remappable: bool = True,
 ) -> HelpSection:
-    """The help of the bindings that have a description, each key as `keymap` (the user's remapping) has it."""
+    """The help of the bindings that have a description, each key as `keymap` (the user's remapping) has it.
+
+    `remappable`: whether the config's [keys] table takes these ids (then shown in a column of their own).
+    """
     lines: dict[tuple[str, str], list[str]] = {(k.description, k.action_id): [k.key] for k in extra}
     for b in Binding.make_bindings(bindings):
         if b.description:
             key = keymap.get(b.id, b.key) if b.id else b.key
+            action_id = (b.id or "") if remappable else ""
             # make_bindings splits "a,b" into two bindings: their keys share one line again.
-            lines.setdefault((b.tooltip or b.description, b.id or ""), []).append(key.replace(",", " / "))
+            lines.setdefault((b.tooltip or b.description, action_id), []).append(key.replace(",", " / "))
     return HelpSection(title, [KeyHelp(" / ".join(keys), *line) for line, keys in lines.items()])
 
 

@@ -31,6 +31,7 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("help", "f1", "help", "Help", "Show every key and what it does", priority=True),
     KeyAction("slots", "f2", "slots", "Slots", "Set the number of slots and the total context",
               priority=True),
+    KeyAction("inspector", "f3", "inspector", "Inspector", "Show what every slot is doing, live", priority=True),
     KeyAction("toggle_grid", "f4", "toggle_grid", "Grid", "Show the chats as tabs or side by side in a grid",
               priority=True),
     KeyAction("new_chat", "ctrl+n", "new_chat", "New chat", "Open a chat on a free slot", priority=True),

@@ -22,7 +22,7 @@ from textual.validation import Integer
 from textual.widgets import Button, Footer, Input, Label, Static
 
 from app.config import ConfigError, default_config_path, save_settings
-from app.confirm_screen import ConfirmScreen
+from app.confirm import ConfirmScreen
 from app.slider import Slider
 from engine import memory
 from engine.slot_plan import SlotPlan

@@ -12,7 +12,7 @@ from textual.widgets import Button, Input, Static
 
 from app.chat_app import ChatApp
 from app.config import default_config_path
-from app.confirm_screen import ConfirmScreen
+from app.confirm import ConfirmScreen
 from app.slider import Slider
 from app.slots_screen import SlotsScreen, assign_slots
 from tests.pilot import make_app, notes, ready, run, send, wait_for
@@ -153,14 +153,14 @@ def test_fewer_slots_than_chats_asks_first_and_keeps_the_chats(tiny_model_dir: P
         assert text(screen, "#slots-summary") == "4096 / 2 = 2048 tokens per slot"
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
-        question = str(app.screen.query_one("#confirm-question", Static).render())
+        question = str(app.screen.query_one(".confirm-question", Static).render())
         assert "With 2 slots for 3 chats, Chat 3 loses its slot. Nothing is lost: it stays open" in question
         await pilot.press("escape")  # cancel: everything stays as it was
         await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "back on the slots screen")
         assert len(app.engine.snapshot().slots) == 4 and [p.slot_id for p in app.chat_panes] == [0, 1, 2]
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question again")
-        await pilot.click("#confirm")
+        await pilot.click("#confirm-yes")
         await wait_for(pilot, lambda: len(app.screen_stack) == 1, "the apply")
         assert len(app.engine.snapshot().slots) == 2
         assert [p.chat_title for p in app.chat_panes] == ["Chat 1", "Chat 2", "Chat 3"]
