@@ -14,6 +14,7 @@ from textual.widgets import Footer, Header, TabbedContent
 
 from app import keys
 from app.chat_pane import ChatPane
+from app.chat_store import Chat, ChatStore, StoreError, StoreWriteError
 from app.config import Settings
 from app.engine_bridge import EngineReady, LoadProgress, StartFailed, StartFailure, start_engine
 from app.loading_screen import LoadingScreen
@@ -46,6 +47,8 @@ class ChatApp(App[int]):
         self.engine: Engine | None = None
         self.plan: SlotPlan | None = None
         self.failed = False
+        self.store: ChatStore | None = None
+        self._model_name = ""
         self._chat_numbers = itertools.count(1)
         s = settings.sampling
         self._sampling = SamplingParams(
@@ -59,6 +62,7 @@ class ChatApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_theme(self.settings.theme)
+        self._open_store()
         self.push_screen(LoadingScreen(self.settings.model or "the default model (SmolLM2-135M-Instruct)"))
         self._start()
 
@@ -70,6 +74,16 @@ class ChatApp(App[int]):
             known = ", ".join(t.name for t in THEMES)
             self.notify(f"Unknown theme {name!r} in the settings: using {DEFAULT_THEME} (ours: {known})",
                         severity="warning")
+
+    def _open_store(self) -> None:
+        """Opens the chat database; without one the app still runs, saying that chats will not be kept."""
+        try:
+            self.store, notice = ChatStore.open_for_app()
+        except StoreError as exc:
+            self.notify(f"Chats will not be saved: {exc}", severity="error", timeout=30)
+            return
+        if notice is not None:
+            self.notify(notice, severity="warning", timeout=30)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="start")
     def _start(self) -> None:
@@ -100,12 +114,13 @@ class ChatApp(App[int]):
     @on(EngineReady)
     async def _on_ready(self, event: EngineReady) -> None:
         self.engine, self.plan = event.engine, event.plan
+        self._model_name = event.model_name
         self.sub_title = f"{event.model_name} · {event.plan.summary}"
         if isinstance(self.screen, LoadingScreen):
             self.pop_screen()
         for warning in event.warnings:
             self.notify(warning, severity="warning", timeout=10)
-        await self.action_new_chat()
+        await self._restore_chats()
         self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
         self.refresh_bindings()
 
@@ -126,11 +141,34 @@ class ChatApp(App[int]):
             return self.engine is not None and not isinstance(self.screen, LoadingScreen)
         return True
 
+    async def _restore_chats(self) -> None:
+        """Reopens the chats that were open when mlxchat last stopped (tabs, order, focus), or a new one."""
+        chats, focused = self.store.open_chats() if self.store is not None else ([], None)
+        assert self.plan is not None
+        # Their slots start empty: each chat's KV is rebuilt by prefill on its next turn.
+        kept = chats[: self.plan.parallel]
+        if len(chats) > len(kept):
+            self.notify(f"{len(chats) - len(kept)} of the chats that were open did not get a slot "
+                        f"({self.plan.parallel} slots) and stay closed.", severity="warning", timeout=10)
+        panes = [pane for pane in [await self.open_chat(chat) for chat in kept] if pane is not None]
+        if not panes:
+            await self.action_new_chat()
+            return
+        shown = next((pane for pane in panes if pane.chat.id == focused), panes[0])
+        self.query_one("#chats", TabbedContent).active = shown.id or ""
+        shown.focus_input()
+        self._record_open_chats()
+
     async def action_new_chat(self) -> None:
-        """Opens a chat on the lowest free slot, or says that every slot is taken."""
+        """Opens a new chat with the configured system prompt and sampling."""
+        await self.open_chat(Chat(None, model=self._model_name, system_prompt=self.settings.system_prompt,
+                                  sampling=self._sampling))
+
+    async def open_chat(self, chat: Chat) -> ChatPane | None:
+        """Shows `chat` in a new tab on the lowest free slot, or says that every slot is taken."""
         engine, plan = self.engine, self.plan
         if engine is None or plan is None:
-            return
+            return None
         used = {pane.slot_id for pane in self.chat_panes}
         free = [slot for slot in range(plan.parallel) if slot not in used]
         if not free:
@@ -139,15 +177,33 @@ class ChatApp(App[int]):
                 "or start mlxchat with more slots (--parallel).",
                 severity="warning",
             )
-            return
-        number = next(self._chat_numbers)
-        pane = ChatPane(f"chat-{number}", f"Chat {number}", free[0], engine, self._sampling,
-                        self.settings.system_prompt)
+            return None
+        pane = ChatPane(next(self._chat_numbers), chat, free[0], engine, self.store)
         tabs = self.query_one("#chats", TabbedContent)
         await tabs.add_pane(pane)
         engine.bind(pane.slot_id, pane.chat_title)
         tabs.active = pane.id or ""
         pane.focus_input()
+        return pane
+
+    def _record_open_chats(self) -> None:
+        """Saves which chats are open, in tab order, and which one is shown, for the next launch."""
+        if self.store is None or self.engine is None:
+            return
+        ids = [pane.chat.id for pane in self.chat_panes if pane.chat.id is not None]
+        active = self.active_chat
+        try:
+            self.store.set_open(ids, active.chat.id if active is not None else None)
+        except StoreWriteError as exc:
+            self.notify(str(exc), severity="error")
+
+    @on(ChatPane.Retitled)
+    def _on_retitled(self, event: ChatPane.Retitled) -> None:
+        pane = event.pane
+        self.query_one("#chats", TabbedContent).get_tab(pane.id or "").label = pane.chat_title
+        if self.engine is not None:
+            self.engine.bind(pane.slot_id, pane.chat_title)
+        self._record_open_chats()
 
     async def action_close_chat(self) -> None:
         """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
@@ -156,7 +212,9 @@ class ChatApp(App[int]):
             return
         self.engine.clear(pane.slot_id)
         self.engine.bind(pane.slot_id, None)
+        pane.save_reply("cancelled")
         await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
+        self._record_open_chats()
         if self.active_chat is not None:
             self.active_chat.focus_input()
         else:
@@ -176,13 +234,18 @@ class ChatApp(App[int]):
             pane.stop_reply()
 
     def action_quit(self) -> None:
-        """Quits; the exit status says whether start-up had failed."""
+        """Quits, saving the replies being written; the exit status says whether start-up had failed."""
+        for pane in self.chat_panes:
+            if pane.busy:
+                pane.save_reply("cancelled")
+        self._record_open_chats()
         self.exit(return_code=EXIT_FAILED if self.failed else 0)
 
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
         if isinstance(event.pane, ChatPane):
             event.pane.focus_input()
+            self._record_open_chats()
 
     def _refresh_status(self) -> None:
         if self.engine is None:
@@ -206,3 +269,5 @@ class ChatApp(App[int]):
 
     def on_unmount(self) -> None:
         self.shutdown_engine()
+        if self.store is not None:
+            self.store.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from textual import events, on
@@ -9,17 +11,22 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Markdown, Static, TabPane, TextArea
 from textual.widgets.markdown import MarkdownStream
 
+from app.chat_store import Chat, ChatMessage, ChatStore, StoreWriteError, now, title_from
 from app.engine_bridge import ReplyDelta, ReplyDone, reply_callback
-from engine.events import Done, SamplingParams, SlotSnapshot
+from engine.events import Done, RequestStats, SlotSnapshot
 
 if TYPE_CHECKING:
     from engine.scheduler import Engine
 
 RENDER_INTERVAL_S = 1 / 30  # a streaming reply is redrawn at most this often, however fast tokens come
 BAR_WIDTH = 12
+SAVE_INTERVAL_S = 1.0  # a streaming reply is saved at most this often: a crash loses at most this much of it
+SAVE_RETRY_S = 5.0  # after a failed save (disk full, read-only), how often saving is tried again
+TAB_LABEL_CHARS = 20
 
 
 class ChatInput(TextArea):
@@ -47,7 +54,18 @@ class ChatInput(TextArea):
 
 
 class ChatPane(TabPane):
-    """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line."""
+    """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
+
+    The pane's Chat is saved as it changes: each user message before the engine sees it, a reply
+    every SAVE_INTERVAL_S while it streams and at its end.
+    """
+
+    class Retitled(Message):
+        """The chat got a title (from its first message) or its first id: the tab and the open chats change."""
+
+        def __init__(self, pane: ChatPane) -> None:
+            super().__init__()
+            self.pane = pane
 
     DEFAULT_CSS = """
     ChatPane { layout: vertical; padding: 0; }
@@ -63,19 +81,22 @@ class ChatPane(TabPane):
     ChatPane ChatInput { height: auto; min-height: 3; max-height: 10; border: round $panel-lighten-2; }
     ChatPane ChatInput:focus { border: round $primary; }
     ChatPane .slot-status { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
+    ChatPane .save-problem { display: none; padding: 0 1; color: $error; }
+    ChatPane .save-problem.-shown { display: block; }
     """
 
-    def __init__(
-        self, chat_id: str, title: str, slot_id: int, engine: Engine, sampling: SamplingParams, system_prompt: str
-    ) -> None:
-        super().__init__(title, id=chat_id)
-        self.chat_id = chat_id
-        self.chat_title = title
+    def __init__(self, number: int, chat: Chat, slot_id: int, engine: Engine, store: ChatStore | None) -> None:
+        self.chat = chat
+        self._number = number
+        super().__init__(self.chat_title, id=f"chat-{number}")
+        self.chat_id = self.id or ""
         self.slot_id = slot_id
         self._engine = engine
-        self._sampling = sampling
-        self._system_prompt = system_prompt
-        self.messages: list[dict[str, str]] = []
+        self._store = store
+        self._retry_timer: Timer | None = None
+        self._last_save = 0.0
+        self._reply_parts: list[str] = []
+        self._reply_message: ChatMessage | None = None
         self.request_id: int | None = None
         self._sent_text = ""
         self._user_turn: Static | None = None
@@ -85,9 +106,77 @@ class ChatPane(TabPane):
         self._flush_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield VerticalScroll(classes="conversation")
+        with VerticalScroll(classes="conversation"):
+            for message in self.chat.messages:
+                yield from self._turn(message)
+        yield Static(classes="save-problem", markup=False)
         yield ChatInput(soft_wrap=True, placeholder="Message · Enter sends · ctrl+j new line · escape stops the reply")
         yield Static(f"slot {self.slot_id} · idle", classes="slot-status", markup=False)
+
+    def _turn(self, message: ChatMessage) -> Iterator[Widget]:
+        """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
+        if message.role == "user":
+            yield Static(message.text, classes="user-turn", markup=False)
+            return
+        if message.text:
+            yield Markdown(message.text, classes="assistant-turn")
+        note = self._note(message.finish_reason, message.text)
+        if note is not None:
+            yield Static(note[0], classes=f"turn-note {note[1]}", markup=False)
+
+    @property
+    def chat_title(self) -> str:
+        """The chat's name for its tab and its slot: its title, short, or "Chat N" while it has none."""
+        title = self.chat.title or f"Chat {self._number}"
+        return title if len(title) <= TAB_LABEL_CHARS else title[: TAB_LABEL_CHARS - 1].rstrip() + "…"
+
+    @property
+    def reply_text(self) -> str:
+        """The reply streamed so far (empty when none is being written)."""
+        return "".join(self._reply_parts)
+
+    def save(self) -> bool:
+        """Writes what of the chat is unsaved; a failure is shown above the input and retried until it works."""
+        if self._store is None:
+            return False
+        had_id = self.chat.id is not None
+        try:
+            self._store.save(self.chat)
+        except StoreWriteError as exc:
+            self._show_save_problem(f"{exc}. The text is kept here and saving is retried every "
+                                    f"{SAVE_RETRY_S:g} s.")
+            if self._retry_timer is None:
+                self._retry_timer = self.set_interval(SAVE_RETRY_S, self.save)
+            return False
+        self._last_save = time.monotonic()
+        if self._retry_timer is not None:
+            self._retry_timer.stop()
+            self._retry_timer = None
+            self._show_save_problem("")
+        if not had_id:
+            self.post_message(self.Retitled(self))
+        return True
+
+    def _show_save_problem(self, text: str) -> None:
+        for problem in self.query(".save-problem").results(Static):
+            problem.update(text)
+            problem.set_class(bool(text), "-shown")
+
+    def save_reply(self, reason: str | None = None, stats: RequestStats | None = None) -> None:
+        """Saves the reply streamed so far, with why it ended and its counts once it has.
+
+        The app calls this before it quits, with reason "cancelled".
+        """
+        if not self._reply_parts:
+            return
+        if self._reply_message is None:
+            self._reply_message = self.chat.add("assistant", "")
+        message = self._reply_message
+        message.text, message.finish_reason, message.updated, message.saved = self.reply_text, reason, now(), False
+        self.chat.touch()
+        if stats is not None:
+            message.prompt_tokens, message.generated_tokens = stats.prompt_tokens, stats.generated_tokens
+        self.save()
 
     def on_mount(self) -> None:
         self.query_one(".conversation", VerticalScroll).anchor()
@@ -141,18 +230,24 @@ class ChatPane(TabPane):
             return
         self.chat_input.clear()
         self._sent_text = event.text
-        self.messages.append({"role": "user", "content": text})
+        titled = bool(self.chat.title)
+        self.chat.add("user", text)
+        # Saved before the engine sees it: a crash from here on never loses what the user wrote.
+        self.save()
+        if not titled and self.chat.id is None:  # (a first save that worked has said so already)
+            self.post_message(self.Retitled(self))
         conversation = self.query_one(".conversation", VerticalScroll)
         self._user_turn = Static(text, classes="user-turn", markup=False)
         self._reply = Markdown(classes="assistant-turn")
         await conversation.mount_all([self._user_turn, self._reply])
         self._stream = Markdown.get_stream(self._reply)
         self._pending.clear()
-        system = [{"role": "system", "content": self._system_prompt}] if self._system_prompt else []
+        self._reply_parts.clear()
+        self._reply_message = None
         handle = self._engine.submit(
             self.slot_id,
-            system + self.messages,
-            sampling=self._sampling,
+            self.chat.prompt(),
+            sampling=self.chat.sampling,
             on_event=reply_callback(self, self.chat_id),
         )
         self.request_id = handle.request_id
@@ -164,13 +259,16 @@ class ChatPane(TabPane):
         event.stop()
         if event.delta.request_id == self.request_id:
             self._pending.append(event.delta.text)
+            self._reply_parts.append(event.delta.text)
 
     async def _flush(self) -> None:
-        """Writes the text that came since the last frame to the reply, in one piece."""
+        """Writes the text that came since the last frame to the reply, in one piece; saves it every second."""
         if self._pending and self._stream is not None:
             text = "".join(self._pending)
             self._pending.clear()
             await self._stream.write(text)
+        if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
+            self.save_reply()
 
     @on(ReplyDone)
     async def _on_done(self, event: ReplyDone) -> None:
@@ -191,12 +289,14 @@ class ChatPane(TabPane):
         assert self._reply is not None
         # One full render from the engine's own text: the streamed fragments were only a preview.
         await self._reply.update(done.text)
-        if done.text:
-            self.messages.append({"role": "assistant", "content": done.text})
-        else:
+        self._reply_parts = [done.text] if done.text else []
+        self.save_reply(done.reason, done.stats)
+        if self._reply_message is None:
             # Nothing was written: an empty box would only look like a glitch.
             await self._reply.remove()
-        note = self._note(done)
+        self._reply_parts.clear()
+        self._reply_message = None
+        note = self._note(done.reason, done.text, done.error)
         if note is not None:
             text, kind = note
             await self.query_one(".conversation").mount(Static(text, classes=f"turn-note {kind}", markup=False))
@@ -204,7 +304,11 @@ class ChatPane(TabPane):
 
     async def _refused(self, done: Done) -> None:
         """Undoes a message the engine would not take: the text goes back to the input with the reason."""
-        self.messages.pop()
+        refused = self.chat.messages.pop()
+        if not self.chat.messages and self.chat.title == title_from(refused.text):
+            self.chat.title = ""  # the title came from the message taken back
+        self.chat.touch()
+        self.save()
         for widget in (self._user_turn, self._reply):
             if widget is not None:
                 await widget.remove()
@@ -216,20 +320,22 @@ class ChatPane(TabPane):
             Static(f"Not sent: {done.error}", classes="turn-note -refused", markup=False)
         )
 
-    def _note(self, done: Done) -> tuple[str, str] | None:
+    def _note(self, reason: str | None, text: str, error: str | None = None) -> tuple[str, str] | None:
         """The line shown under a finished reply, and its style, or None for a reply that simply ended."""
-        if done.reason == "cancelled":
+        if reason is None:
+            return "(interrupted: mlxchat stopped before this reply ended)", ""
+        if reason == "cancelled":
             return "(stopped)", ""
-        if done.reason == "context":
+        if reason == "context":
             return (
                 f"(the reply reached the end of slot {self.slot_id}'s context: "
                 "start a new chat or use fewer slots for longer conversations)",
                 "",
             )
-        if done.reason == "length":
-            return f"(the reply reached max_tokens = {self._sampling.max_tokens})", ""
-        if done.reason == "error":
-            return f"Error: {done.error}", "-error"
-        if not done.text:
+        if reason == "length":
+            return f"(the reply reached max_tokens = {self.chat.sampling.max_tokens})", ""
+        if reason == "error":
+            return f"Error: {error or 'the engine failed (the message was not saved)'}", "-error"
+        if not text:
             return "(the model ended its reply without writing anything)", ""
         return None

@@ -92,7 +92,7 @@ def default_db_path() -> Path:
 
 
 @dataclass
-class Message:
+class ChatMessage:
     """One turn of a chat; `saved` is False while the database lacks its latest text."""
 
     role: Role
@@ -117,7 +117,7 @@ class Chat:
     model: str = ""
     system_prompt: str = ""
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    messages: list[Message] = field(default_factory=list)
+    messages: list[ChatMessage] = field(default_factory=list)
     created: str = field(default_factory=now)
     updated: str = ""
     saved: bool = False  # whether the chats row holds the fields above
@@ -125,9 +125,9 @@ class Chat:
     def __post_init__(self) -> None:
         self.updated = self.updated or self.created
 
-    def add(self, role: Role, text: str) -> Message:
+    def add(self, role: Role, text: str) -> ChatMessage:
         """Appends a turn; the first user message names an untitled chat."""
-        message = Message(role, text)
+        message = ChatMessage(role, text)
         self.messages.append(message)
         if role == "user" and not self.title:
             self.title = title_from(text)
@@ -305,7 +305,7 @@ class ChatStore:
     def _chat(self, row: tuple) -> Chat:
         chat_id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed = row
         messages = [
-            Message(role, text, finish, prompt, generated, m_created, m_updated, saved=True)
+            ChatMessage(role, text, finish, prompt, generated, m_created, m_updated, saved=True)
             for role, text, finish, prompt, generated, m_created, m_updated in self._db.execute(
                 "SELECT role, text, finish_reason, prompt_tokens, generated_tokens, created, updated"
                 " FROM messages WHERE chat_id = ? ORDER BY seq",

@@ -14,11 +14,14 @@ from tests.tiny_model import build_tiny_model
 
 
 @pytest.fixture(autouse=True)
-def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_dirs(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Keeps every test away from the user's real config, cache and data, and from the network."""
     base = tmp_path_factory.getbasetemp()
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data")):
-        monkeypatch.setenv(var, str(base / sub))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+    # Data is each test's own: an app started by one test must not reopen the chats of another.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     # The cache is shared by the session so a GGUF converted once is reused by later tests.
     monkeypatch.setenv("XDG_CACHE_HOME", str(base / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
