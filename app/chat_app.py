@@ -150,7 +150,7 @@ class ChatApp(App[int]):
         if len(chats) > len(kept):
             self.notify(f"{len(chats) - len(kept)} of the chats that were open did not get a slot "
                         f"({self.plan.parallel} slots) and stay closed.", severity="warning", timeout=10)
-        panes = [pane for pane in [await self.open_chat(chat) for chat in kept] if pane is not None]
+        panes = [pane for pane in [await self.open_chat(chat, show=False) for chat in kept] if pane is not None]
         if not panes:
             await self.action_new_chat()
             return
@@ -164,8 +164,11 @@ class ChatApp(App[int]):
         await self.open_chat(Chat(None, model=self._model_name, system_prompt=self.settings.system_prompt,
                                   sampling=self._sampling))
 
-    async def open_chat(self, chat: Chat) -> ChatPane | None:
-        """Shows `chat` in a new tab on the lowest free slot, or says that every slot is taken."""
+    async def open_chat(self, chat: Chat, show: bool = True) -> ChatPane | None:
+        """Opens `chat` in a new tab (shown, unless `show` is False) on the lowest free slot.
+
+        Says so and returns None when every slot is taken.
+        """
         engine, plan = self.engine, self.plan
         if engine is None or plan is None:
             return None
@@ -182,8 +185,9 @@ class ChatApp(App[int]):
         tabs = self.query_one("#chats", TabbedContent)
         await tabs.add_pane(pane)
         engine.bind(pane.slot_id, pane.chat_title)
-        tabs.active = pane.id or ""
-        pane.focus_input()
+        if show:
+            tabs.active = pane.id or ""
+            pane.focus_input()
         return pane
 
     def _record_open_chats(self) -> None:
@@ -243,7 +247,8 @@ class ChatApp(App[int]):
 
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
-        if isinstance(event.pane, ChatPane):
+        # A late event for a tab shown earlier must not take the focus back: that would show it again.
+        if isinstance(event.pane, ChatPane) and event.pane is self.active_chat:
             event.pane.focus_input()
             self._record_open_chats()
 
