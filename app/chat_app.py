@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import on, work
@@ -13,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent
 
 from app import keys
+from app.chat_export import to_markdown
 from app.chat_pane import ChatPane
 from app.chat_store import Chat, ChatStore, StoreError, StoreWriteError
 from app.config import Settings
@@ -137,7 +139,8 @@ class ChatApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Chat actions exist only once the engine runs (they stay out of the loading screen's footer)."""
-        if action in ("new_chat", "close_chat", "stop_reply", "goto_chat"):
+        if action in ("new_chat", "close_chat", "stop_reply", "goto_chat", "regenerate", "edit_last", "copy_reply",
+                      "export_chat"):
             return self.engine is not None and not isinstance(self.screen, LoadingScreen)
         return True
 
@@ -236,6 +239,34 @@ class ChatApp(App[int]):
         pane = self.active_chat
         if pane is not None:
             pane.stop_reply()
+
+    async def action_regenerate(self) -> None:
+        """Writes the shown chat's last reply again."""
+        if self.active_chat is not None:
+            await self.active_chat.regenerate()
+
+    def action_edit_last(self) -> None:
+        """Puts the shown chat's last user message back in the input, to edit and send again."""
+        if self.active_chat is not None:
+            self.active_chat.edit_last()
+
+    def action_copy_reply(self) -> None:
+        """Copies the shown chat's last reply to the clipboard."""
+        if self.active_chat is not None:
+            self.active_chat.copy_reply()
+
+    def action_export_chat(self) -> None:
+        """Writes the shown chat as Markdown to mlxchat-chat-ID.md in the current folder."""
+        pane = self.active_chat
+        if pane is None:
+            return
+        path = Path.cwd() / f"mlxchat-chat-{pane.chat.id if pane.chat.id is not None else 'unsaved'}.md"
+        try:
+            path.write_text(to_markdown(pane.chat), encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"Could not export to {path}: {exc.strerror}", severity="error")
+            return
+        self.notify(f"Exported to {path}")
 
     def action_quit(self) -> None:
         """Quits, saving the replies being written; the exit status says whether start-up had failed."""

@@ -73,6 +73,7 @@ class ChatPane(TabPane):
     ChatPane .user-turn {
         margin: 1 0 0 8; padding: 0 1; background: $boost; border-left: thick $secondary;
     }
+    ChatPane .user-turn.-editing { border-left: thick $warning; }
     ChatPane .assistant-turn { margin: 1 8 0 0; padding: 0 1; border-left: thick $primary; }
     ChatPane .assistant-turn MarkdownBlock:last-child { margin-bottom: 0; }
     ChatPane .turn-note { margin: 0 8 0 0; padding: 0 1; color: $text-muted; text-style: italic; }
@@ -97,7 +98,9 @@ class ChatPane(TabPane):
         self._last_save = 0.0
         self._reply_parts: list[str] = []
         self._reply_message: ChatMessage | None = None
+        self._edit_from: int | None = None  # the user message being edited, replaced when the input is sent
         self.request_id: int | None = None
+        self.last_stats: RequestStats | None = None  # the engine's counts for the last reply
         self._sent_text = ""
         self._user_turn: Static | None = None
         self._reply: Markdown | None = None
@@ -230,16 +233,25 @@ class ChatPane(TabPane):
             return
         self.chat_input.clear()
         self._sent_text = event.text
+        if self._edit_from is not None:
+            # The edited message replaces the old one and everything after it.
+            del self.chat.messages[self._edit_from :]
+            self._edit_from = None
+            await self._show_history()
         titled = bool(self.chat.title)
         self.chat.add("user", text)
         # Saved before the engine sees it: a crash from here on never loses what the user wrote.
         self.save()
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
-        conversation = self.query_one(".conversation", VerticalScroll)
         self._user_turn = Static(text, classes="user-turn", markup=False)
+        await self.query_one(".conversation", VerticalScroll).mount(self._user_turn)
+        await self._start_reply()
+
+    async def _start_reply(self) -> None:
+        """Mounts an empty reply and asks the engine for it, with the conversation as it now stands."""
         self._reply = Markdown(classes="assistant-turn")
-        await conversation.mount_all([self._user_turn, self._reply])
+        await self.query_one(".conversation", VerticalScroll).mount(self._reply)
         self._stream = Markdown.get_stream(self._reply)
         self._pending.clear()
         self._reply_parts.clear()
@@ -287,6 +299,7 @@ class ChatPane(TabPane):
             await self._refused(done)
             return
         assert self._reply is not None
+        self.last_stats = done.stats
         # One full render from the engine's own text: the streamed fragments were only a preview.
         await self._reply.update(done.text)
         self._reply_parts = [done.text] if done.text else []
@@ -304,21 +317,88 @@ class ChatPane(TabPane):
 
     async def _refused(self, done: Done) -> None:
         """Undoes a message the engine would not take: the text goes back to the input with the reason."""
-        refused = self.chat.messages.pop()
-        if not self.chat.messages and self.chat.title == title_from(refused.text):
-            self.chat.title = ""  # the title came from the message taken back
-        self.chat.touch()
-        self.save()
+        if self._user_turn is not None:  # (a regenerated reply has no new message to take back)
+            refused = self.chat.messages.pop()
+            if not self.chat.messages and self.chat.title == title_from(refused.text):
+                self.chat.title = ""  # the title came from the message taken back
+            self.chat.touch()
+            self.save()
+            self._put_back(self._sent_text)
         for widget in (self._user_turn, self._reply):
             if widget is not None:
                 await widget.remove()
         self._user_turn = self._reply = None
-        typed_since = self.chat_input.text
-        self.chat_input.text = self._sent_text + (f"\n{typed_since}" if typed_since else "")
-        self.chat_input.move_cursor(self.chat_input.document.end)
         await self.query_one(".conversation").mount(
             Static(f"Not sent: {done.error}", classes="turn-note -refused", markup=False)
         )
+
+    def _put_back(self, text: str) -> None:
+        """Puts `text` in the input, before anything typed there since."""
+        typed_since = self.chat_input.text
+        self.chat_input.text = text + (f"\n{typed_since}" if typed_since else "")
+        self.chat_input.move_cursor(self.chat_input.document.end)
+
+    async def _show_history(self) -> None:
+        """Draws the conversation again from the chat (after turns were taken back)."""
+        conversation = self.query_one(".conversation", VerticalScroll)
+        await conversation.remove_children()
+        await conversation.mount_all([widget for message in self.chat.messages for widget in self._turn(message)])
+
+    def _idle(self) -> bool:
+        """Whether a turn action may change the conversation now; says why not when it may not."""
+        if self.busy:
+            self.notify("This chat is still answering: escape stops it first.", severity="warning")
+        return not self.busy
+
+    async def regenerate(self) -> None:
+        """Writes the last reply again; the slot still holds the conversation before it, so only the reply is new."""
+        if not self._idle():
+            return
+        if not self.chat.messages:
+            self.notify("There is no reply to write again yet.", severity="warning")
+            return
+        if self.chat.messages[-1].role == "assistant":
+            self.chat.messages.pop()
+            self.chat.touch()
+            self.save()
+        self._edit_from = None
+        self._user_turn = None
+        await self._show_history()
+        await self._start_reply()
+
+    def edit_last(self) -> None:
+        """Puts the last user message in the input: sending it replaces that message and its reply.
+
+        Called again before sending, it cancels the edit.
+        """
+        if not self._idle():
+            return
+        turns = list(self.query(".user-turn"))
+        if self._edit_from is not None:
+            self._edit_from = None
+            turns[-1].remove_class("-editing")
+            self.notify("Edit cancelled: the conversation stays as it was.")
+            return
+        index = next((i for i in range(len(self.chat.messages) - 1, -1, -1)
+                      if self.chat.messages[i].role == "user"), None)
+        if index is None:
+            self.notify("There is no message of yours to edit yet.", severity="warning")
+            return
+        self._edit_from = index
+        turns[-1].add_class("-editing")
+        self._put_back(self.chat.messages[index].text)
+        self.focus_input()
+        self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
+                    "(ctrl+g again cancels).")
+
+    def copy_reply(self) -> None:
+        """Copies the last reply to the clipboard."""
+        reply = next((m for m in reversed(self.chat.messages) if m.role == "assistant"), None)
+        if reply is None:
+            self.notify("There is no reply to copy yet.", severity="warning")
+            return
+        self.app.copy_to_clipboard(reply.text)
+        self.notify(f"Copied the last reply ({len(reply.text)} characters).")
 
     def _note(self, reason: str | None, text: str, error: str | None = None) -> tuple[str, str] | None:
         """The line shown under a finished reply, and its style, or None for a reply that simply ended."""

@@ -28,6 +28,13 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("new_chat", "ctrl+n", "new_chat", "New chat", "Open a chat on a free slot", priority=True),
     KeyAction("close_chat", "ctrl+w", "close_chat", "Close chat", "Close this chat and free its slot", priority=True),
     KeyAction("stop_reply", "escape", "stop_reply", "Stop", "Stop this chat's reply, keeping what was written"),
+    KeyAction("regenerate", "ctrl+r", "regenerate", "Regenerate", "Write the last reply again", show=False,
+              priority=True),
+    KeyAction("edit_last", "ctrl+g", "edit_last", "Edit last", "Edit your last message and send it again",
+              show=False, priority=True),
+    KeyAction("copy_reply", "alt+c", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", show=False),
+    KeyAction("export_chat", "alt+e", "export_chat", "Export chat",
+              "Write this chat to a Markdown file in the current folder", show=False),
     KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False),
     *(
         KeyAction(
