@@ -15,7 +15,9 @@ from textual.widgets import Footer, Header, TabbedContent
 
 from app import keys
 from app.chat_export import to_markdown
+from app.chat_list import ChatListScreen
 from app.chat_pane import ChatPane
+from app.chat_settings import ChatSettings, ChatSettingsScreen
 from app.chat_store import Chat, ChatStore, StoreError, StoreWriteError
 from app.config import Settings
 from app.engine_bridge import EngineReady, LoadProgress, StartFailed, StartFailure, start_engine
@@ -140,7 +142,7 @@ class ChatApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Chat actions exist only once the engine runs (they stay out of the loading screen's footer)."""
         if action in ("new_chat", "close_chat", "stop_reply", "goto_chat", "regenerate", "edit_last", "copy_reply",
-                      "export_chat"):
+                      "export_chat", "chat_list", "chat_settings"):
             return self.engine is not None and not isinstance(self.screen, LoadingScreen)
         return True
 
@@ -206,14 +208,51 @@ class ChatApp(App[int]):
 
     @on(ChatPane.Retitled)
     def _on_retitled(self, event: ChatPane.Retitled) -> None:
-        pane = event.pane
+        self._show_title(event.pane)
+        self._record_open_chats()
+
+    def _show_title(self, pane: ChatPane) -> None:
+        """Names the pane's tab and slot after its chat's title."""
         self.query_one("#chats", TabbedContent).get_tab(pane.id or "").label = pane.chat_title
         if self.engine is not None:
             self.engine.bind(pane.slot_id, pane.chat_title)
-        self._record_open_chats()
+
+    def _pane_of(self, chat_id: int) -> ChatPane | None:
+        """The open pane of saved chat `chat_id`, if it is open."""
+        return next((pane for pane in self.chat_panes if pane.chat.id == chat_id), None)
+
+    def action_chat_list(self) -> None:
+        """Shows the saved chats, to reopen, search, rename or delete them."""
+        if self.store is None:
+            self.notify("Chats are not being saved in this session: there is no list to show.", severity="error")
+            return
+        self.push_screen(ChatListScreen(self.store), self._open_saved)
+
+    async def _open_saved(self, chat_id: int | None) -> None:
+        """Shows saved chat `chat_id`: its tab if it is open, else a new tab on a free slot."""
+        if chat_id is None or self.store is None:
+            return
+        pane = self._pane_of(chat_id)
+        if pane is not None:
+            self.query_one("#chats", TabbedContent).active = pane.id or ""
+            pane.focus_input()
+            return
+        chat = self.store.load(chat_id)
+        if chat is None:
+            self.notify(f"Chat {chat_id} is no longer saved.", severity="warning")
+            return
+        if await self.open_chat(chat) is not None:
+            self._record_open_chats()
+
+    @on(ChatListScreen.Renamed)
+    def _on_renamed(self, event: ChatListScreen.Renamed) -> None:
+        pane = self._pane_of(event.chat_id)
+        if pane is not None:
+            pane.chat.title = event.title
+            self._show_title(pane)
 
     async def action_close_chat(self) -> None:
-        """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
+        """Closes the shown chat and frees its slot (its reply, if any, is stopped and kept)."""
         pane = self.active_chat
         if pane is None or self.engine is None:
             return
@@ -254,6 +293,19 @@ class ChatApp(App[int]):
         """Copies the shown chat's last reply to the clipboard."""
         if self.active_chat is not None:
             self.active_chat.copy_reply()
+
+    def action_chat_settings(self) -> None:
+        """Edits the shown chat's system prompt and sampling (they apply from its next turn)."""
+        pane = self.active_chat
+        if pane is None:
+            return
+
+        def apply(settings: ChatSettings | None) -> None:
+            if settings is not None and pane.is_attached:
+                pane.apply_settings(settings)
+
+        self.push_screen(ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling)),
+                         apply)
 
     def action_export_chat(self) -> None:
         """Writes the shown chat as Markdown to mlxchat-chat-ID.md in the current folder."""

@@ -15,6 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static, TabPane, TextArea
 from textual.widgets.markdown import MarkdownStream
 
+from app.chat_settings import ChatSettings
 from app.chat_store import Chat, ChatMessage, ChatStore, StoreWriteError, now, title_from
 from app.engine_bridge import ReplyDelta, ReplyDone, reply_callback
 from engine.events import Done, RequestStats, SlotSnapshot
@@ -390,6 +391,13 @@ class ChatPane(TabPane):
         self.focus_input()
         self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
                     "(ctrl+g again cancels).")
+
+    def apply_settings(self, settings: ChatSettings) -> None:
+        """Gives the chat a new system prompt and sampling, used from its next turn."""
+        self.chat.system_prompt, self.chat.sampling = settings.system_prompt, settings.sampling
+        self.chat.touch()
+        self.save()
+        self.notify("The chat's settings apply from its next turn.")
 
     def copy_reply(self) -> None:
         """Copies the last reply to the clipboard."""

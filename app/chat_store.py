@@ -86,6 +86,11 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def local_time(stamp: str) -> str:
+    """A stored time as the user reads it: local, to the minute."""
+    return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
 def default_db_path() -> Path:
     """Where chats are saved: $XDG_DATA_HOME/mlxchat/chats.db, else ~/.local/share."""
     return xdg_dir("XDG_DATA_HOME", ".local/share") / "mlxchat" / "chats.db"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from app.chat_export import FORMATS, export_chat
-from app.chat_store import ChatStore, StoreError
+from app.chat_store import ChatStore, StoreError, local_time
 from app.config import ConfigError, Settings, load_settings
 from engine.bench import DEFAULT_ENGINES, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_SLOTS, RUNNERS, SCENARIOS
 from engine.blas import BlasError, BlasInfo, load_blas
@@ -146,8 +145,7 @@ def _saved_chats(args: argparse.Namespace) -> int:
     try:
         if args.command == "chats":
             for chat in store.list_chats(args.search):
-                when = datetime.fromisoformat(chat.updated).astimezone().strftime("%Y-%m-%d %H:%M")
-                print(f"{chat.id:>5}  {when}  {chat.messages:>4} messages  {'open' if chat.open else '    '}  "
+                print(f"{chat.id:>5}  {local_time(chat.updated)}  {chat.messages:>4} messages  {'open' if chat.open else '    '}  "
                       f"{chat.title}")
             return 0
         chat = store.load(args.chat_id)
