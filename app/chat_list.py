@@ -128,7 +128,8 @@ class ChatListScreen(ModalScreen[int | None]):
             return
         if chat.open:
             # Its tab would go on saving it: the chat is closed first, on purpose.
-            self.notify(f"“{chat.title}” is open in a tab: close it (ctrl+w) before deleting it.", severity="warning")
+            self.notify(f"“{chat.title}” is open in a tab: close it (ctrl+w) before deleting it.",
+                        severity="warning")
             return
 
         def confirmed(yes: bool | None) -> None:

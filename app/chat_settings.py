@@ -54,7 +54,8 @@ class ChatSettingsScreen(ModalScreen[ChatSettings | None]):
     def compose(self) -> ComposeResult:
         sampling = self._settings.sampling
         with Vertical():
-            yield Static(f"Settings of “{self._title}” (from its next turn)", classes="settings-title", markup=False)
+            yield Static(f"Settings of “{self._title}” (from its next turn)", classes="settings-title",
+                         markup=False)
             yield Label("System prompt")
             yield TextArea(self._settings.system_prompt, id="system-prompt", soft_wrap=True)
             with Grid():

@@ -145,8 +145,8 @@ def _saved_chats(args: argparse.Namespace) -> int:
     try:
         if args.command == "chats":
             for chat in store.list_chats(args.search):
-                print(f"{chat.id:>5}  {local_time(chat.updated)}  {chat.messages:>4} messages  {'open' if chat.open else '    '}  "
-                      f"{chat.title}")
+                state = "open" if chat.open else "    "
+                print(f"{chat.id:>5}  {local_time(chat.updated)}  {chat.messages:>4} messages  {state}  {chat.title}")
             return 0
         chat = store.load(args.chat_id)
         if chat is None:

@@ -17,7 +17,7 @@ from textual.widgets import Markdown, Static
 import app.chat_pane
 from app.chat_app import ChatApp
 from app.chat_store import ChatStore, default_db_path
-from tests.pilot import make_app, ready, run, send, submit, wait_for
+from tests.pilot import make_app, ready, run, send, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
