@@ -144,6 +144,8 @@ class ChatPane(TabPane):
         if self._store is None:
             return False
         had_id = self.chat.id is not None
+        # Counted from the attempt: a failing disk is tried again every second while a reply streams, not every frame.
+        self._last_save = time.monotonic()
         try:
             self._store.save(self.chat)
         except StoreWriteError as exc:
@@ -152,7 +154,6 @@ class ChatPane(TabPane):
             if self._retry_timer is None:
                 self._retry_timer = self.set_interval(SAVE_RETRY_S, self.save)
             return False
-        self._last_save = time.monotonic()
         if self._retry_timer is not None:
             self._retry_timer.stop()
             self._retry_timer = None
