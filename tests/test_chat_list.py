@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
@@ -11,7 +14,7 @@ from app.chat_app import ChatApp
 from app.chat_list import ChatListScreen
 from app.chat_store import Chat, ChatStore, default_db_path
 from app.dialogs import ConfirmScreen, TextPromptScreen
-from tests.pilot import make_app, ready, run, wait_for
+from tests.pilot import make_app, ready, run, steady_cursors, wait_for
 
 
 def save_chats() -> dict[str, int]:
@@ -123,3 +126,25 @@ def test_an_open_chat_renamed_renames_its_tab_and_is_not_deleted(tiny_model_dir:
         assert ChatStore.open_existing().load(ids["Fish"]) is not None
 
     run(make_app(tiny_model_dir), scenario)
+
+
+def test_chat_list_screen(ascii_model_dir: Path, snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list over a chat, with saved chats of fixed dates (shown in UTC)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    store, _ = ChatStore.open_for_app(default_db_path())
+    for i, title in enumerate(("What is a terminal?", "Slots and the KV cache", "A very long question " * 6)):
+        chat = Chat(None)
+        chat.add("user", title)
+        chat.add("assistant", "An answer.")
+        chat.created = chat.updated = f"2025-0{i + 1}-15T12:00:00.000+00:00"
+        store.save(chat)
+    store.close()
+    app = make_app(ascii_model_dir)
+
+    async def run_before(pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await open_list(app, pilot)
+        steady_cursors(app)
+
+    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
