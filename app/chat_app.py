@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import events, on, work
@@ -13,7 +14,11 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent
 
 from app import keys
+from app.chat_export import to_markdown
+from app.chat_list import ChatListScreen
 from app.chat_pane import INPUT_KEYS, ChatPane
+from app.chat_settings import ChatSettings, ChatSettingsScreen
+from app.chat_store import Chat, ChatStore, StoreError, StoreWriteError
 from app.config import ConfigError, Settings, save_settings
 from app.engine_bridge import EngineReady, LoadProgress, ModelFacts, StartFailed, StartFailure, start_engine
 from app.help_screen import HelpScreen, HelpSection, bindings_section
@@ -30,7 +35,10 @@ if TYPE_CHECKING:
 
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
 EXIT_FAILED = 1
-CHAT_ACTIONS = frozenset({"new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid"})
+CHAT_ACTIONS = frozenset({
+    "new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid",
+    "regenerate", "edit_last", "copy_reply", "export_chat", "chat_list", "chat_settings",
+})
 SCREEN_ACTIONS = frozenset({"slots", "inspector"})  # screens over the chats, reachable from the help too
 
 
@@ -57,6 +65,8 @@ class ChatApp(App[int]):
         self.model_facts: ModelFacts | None = None  # what the slots screen re-evaluates plans with
         self._model_name = ""
         self.failed = False
+        self.store: ChatStore | None = None
+        self._model_name = ""
         self._chat_numbers = itertools.count(1)
         s = settings.sampling
         self.sampling = SamplingParams(  # what new chats start with
@@ -72,6 +82,7 @@ class ChatApp(App[int]):
         self.set_keymap(self.settings.keys)
         self._apply_theme(self.settings.theme)
         self.theme_changed_signal.subscribe(self, self._save_theme)
+        self._open_store()
         self.push_screen(LoadingScreen(self.settings.model or "the default model (SmolLM2-135M-Instruct)"))
         self._start()
 
@@ -96,6 +107,15 @@ class ChatApp(App[int]):
             self.notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
             return
         self.settings = self.settings.model_copy(update={"theme": name})
+    def _open_store(self) -> None:
+        """Opens the chat database; without one the app still runs, saying that chats will not be kept."""
+        try:
+            self.store, notice = ChatStore.open_for_app()
+        except StoreError as exc:
+            self.notify(f"Chats will not be saved: {exc}", severity="error", timeout=30)
+            return
+        if notice is not None:
+            self.notify(notice, severity="warning", timeout=30)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="start")
     def _start(self) -> None:
@@ -134,7 +154,7 @@ class ChatApp(App[int]):
             self.pop_screen()
         for warning in event.warnings:
             self.notify(warning, severity="warning", timeout=10)
-        await self.action_new_chat()
+        await self._restore_chats()
         self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
         self.refresh_bindings()
 
@@ -160,11 +180,37 @@ class ChatApp(App[int]):
             return not isinstance(self.screen, LoadingScreen)
         return True
 
+    async def _restore_chats(self) -> None:
+        """Reopens the chats that were open when mlxchat last stopped (tabs, order, focus), or a new one."""
+        chats, focused = self.store.open_chats() if self.store is not None else ([], None)
+        assert self.plan is not None
+        # Their slots start empty: each chat's KV is rebuilt by prefill on its next turn.
+        kept = chats[: self.plan.parallel]
+        if len(chats) > len(kept):
+            self.notify(f"{len(chats) - len(kept)} of the chats that were open did not get a slot "
+                        f"({self.plan.parallel} slots) and stay closed.", severity="warning", timeout=10)
+        panes = [pane for pane in [await self.open_chat(chat, show=False) for chat in kept] if pane is not None]
+        if not panes:
+            await self.action_new_chat()
+            return
+        shown = next((pane for pane in panes if pane.chat.id == focused), panes[0])
+        self.query_one("#chats", TabbedContent).active = shown.id or ""
+        shown.focus_input()
+        self._record_open_chats()
+
     async def action_new_chat(self) -> None:
-        """Opens a chat on the lowest free slot, or says that every slot is taken."""
+        """Opens a new chat with the configured system prompt and sampling."""
+        await self.open_chat(Chat(None, model=self._model_name, system_prompt=self.settings.system_prompt,
+                                  sampling=self.sampling))
+
+    async def open_chat(self, chat: Chat, show: bool = True) -> ChatPane | None:
+        """Opens `chat` in a new tab (shown, unless `show` is False) on the lowest free slot.
+
+        Says so and returns None when every slot is taken.
+        """
         engine, plan = self.engine, self.plan
         if engine is None or plan is None:
-            return
+            return None
         used = {pane.slot_id for pane in self.chat_panes}
         free = [slot for slot in range(plan.parallel) if slot not in used]
         if not free:
@@ -173,15 +219,71 @@ class ChatApp(App[int]):
                 "or start mlxchat with more slots (--parallel).",
                 severity="warning",
             )
-            return
-        number = next(self._chat_numbers)
-        pane = ChatPane(f"chat-{number}", f"Chat {number}", free[0], engine, self.sampling,
-                        self.settings.system_prompt)
+            return None
+        pane = ChatPane(next(self._chat_numbers), chat, free[0], engine, self.store)
         tabs = self.query_one("#chats", TabbedContent)
         await tabs.add_pane(pane)
         engine.bind(pane.slot_id, pane.chat_title)
-        tabs.active = pane.id or ""
-        pane.focus_input()
+        if show:
+            tabs.active = pane.id or ""
+            pane.focus_input()
+        return pane
+
+    def _record_open_chats(self) -> None:
+        """Saves which chats are open, in tab order, and which one is shown, for the next launch."""
+        if self.store is None or self.engine is None:
+            return
+        ids = [pane.chat.id for pane in self.chat_panes if pane.chat.id is not None]
+        active = self.active_chat
+        try:
+            self.store.set_open(ids, active.chat.id if active is not None else None)
+        except StoreWriteError as exc:
+            self.notify(str(exc), severity="error")
+
+    @on(ChatPane.Retitled)
+    def _on_retitled(self, event: ChatPane.Retitled) -> None:
+        self._show_title(event.pane)
+        self._record_open_chats()
+
+    def _show_title(self, pane: ChatPane) -> None:
+        """Names the pane's tab and slot after its chat's title."""
+        self.query_one("#chats", TabbedContent).get_tab(pane.id or "").label = pane.chat_title
+        if self.engine is not None:
+            self.engine.bind(pane.slot_id, pane.chat_title)
+
+    def _pane_of(self, chat_id: int) -> ChatPane | None:
+        """The open pane of saved chat `chat_id`, if it is open."""
+        return next((pane for pane in self.chat_panes if pane.chat.id == chat_id), None)
+
+    def action_chat_list(self) -> None:
+        """Shows the saved chats, to reopen, search, rename or delete them."""
+        if self.store is None:
+            self.notify("Chats are not being saved in this session: there is no list to show.", severity="error")
+            return
+        self.push_screen(ChatListScreen(self.store), self._open_saved)
+
+    async def _open_saved(self, chat_id: int | None) -> None:
+        """Shows saved chat `chat_id`: its tab if it is open, else a new tab on a free slot."""
+        if chat_id is None or self.store is None:
+            return
+        pane = self._pane_of(chat_id)
+        if pane is not None:
+            self.query_one("#chats", TabbedContent).active = pane.id or ""
+            pane.focus_input()
+            return
+        chat = self.store.load(chat_id)
+        if chat is None:
+            self.notify(f"Chat {chat_id} is no longer saved.", severity="warning")
+            return
+        if await self.open_chat(chat) is not None:
+            self._record_open_chats()
+
+    @on(ChatListScreen.Renamed)
+    def _on_renamed(self, event: ChatListScreen.Renamed) -> None:
+        pane = self._pane_of(event.chat_id)
+        if pane is not None:
+            pane.chat.title = event.title
+            self._show_title(pane)
 
     async def action_close_chat(self) -> None:
         """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
@@ -195,7 +297,9 @@ class ChatApp(App[int]):
         if pane.slot_id is not None:
             self.engine.clear(pane.slot_id)
             self.engine.bind(pane.slot_id, None)
+        pane.save_reply("cancelled")
         await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
+        self._record_open_chats()
         await self._seat_chats()
         self._lay_out_chats()
         panes = self.chat_panes
@@ -309,14 +413,61 @@ class ChatApp(App[int]):
         if pane is not None:
             pane.stop_reply()
 
+    async def action_regenerate(self) -> None:
+        """Writes the shown chat's last reply again."""
+        if self.active_chat is not None:
+            await self.active_chat.regenerate()
+
+    def action_edit_last(self) -> None:
+        """Puts the shown chat's last user message back in the input, to edit and send again."""
+        if self.active_chat is not None:
+            self.active_chat.edit_last()
+
+    def action_copy_reply(self) -> None:
+        """Copies the shown chat's last reply to the clipboard."""
+        if self.active_chat is not None:
+            self.active_chat.copy_reply()
+
+    def action_chat_settings(self) -> None:
+        """Edits the shown chat's system prompt and sampling (they apply from its next turn)."""
+        pane = self.active_chat
+        if pane is None:
+            return
+
+        def apply(settings: ChatSettings | None) -> None:
+            if settings is not None and pane.is_attached:
+                pane.apply_settings(settings)
+
+        self.push_screen(ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling)),
+                         apply)
+
+    def action_export_chat(self) -> None:
+        """Writes the shown chat as Markdown to mlxchat-chat-ID.md in the current folder."""
+        pane = self.active_chat
+        if pane is None:
+            return
+        path = Path.cwd() / f"mlxchat-chat-{pane.chat.id if pane.chat.id is not None else 'unsaved'}.md"
+        try:
+            path.write_text(to_markdown(pane.chat), encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"Could not export to {path}: {exc.strerror}", severity="error")
+            return
+        self.notify(f"Exported to {path}")
+
     def action_quit(self) -> None:
-        """Quits; the exit status says whether start-up had failed."""
+        """Quits, saving the replies being written; the exit status says whether start-up had failed."""
+        for pane in self.chat_panes:
+            if pane.busy:
+                pane.save_reply("cancelled")
+        self._record_open_chats()
         self.exit(return_code=EXIT_FAILED if self.failed else 0)
 
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
-        if isinstance(event.pane, ChatPane):
+        # A late event for a tab shown earlier must not take the focus back: that would show it again.
+        if isinstance(event.pane, ChatPane) and event.pane is self.active_chat:
             event.pane.focus_input()
+            self._record_open_chats()
         self._lay_out_chats()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
@@ -356,3 +507,5 @@ class ChatApp(App[int]):
 
     def on_unmount(self) -> None:
         self.shutdown_engine()
+        if self.store is not None:
+            self.store.close()

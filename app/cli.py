@@ -1,4 +1,4 @@
-"""The `mlxchat` command: the chat UI by default, `doctor` and `bench` as subcommands."""
+"""The `mlxchat` command: the chat UI by default; `doctor`, `bench`, `chats` and `export` as subcommands."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from app.chat_export import FORMATS, export_chat
+from app.chat_store import ChatStore, StoreError, local_time
 from app.config import ConfigError, Settings, load_settings
 from engine.bench import DEFAULT_ENGINES, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_SLOTS, RUNNERS, SCENARIOS
 from engine.blas import BlasError, BlasInfo, load_blas
@@ -86,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--ui", action="store_true",
                        help="measure the chat UI instead: the largest --slots count of chats streaming in the "
                             "app vs the same requests headless, and key-press latency meanwhile")
+    chats = commands.add_parser("chats", parents=[settings_flags], help="list the saved chats and their ids")
+    chats.add_argument("--search", default="", metavar="TEXT", help="only chats whose title or text contains TEXT")
+    export = commands.add_parser("export", parents=[settings_flags], help="print a saved chat")
+    export.add_argument("chat_id", type=int, metavar="CHAT_ID", help="the chat's id (`mlxchat chats` lists them)")
+    export.add_argument("--format", choices=FORMATS, default="md", help="Markdown (default) or JSON")
     return parser
 
 
@@ -97,6 +104,8 @@ def _run(args: argparse.Namespace, settings: Settings, blas: BlasInfo) -> int:
         return run_doctor(settings, blas)
     if args.command == "bench":
         return _bench(args, settings)
+    if args.command in ("chats", "export"):
+        return _saved_chats(args)
     from app.tui import run_tui
 
     return run_tui(settings)
@@ -134,6 +143,29 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         write_json(report, args.json)
         print(f"bench: wrote {args.json}", file=sys.stderr)
     return 0
+
+
+def _saved_chats(args: argparse.Namespace) -> int:
+    """`mlxchat chats` lists the saved chats; `mlxchat export ID` prints one."""
+    try:
+        store = ChatStore.open_existing()
+    except StoreError as exc:
+        print(f"mlxchat: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    try:
+        if args.command == "chats":
+            for chat in store.list_chats(args.search):
+                state = "open" if chat.open else "    "
+                print(f"{chat.id:>5}  {local_time(chat.updated)}  {chat.messages:>4} messages  {state}  {chat.title}")
+            return 0
+        chat = store.load(args.chat_id)
+        if chat is None:
+            print(f"mlxchat: there is no chat {args.chat_id} (`mlxchat chats` lists the saved ones)", file=sys.stderr)
+            return EXIT_USAGE
+        sys.stdout.write(export_chat(chat, args.format))
+        return 0
+    finally:
+        store.close()
 
 
 def _count(text: str) -> int:

@@ -184,12 +184,16 @@ class Settings(BaseSettings):
         }
 
 
+def xdg_dir(variable: str, default: str) -> Path:
+    """An XDG base directory: `variable`'s value, else `default` under the home directory."""
+    xdg = os.environ.get(variable, "")
+    # The XDG spec says to ignore an empty or relative value.
+    return Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / default
+
+
 def default_config_path() -> Path:
     """Where the user's config file lives: $XDG_CONFIG_HOME/mlxchat/config.toml, else ~/.config."""
-    xdg = os.environ.get("XDG_CONFIG_HOME", "")
-    # The XDG spec says to ignore an empty or relative value.
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
-    return base / "mlxchat" / "config.toml"
+    return xdg_dir("XDG_CONFIG_HOME", ".config") / "mlxchat" / "config.toml"
 
 
 def resolve_config_path(config_path: Path | None) -> tuple[Path, bool]:

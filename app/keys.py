@@ -36,7 +36,18 @@ ACTIONS: tuple[KeyAction, ...] = (
               priority=True),
     KeyAction("new_chat", "ctrl+n", "new_chat", "New chat", "Open a chat on a free slot", priority=True),
     KeyAction("close_chat", "ctrl+w", "close_chat", "Close chat", "Close this chat and free its slot", priority=True),
+    KeyAction("chat_list", "ctrl+o", "chat_list", "Chats", "Reopen, search, rename or delete saved chats",
+              priority=True),
     KeyAction("stop_reply", "escape", "stop_reply", "Stop", "Stop this chat's reply, keeping what was written"),
+    KeyAction("regenerate", "ctrl+r", "regenerate", "Regenerate", "Write the last reply again", show=False,
+              priority=True),
+    KeyAction("edit_last", "ctrl+g", "edit_last", "Edit last", "Edit your last message and send it again",
+              show=False, priority=True),
+    KeyAction("chat_settings", "f5", "chat_settings", "Chat settings",
+              "This chat's system prompt and sampling (temperature, top_p, top_k, max_tokens, seed)", show=False),
+    KeyAction("copy_reply", "alt+c", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", show=False),
+    KeyAction("export_chat", "alt+e", "export_chat", "Export chat",
+              "Write this chat to a Markdown file in the current folder", show=False),
     KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False),
     # alt+digit reaches the app only from terminals with the kitty keyboard protocol: these two
     # arrive from every terminal (and the palette lists the open chats).

@@ -9,7 +9,9 @@ input every KEY_INTERVAL_S and the time until the input holds it is recorded.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -110,8 +112,11 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int) -> UiBenchResult:
     prompts = [chat[-1]["content"] for chat in SCENARIOS["short"](slots)]
     system = SCENARIOS["short"](1)[0][0]["content"]
     settings = settings.model_copy(update={"parallel": slots, "system_prompt": system})
-    app = ChatApp(settings)
     result = UiBenchResult(slots)
+    # The bench's chats go to a database of their own, not into the user's saved chats.
+    scratch = tempfile.TemporaryDirectory(prefix="mlxchat-ui-bench-")
+    os.environ["XDG_DATA_HOME"] = scratch.name
+    app = ChatApp(settings)
 
     async def main() -> None:
         async with app.run_test(size=(200, 60)) as pilot:
@@ -125,7 +130,8 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int) -> UiBenchResult:
                 result.headless.append(await asyncio.to_thread(_headless_round, app, prompts, system))
                 result.with_ui.append(await _ui_round(app, pilot, prompts, result.key_latencies_s))
 
-    asyncio.run(main())
+    with scratch:
+        asyncio.run(main())
     return result
 
 

@@ -18,11 +18,14 @@ from engine.models import Progress
 
 
 def mlxchat(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs the installed console script, as a user would."""
+    """Runs the installed console script, as a user would, on this checkout's code."""
     script = Path(sys.executable).parent / "mlxchat"
     assert script.exists(), "the console script is missing: run `make setup` (pip install -e .)"
+    # The editable install may point at another checkout: this one comes first on the path.
+    checkout = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     return subprocess.run(
-        [str(script), *args], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+        [str(script), *args], capture_output=True, text=True, timeout=120,
+        env={**os.environ, **checkout, **(env or {})},
     )
 
 

@@ -66,7 +66,9 @@ def test_navigate_cancel_one_reply_and_go_to_a_chat(tiny_model_dir: Path) -> Non
         await submit(pilot, first, "Tell me about the terminal app")
         await submit(pilot, second, "The quick brown fox")
         await wait_for(pilot, lambda: states_shown(screen) == ["decoding", "decoding", "idle"], "two slots decoding")
-        assert [str(table.get_cell(str(s), "chat")) for s in range(3)] == ["Chat 1", "Chat 2", "no chat"]
+        # A chat is named after its first message (the store's titles), once it is sent.
+        titles = [first.chat_title, second.chat_title, "no chat"]
+        assert [str(table.get_cell(str(s), "chat")) for s in range(3)] == titles
 
         with engine_paused(app.engine):  # both replies stay half-written while the keys are pressed
             assert table.cursor_row == 0
@@ -76,7 +78,7 @@ def test_navigate_cancel_one_reply_and_go_to_a_chat(tiny_model_dir: Path) -> Non
             await pilot.press("c")  # stops slot 0's reply: Chat 1's only
         await wait_for(pilot, lambda: not first.busy, "the stop")
         assert notes(first) == ["(stopped)"]
-        assert first.messages[-1]["role"] == "assistant" and first.messages[-1]["content"]
+        assert first.chat.messages[-1].role == "assistant" and first.chat.messages[-1].text
         assert second.busy
         await wait_for(pilot, lambda: states_shown(screen)[:2] == ["idle", "decoding"], "the table to follow")
 
@@ -104,13 +106,13 @@ def test_clear_asks_first_then_frees_the_slot(tiny_model_dir: Path) -> None:
         await wait_for(pilot, lambda: not pane.busy, "the reply")
         used = slots(app)[0].used
         assert used > 0
-        kept = list(pane.messages)
+        kept = [(m.role, m.text) for m in pane.chat.messages]
 
         screen = await open_inspector(app, pilot)
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         question = str(app.screen.query_one("Static:last-of-type").render())
-        assert f"holds {used} tokens" in question and "Chat 1 keeps its text" in question
+        assert f"holds {used} tokens" in question and f"{pane.chat_title} keeps its text" in question
         await pilot.press("n")
         await wait_for(pilot, lambda: app.screen is screen, "the inspector again")
         await pilot.pause(0.1)
@@ -122,20 +124,20 @@ def test_clear_asks_first_then_frees_the_slot(tiny_model_dir: Path) -> None:
         await wait_for(pilot, lambda: slots(app)[0].used == 0, "the slot's KV to be freed")
         assert slots(app)[0].kv_bytes_used == 0
         assert app.screen is screen
-        assert pane.messages == kept
+        assert [(m.role, m.text) for m in pane.chat.messages] == kept
 
         # The next turn prefills the whole conversation again and still gets its reply.
         await pilot.press("escape")
         await send(pilot, pane, "And tomorrow?")
         await wait_for(pilot, lambda: not pane.busy, "the second reply")
-        assert [m["role"] for m in pane.messages] == ["user", "assistant", "user", "assistant"]
+        assert [m.role for m in pane.chat.messages] == ["user", "assistant", "user", "assistant"]
 
     run(make_app(tiny_model_dir, sampling={"max_tokens": 16}), scenario)
 
 
 def test_detail_a_slot_without_chat_and_closing(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        await ready(app, pilot)
+        pane = await ready(app, pilot)
         screen = await open_inspector(app, pilot)
         table = screen.query_one(SlotTable)
 
@@ -145,7 +147,7 @@ def test_detail_a_slot_without_chat_and_closing(tiny_model_dir: Path) -> None:
         for field in ("id", "state", "capacity", "used", "prompt_tokens", "prompt_processed", "cached_tokens",
                       "generated", "tok_s", "sampling", "kv_bytes_allocated", "kv_bytes_used", "label"):
             assert field in detail
-        assert "Chat 1" in detail
+        assert pane.chat_title in detail
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen, "the inspector again")
 

@@ -135,7 +135,7 @@ def test_apply_repartitions_the_engine_and_saves_the_values(tiny_model_dir: Path
         # The chat goes on in its slot.
         await send(pilot, pane, "And again")
         await wait_for(pilot, lambda: not pane.busy, "the second reply")
-        assert [m["role"] for m in pane.messages] == ["user", "assistant"] * 2
+        assert [m.role for m in pane.chat.messages] == ["user", "assistant"] * 2
 
     run(make_app(tiny_model_dir, ctx_size=4096), scenario)
 
@@ -154,19 +154,20 @@ def test_fewer_slots_than_chats_asks_first_and_keeps_the_chats(tiny_model_dir: P
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         question = str(app.screen.query_one(".confirm-question", Static).render())
-        assert "With 2 slots for 3 chats, Chat 3 loses its slot. Nothing is lost: it stays open" in question
+        assert f"With 2 slots for 3 chats, {third.chat_title} loses its slot. Nothing is lost: it stays open" in question
         await pilot.press("escape")  # cancel: everything stays as it was
         await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "back on the slots screen")
         assert len(app.engine.snapshot().slots) == 4 and [p.slot_id for p in app.chat_panes] == [0, 1, 2]
+        titles = [p.chat_title for p in app.chat_panes]
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question again")
         await pilot.click("#confirm-yes")
         await wait_for(pilot, lambda: len(app.screen_stack) == 1, "the apply")
         assert len(app.engine.snapshot().slots) == 2
-        assert [p.chat_title for p in app.chat_panes] == ["Chat 1", "Chat 2", "Chat 3"]
+        assert [p.chat_title for p in app.chat_panes] == titles
         assert [p.slot_id for p in app.chat_panes] == [0, 1, None]
         assert third.status_text.startswith("no slot · it takes the next slot that frees")
-        assert third.messages[0]["content"] == "Remember me"
+        assert third.chat.messages[0].text == "Remember me"
         assert notes(third)[-1].startswith("This chat has no slot now; its text is kept")
         # Sending from a chat without a slot says how to get one and keeps the text.
         await pilot.press("alt+3")
@@ -177,10 +178,10 @@ def test_fewer_slots_than_chats_asks_first_and_keeps_the_chats(tiny_model_dir: P
         await wait_for(pilot, lambda: len(app.chat_panes) == 2, "chat 1 to close")
         assert [p.slot_id for p in app.chat_panes] == [1, 0]
         assert notes(third)[-1] == "This chat has slot 0 now; the conversation is prefilled again on its next turn."
-        assert app.engine.snapshot().slots[0].label == "Chat 3"
+        assert app.engine.snapshot().slots[0].label == third.chat_title
         await send(pilot, third, "Still there?")
         await wait_for(pilot, lambda: not third.busy, "the reply in chat 3's new slot")
-        assert third.messages[-1]["role"] == "assistant"
+        assert third.chat.messages[-1].role == "assistant"
 
     run(make_app(tiny_model_dir, parallel=4, ctx_size=4096, sampling={"max_tokens": 16}), scenario)
 

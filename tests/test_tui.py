@@ -34,9 +34,9 @@ def test_reply_streams_to_done(tiny_model_dir: Path) -> None:
         await send(pilot, pane, "Hello, how are you today?")
         assert pane.chat_input.text == ""
         await wait_for(pilot, lambda: not pane.busy, "the reply")
-        assert [m["role"] for m in pane.messages] == ["user", "assistant"]
+        assert [m.role for m in pane.chat.messages] == ["user", "assistant"]
         reply = pane.query_one(".assistant-turn", Markdown)
-        assert reply.source == pane.messages[1]["content"] != ""
+        assert reply.source == pane.chat.messages[1].text != ""
 
     run(make_app(tiny_model_dir), scenario)
 
@@ -90,7 +90,7 @@ def test_escape_stops_a_reply_and_keeps_it(tiny_model_dir: Path) -> None:
         await pilot.press("escape")
         await wait_for(pilot, lambda: not pane.busy, "the stop")
         assert notes(pane) == ["(stopped)"]
-        assert pane.messages[-1]["role"] == "assistant" and pane.messages[-1]["content"]
+        assert pane.chat.messages[-1].role == "assistant" and pane.chat.messages[-1].text
 
     # A reply that could run to the end of a 4096-token slot: the stop comes long before.
     run(make_app(tiny_model_dir, parallel=1, ctx_size=4096, sampling={"max_tokens": 4096}), scenario)
@@ -103,7 +103,7 @@ def test_overflowing_message_is_refused_and_stays_in_the_input(tiny_model_dir: P
         await send(pilot, pane, text)
         await wait_for(pilot, lambda: not pane.busy, "the refusal")
         assert pane.chat_input.text == text
-        assert pane.messages == []
+        assert pane.chat.messages == []
         assert not pane.query(".user-turn")
         (note,) = notes(pane)
         assert note.startswith("Not sent:") and "holds 256" in note
