@@ -19,6 +19,7 @@ from app.chat_list import ChatListScreen
 from app.chat_pane import INPUT_KEYS, ChatPane
 from app.chat_settings import ChatSettings, ChatSettingsScreen
 from app.chat_store import Chat, ChatStore, StoreError, StoreWriteError
+from app.confirm import ConfirmScreen
 from app.config import ConfigError, Settings, save_settings
 from app.engine_bridge import EngineReady, LoadProgress, ModelFacts, StartFailed, StartFailure, start_engine
 from app.help_screen import HelpScreen, HelpSection, bindings_section
@@ -214,11 +215,10 @@ class ChatApp(App[int]):
         used = {pane.slot_id for pane in self.chat_panes}
         free = [slot for slot in range(plan.parallel) if slot not in used]
         if not free:
-            self.notify(
-                f"All {plan.parallel} slots are in use: close a chat (ctrl+w) first, "
-                "or start mlxchat with more slots (--parallel).",
-                severity="warning",
-            )
+            question = (f"All {plan.parallel} slots are in use, so this chat has none to run on. Close a chat "
+                        "(ctrl+w), or add slots on the slots screen: open it now?")
+            self.push_screen(ConfirmScreen("No free slot", question, "Slots (F2)"),
+                             lambda yes: self.action_slots() if yes else None)
             return None
         pane = ChatPane(next(self._chat_numbers), chat, free[0], engine, self.store)
         tabs = self.query_one("#chats", TabbedContent)

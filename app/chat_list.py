@@ -12,7 +12,8 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from app.chat_store import ChatStore, ChatSummary, StoreWriteError, local_time
-from app.dialogs import ConfirmScreen, TextPromptScreen
+from app.confirm import ConfirmScreen
+from app.dialogs import TextPromptScreen
 
 
 class ChatListScreen(ModalScreen[int | None]):
@@ -143,7 +144,7 @@ class ChatListScreen(ModalScreen[int | None]):
             self._fill()
 
         what = f"“{chat.title}” and its {chat.messages} messages" if chat.messages else f"“{chat.title}”"
-        self.app.push_screen(ConfirmScreen(f"Delete {what}? This cannot be undone.", yes="Delete"), confirmed)
+        self.app.push_screen(ConfirmScreen(f"Delete {what}?", "This cannot be undone.", "Delete"), confirmed)
 
 
 def _line(chat: ChatSummary) -> str:

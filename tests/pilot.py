@@ -80,3 +80,11 @@ def steady_cursors(app: ChatApp) -> None:
     """Stops the text cursors blinking, so that a screenshot does not depend on when it is taken."""
     for area in app.query(TextArea).results(TextArea):
         area.cursor_blink = False
+
+
+async def open_second_chat(app: ChatApp, pilot: Pilot) -> tuple[ChatPane, ChatPane]:
+    """Waits for the first chat, opens a second with ctrl+n; returns both."""
+    first = await ready(app, pilot)
+    await pilot.press("ctrl+n")
+    await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
+    return first, app.chat_panes[1]

@@ -13,7 +13,8 @@ from textual.widgets import Input, OptionList, Static
 from app.chat_app import ChatApp
 from app.chat_list import ChatListScreen
 from app.chat_store import Chat, ChatStore, default_db_path
-from app.dialogs import ConfirmScreen, TextPromptScreen
+from app.confirm import ConfirmScreen
+from app.dialogs import TextPromptScreen
 from tests.pilot import make_app, ready, run, steady_cursors, wait_for
 
 

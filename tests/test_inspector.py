@@ -17,7 +17,7 @@ from app.chat_app import ChatApp
 from app.confirm import ConfirmScreen
 from app.inspector import REFRESH_S, InspectorScreen, SlotDetailScreen, SlotTable
 from engine.events import EngineSnapshot, SamplingParams, SlotSnapshot
-from tests.pilot import TIMEOUT_S, make_app, notes, ready, run, send, submit, wait_for
+from tests.pilot import TIMEOUT_S, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
 
 if TYPE_CHECKING:
     from engine.scheduler import Engine
@@ -57,10 +57,7 @@ def engine_paused(engine: Engine | None) -> Iterator[None]:
 
 def test_navigate_cancel_one_reply_and_go_to_a_chat(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        first = await ready(app, pilot)
-        await pilot.press("ctrl+n")
-        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
-        second = app.chat_panes[1]
+        first, second = await open_second_chat(app, pilot)
         screen = await open_inspector(app, pilot)
         table = screen.query_one(SlotTable)
         await submit(pilot, first, "Tell me about the terminal app")

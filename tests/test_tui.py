@@ -12,9 +12,11 @@ from textual.widgets import DataTable, Markdown, Static
 from app.chat_app import ChatApp
 from app.chat_pane import ChatInput
 from app.config import default_config_path, load_settings
+from app.confirm import ConfirmScreen
 from app.help_screen import HelpScreen
+from app.slots_screen import SlotsScreen
 from app.loading_screen import LoadingScreen
-from tests.pilot import make_app, notes, ready, run, send, submit, wait_for
+from tests.pilot import make_app, notes, open_second_chat, ready, run, send, submit, wait_for
 
 
 def test_opens_with_one_focused_chat(tiny_model_dir: Path) -> None:
@@ -43,10 +45,7 @@ def test_reply_streams_to_done(tiny_model_dir: Path) -> None:
 
 def test_two_chats_stream_at_once(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        first = await ready(app, pilot)
-        await pilot.press("ctrl+n")
-        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
-        second = app.chat_panes[1]
+        first, second = await open_second_chat(app, pilot)
         assert (first.slot_id, second.slot_id) == (0, 1)
         assert app.focused is second.chat_input
         await pilot.press("alt+1")
@@ -67,9 +66,12 @@ def test_two_chats_stream_at_once(tiny_model_dir: Path) -> None:
         for pane in (first, second):
             # Batched numerics may end the random tiny model's reply at once: any clean end counts.
             assert not [n for n in notes(pane) if n.startswith(("Error", "Not sent"))]
-        # With both slots taken, a third chat is refused with a message instead of a pane.
+        # With both slots taken, a third chat gets no pane: the app offers the slots screen instead.
         await pilot.press("ctrl+n")
-        await pilot.pause()
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the offer")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "the slots screen")
+        await pilot.press("escape")
         assert len(app.chat_panes) == 2
         # Closing a chat frees its slot for the next one.
         await pilot.press("ctrl+w")
@@ -143,10 +145,7 @@ def test_refused_slot_plan_says_what_to_change(tiny_model_dir: Path) -> None:
 
 def test_grid_shows_every_chat_and_follows_the_keyboard(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        first = await ready(app, pilot)
-        await pilot.press("ctrl+n")
-        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
-        second = app.chat_panes[1]
+        first, second = await open_second_chat(app, pilot)
         assert not first.display and second.display  # tabs: one chat at a time
         await pilot.press("f4")
         assert first.display and second.display
