@@ -31,6 +31,9 @@ INPUT_KEYS = (
     KeyHelp("ctrl+j / shift+enter", "Start a new line (shift+enter only where the terminal reports it)"),
 )
 RENDER_INTERVAL_S = 1 / 30  # a streaming reply is redrawn at most this often, however fast tokens come
+# Every redraw of a growing reply costs a layout of the whole screen (~100 ms with 8 panes in the
+# grid, on the CPU the engine needs): the panes streaming at once share this many redraws a second.
+RENDERS_PER_S_SHARED = 10
 BAR_WIDTH = 12
 NO_SLOT_HELP = "it takes the next slot that frees (close a chat with ctrl+w, or add slots with F2)"
 SAVE_INTERVAL_S = 1.0  # a streaming reply is saved at most this often: a crash loses at most this much of it
@@ -118,6 +121,7 @@ class ChatPane(TabPane):
         self._stream: MarkdownStream | None = None
         self._pending: list[str] = []
         self._flush_timer: Timer | None = None
+        self._last_render = 0.0
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="conversation"):
@@ -258,7 +262,9 @@ class ChatPane(TabPane):
     def _set_status(self, text: str) -> None:
         # query, not query_one: a pane being closed has already lost its children.
         for status in self.query(".slot-status").results(Static):
-            status.update(text)
+            # One line of fixed height: no layout pass, which with many panes streaming costs the
+            # UI thread far more than drawing the line (a whole-screen layout per update).
+            status.update(text, layout=False)
 
     @on(ChatInput.Submitted)
     async def _send(self, event: ChatInput.Submitted) -> None:
@@ -316,12 +322,20 @@ class ChatPane(TabPane):
 
     async def _flush(self) -> None:
         """Writes the text that came since the last frame to the reply, in one piece; saves it every second."""
-        if self._pending and self._stream is not None:
+        if self._pending and self._stream is not None and self._render_due():
             text = "".join(self._pending)
             self._pending.clear()
+            self._last_render = time.monotonic()
             await self._stream.write(text)
         if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
             self.save_reply()
+
+    def _render_due(self) -> bool:
+        """Whether this pane's share of the redraws allows one now."""
+        siblings = self.parent.children if self.parent is not None else ()
+        streaming = sum(1 for pane in siblings if isinstance(pane, ChatPane) and pane.busy)
+        interval = max(RENDER_INTERVAL_S, streaming / RENDERS_PER_S_SHARED)
+        return time.monotonic() - self._last_render >= interval
 
     @on(ReplyDone)
     async def _on_done(self, event: ReplyDone) -> None:
