@@ -67,7 +67,6 @@ class ChatApp(App[int]):
         self._model_name = ""
         self.failed = False
         self.store: ChatStore | None = None
-        self._model_name = ""
         self._chat_numbers = itertools.count(1)
         s = settings.sampling
         self.sampling = SamplingParams(  # what new chats start with
@@ -108,6 +107,7 @@ class ChatApp(App[int]):
             self.notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
             return
         self.settings = self.settings.model_copy(update={"theme": name})
+
     def _open_store(self) -> None:
         """Opens the chat database; without one the app still runs, saying that chats will not be kept."""
         try:
@@ -194,9 +194,7 @@ class ChatApp(App[int]):
         if not panes:
             await self.action_new_chat()
             return
-        shown = next((pane for pane in panes if pane.chat.id == focused), panes[0])
-        self.query_one("#chats", TabbedContent).active = shown.id or ""
-        shown.focus_input()
+        self._show_chat(next((pane for pane in panes if pane.chat.id == focused), panes[0]))
         self._record_open_chats()
 
     async def action_new_chat(self) -> None:
@@ -225,8 +223,7 @@ class ChatApp(App[int]):
         await tabs.add_pane(pane)
         engine.bind(pane.slot_id, pane.chat_title)
         if show:
-            tabs.active = pane.id or ""
-            pane.focus_input()
+            self._show_chat(pane)
         return pane
 
     def _record_open_chats(self) -> None:
@@ -248,7 +245,7 @@ class ChatApp(App[int]):
     def _show_title(self, pane: ChatPane) -> None:
         """Names the pane's tab and slot after its chat's title."""
         self.query_one("#chats", TabbedContent).get_tab(pane.id or "").label = pane.chat_title
-        if self.engine is not None:
+        if self.engine is not None and pane.slot_id is not None:  # a chat waiting for a slot has none to name
             self.engine.bind(pane.slot_id, pane.chat_title)
 
     def _pane_of(self, chat_id: int) -> ChatPane | None:
@@ -268,8 +265,7 @@ class ChatApp(App[int]):
             return
         pane = self._pane_of(chat_id)
         if pane is not None:
-            self.query_one("#chats", TabbedContent).active = pane.id or ""
-            pane.focus_input()
+            self._show_chat(pane)
             return
         chat = self.store.load(chat_id)
         if chat is None:
@@ -302,10 +298,9 @@ class ChatApp(App[int]):
         self._record_open_chats()
         await self._seat_chats()
         self._lay_out_chats()
-        panes = self.chat_panes
         if self.active_chat is not None:
             self.active_chat.focus_input()
-        elif panes:
+        elif self.chat_panes:
             self.action_goto_chat(1)
         else:
             self.notify("No chat is open: ctrl+n starts one.")
@@ -343,6 +338,7 @@ class ChatApp(App[int]):
             self._show_chat(panes[number - 1])
 
     def _show_chat(self, pane: ChatPane) -> None:
+        """Shows `pane`'s tab with the keyboard in its message box."""
         self.query_one("#chats", TabbedContent).active = pane.id or ""
         pane.focus_input()
 

@@ -272,11 +272,7 @@ class ChatPane(TabPane):
         text = event.text.strip()
         if not text:
             return
-        if self.busy:
-            self.notify("This chat is still answering: escape stops it.", severity="warning")
-            return
-        if self.slot_id is None:
-            self.notify(f"{self.chat_title} has no slot: {NO_SLOT_HELP}.", severity="warning")
+        if not self._can_send():
             return
         self.chat_input.clear()
         self._sent_text = event.text
@@ -355,7 +351,6 @@ class ChatPane(TabPane):
             await self._refused(done)
             return
         assert self._reply is not None
-        self.last_stats = done.stats
         # One full render from the engine's own text: the streamed fragments were only a preview.
         await self._reply.update(done.text)
         self._reply_parts = [done.text] if done.text else []
@@ -406,9 +401,18 @@ class ChatPane(TabPane):
             self.notify("This chat is still answering: escape stops it first.", severity="warning")
         return not self.busy
 
+    def _can_send(self) -> bool:
+        """Whether a request may go to the engine now (idle, with a slot); says why not when it may not."""
+        if not self._idle():
+            return False
+        if self.slot_id is None:
+            self.notify(f"{self.chat_title} has no slot: {NO_SLOT_HELP}.", severity="warning")
+            return False
+        return True
+
     async def regenerate(self) -> None:
         """Writes the last reply again; the slot still holds the conversation before it, so only the reply is new."""
-        if not self._idle():
+        if not self._can_send():
             return
         if not self.chat.messages:
             self.notify("There is no reply to write again yet.", severity="warning")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Static, TextArea
+from textual.widgets import Input, Static, TextArea
 
 from app.chat_app import ChatApp
 from app.chat_pane import ChatInput, ChatPane
@@ -78,8 +78,8 @@ def notes(pane: ChatPane) -> list[str]:
 
 def steady_cursors(app: ChatApp) -> None:
     """Stops the text cursors blinking, so that a screenshot does not depend on when it is taken."""
-    for area in app.query(TextArea).results(TextArea):
-        area.cursor_blink = False
+    for box in [*app.query(TextArea).results(TextArea), *app.query(Input).results(Input)]:
+        box.cursor_blink = False
 
 
 async def open_second_chat(app: ChatApp, pilot: Pilot) -> tuple[ChatPane, ChatPane]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
 
+from app.chat_app import ChatApp
 from engine import memory
 from tests.pilot import make_app, ready, steady_cursors
 
@@ -22,33 +23,28 @@ def _steady_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memory, "memory_info", lambda: memory.MemoryInfo(16 * GIB, 9 * GIB))
 
 
-def test_slots_screen_without_warning(ascii_model_dir: Path, snap_compare: Any) -> None:
-    """F2 as it opens on --parallel 4 --ctx-size 8192, the slider moved to 8: 1024 per slot, no warning."""
-    app = make_app(ascii_model_dir, parallel=4, ctx_size=8192)
+def on_slots_screen(app: ChatApp, *keys: str) -> Callable[[Pilot], Awaitable[None]]:
+    """Opens F2 once the app is ready and presses `keys` there."""
 
     async def run_before(pilot: Pilot) -> None:
         await ready(app, pilot)
         await pilot.press("f2")
         await pilot.pause()
-        await pilot.press("right", "right", "right", "right")
+        await pilot.press(*keys)
         await pilot.pause()
         steady_cursors(app)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    return run_before
+
+
+def test_slots_screen_without_warning(ascii_model_dir: Path, snap_compare: Any) -> None:
+    """F2 as it opens on --parallel 4 --ctx-size 8192, the slider moved to 8: 1024 per slot, no warning."""
+    app = make_app(ascii_model_dir, parallel=4, ctx_size=8192)
+    assert snap_compare(app, terminal_size=SIZE, run_before=on_slots_screen(app, *["right"] * 4))
 
 
 def test_slots_screen_with_floor_warning(ascii_model_dir: Path, snap_compare: Any) -> None:
     """8 slots of a 4096 total: 512 per slot, below the 1024 floor, warned before anything is applied."""
     app = make_app(ascii_model_dir, parallel=4, ctx_size=8192)
-
-    async def run_before(pilot: Pilot) -> None:
-        await ready(app, pilot)
-        await pilot.press("f2")
-        await pilot.pause()
-        await pilot.press("end", "tab")
-        await pilot.press("end", *["backspace"] * 4, *"4096")
-        await pilot.pause()
-        app.screen.query_one(Input).cursor_blink = False
-        steady_cursors(app)
-
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    keys = ["end", "tab", "end", *["backspace"] * 4, *"4096"]
+    assert snap_compare(app, terminal_size=SIZE, run_before=on_slots_screen(app, *keys))
