@@ -223,22 +223,19 @@ class SingleThreadedBlas:
 
     def __init__(self) -> None:
         self._saved: int | None = None
+        self._calls = _thread_calls()  # looked up once: hold and release run between engine steps
 
     def hold(self) -> None:
         """Sets one thread, remembering the count to give back (does nothing while already held)."""
-        if self._saved is None:
-            calls = _thread_calls()
-            if calls is not None:
-                get, set_ = calls
-                self._saved = get()
-                set_(1)
+        if self._saved is None and self._calls is not None:
+            get, set_ = self._calls
+            self._saved = get()
+            set_(1)
 
     def release(self) -> None:
         """Gives the BLAS back the thread count it had before `hold`."""
-        if self._saved is not None:
-            calls = _thread_calls()
-            assert calls is not None
-            calls[1](self._saved)
+        if self._saved is not None and self._calls is not None:
+            self._calls[1](self._saved)
             self._saved = None
 
 
@@ -246,7 +243,10 @@ def _thread_calls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
     """(get, set) of the loaded BLAS's thread count, found among the process's global symbols."""
     process = ctypes.CDLL(None)
     # MKL's C calls are the capitalised ones: its lower-case names are Fortran's, taking pointers.
-    for get, set_ in (("openblas_get_num_threads", "openblas_set_num_threads"), ("MKL_Get_Max_Threads", "MKL_Set_Num_Threads")):
+    for get, set_ in (
+        ("openblas_get_num_threads", "openblas_set_num_threads"),
+        ("MKL_Get_Max_Threads", "MKL_Set_Num_Threads"),
+    ):
         if hasattr(process, get) and hasattr(process, set_):
             return getattr(process, get), getattr(process, set_)
     return None
