@@ -25,6 +25,7 @@ from app.engine_bridge import EngineReady, LoadProgress, ModelFacts, StartFailed
 from app.help_screen import HelpScreen, HelpSection, bindings_section
 from app.inspector import InspectorScreen, SlotTable
 from app.loading_screen import LoadingScreen
+from app.reply_frames import ReplyFrames
 from app.slider import Slider
 from app.slots_screen import SlotsScreen, assign_slots
 from engine.events import SamplingParams
@@ -68,6 +69,7 @@ class ChatApp(App[int]):
         self.failed = False
         self.store: ChatStore | None = None
         self._chat_numbers = itertools.count(1)
+        self._frames = ReplyFrames(self, lambda: self.chat_panes, self._show_slots)
         s = settings.sampling
         self.sampling = SamplingParams(  # what new chats start with
             temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens, seed=s.seed
@@ -162,7 +164,10 @@ class ChatApp(App[int]):
     @property
     def chat_panes(self) -> list[ChatPane]:
         """The open chats, in tab order."""
-        return list(self.query_one("#chats", TabbedContent).query(ChatPane))
+        # The switcher's own children: a query of the whole tree would visit every block of every
+        # reply, and the reply frames ask 30 times a second.
+        switcher = self.query_one("#chats", TabbedContent).query_children(ContentSwitcher).first()
+        return [pane for pane in switcher.children if isinstance(pane, ChatPane)]
 
     @property
     def active_chat(self) -> ChatPane | None:
@@ -218,7 +223,7 @@ class ChatApp(App[int]):
             self.push_screen(ConfirmScreen("No free slot", question, "Slots (F2)"),
                              lambda yes: self.action_slots() if yes else None)
             return None
-        pane = ChatPane(next(self._chat_numbers), chat, free[0], engine, self.store)
+        pane = ChatPane(next(self._chat_numbers), chat, free[0], engine, self.store, self._frames)
         tabs = self.query_one("#chats", TabbedContent)
         await tabs.add_pane(pane)
         engine.bind(pane.slot_id, pane.chat_title)
@@ -478,6 +483,11 @@ class ChatApp(App[int]):
                     pass
 
     def _refresh_status(self) -> None:
+        if not self._frames.running:  # (while replies stream, each of their frames does it)
+            self._show_slots()
+
+    def _show_slots(self) -> None:
+        """Shows each chat's slot in its status line."""
         if self.engine is None:
             return
         slots = self.engine.snapshot().slots

@@ -13,12 +13,13 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Markdown, Static, TabPane, TextArea
-from textual.widgets.markdown import MarkdownStream
 
 from app.chat_settings import ChatSettings
 from app.chat_store import Chat, ChatMessage, ChatStore, StoreWriteError, now, title_from
-from app.engine_bridge import ReplyDelta, ReplyDone, reply_callback
+from app.engine_bridge import ReplyDone, reply_callback
 from app.help_screen import KeyHelp
+from app.reply_frames import ReplyFeed, ReplyFrames
+from app.streaming_reply import StreamingReply
 from app.usage_bar import usage_bar
 from engine.events import Done, RequestStats, SlotSnapshot
 
@@ -30,10 +31,6 @@ INPUT_KEYS = (
     KeyHelp("enter", "Send the message"),
     KeyHelp("ctrl+j / shift+enter", "Start a new line (shift+enter only where the terminal reports it)"),
 )
-RENDER_INTERVAL_S = 1 / 30  # a streaming reply is redrawn at most this often, however fast tokens come
-# Every redraw of a growing reply costs a layout of the whole screen (~100 ms with 8 panes in the
-# grid, on the CPU the engine needs): the panes streaming at once share this many redraws a second.
-RENDERS_PER_S_SHARED = 10
 BAR_WIDTH = 12
 NO_SLOT_HELP = "it takes the next slot that frees (close a chat with ctrl+w, or add slots with F2)"
 SAVE_INTERVAL_S = 1.0  # a streaming reply is saved at most this often: a crash loses at most this much of it
@@ -99,7 +96,8 @@ class ChatPane(TabPane):
     """
 
     def __init__(
-        self, number: int, chat: Chat, slot_id: int | None, engine: Engine, store: ChatStore | None
+        self, number: int, chat: Chat, slot_id: int | None, engine: Engine, store: ChatStore | None,
+        frames: ReplyFrames,
     ) -> None:
         self.chat = chat
         self._number = number
@@ -108,6 +106,7 @@ class ChatPane(TabPane):
         self.slot_id = slot_id  # None: fewer slots were applied than chats are open; it waits for a free one
         self._engine = engine
         self._store = store
+        self._frames = frames
         self._retry_timer: Timer | None = None
         self._last_save = 0.0
         self._reply_parts: list[str] = []
@@ -117,11 +116,9 @@ class ChatPane(TabPane):
         self.last_stats: RequestStats | None = None  # the counts and speeds of the last reply
         self._sent_text = ""
         self._user_turn: Static | None = None
-        self._reply: Markdown | None = None
-        self._stream: MarkdownStream | None = None
-        self._pending: list[str] = []
-        self._flush_timer: Timer | None = None
-        self._last_render = 0.0
+        self._reply: StreamingReply | None = None
+        self._feed = ReplyFeed()
+        self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="conversation"):
@@ -199,7 +196,6 @@ class ChatPane(TabPane):
 
     def on_mount(self) -> None:
         self.query_one(".conversation", VerticalScroll).anchor()
-        self._flush_timer = self.set_interval(RENDER_INTERVAL_S, self._flush, pause=True)
 
     @property
     def busy(self) -> bool:
@@ -293,45 +289,34 @@ class ChatPane(TabPane):
 
     async def _start_reply(self) -> None:
         """Mounts an empty reply and asks the engine for it, with the conversation as it now stands."""
-        self._reply = Markdown(classes="assistant-turn")
+        self._reply = StreamingReply(classes="assistant-turn")
         await self.query_one(".conversation", VerticalScroll).mount(self._reply)
-        self._stream = Markdown.get_stream(self._reply)
-        self._pending.clear()
+        self._undrawn = False
         self._reply_parts.clear()
         self._reply_message = None
+        # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
+        self._feed = ReplyFeed()
         handle = self._engine.submit(
             self.slot_id,
             self.chat.prompt(),
             sampling=self.chat.sampling,
-            on_event=reply_callback(self, self.chat_id),
+            on_event=reply_callback(self, self.chat_id, self._feed),
         )
         self.request_id = handle.request_id
-        assert self._flush_timer is not None
-        self._flush_timer.resume()
+        self._frames.wake()
 
-    @on(ReplyDelta)
-    def _on_delta(self, event: ReplyDelta) -> None:
-        event.stop()
-        if event.delta.request_id == self.request_id:
-            self._pending.append(event.delta.text)
-            self._reply_parts.append(event.delta.text)
-
-    async def _flush(self) -> None:
-        """Writes the text that came since the last frame to the reply, in one piece; saves it every second."""
-        if self._pending and self._stream is not None and self._render_due():
-            text = "".join(self._pending)
-            self._pending.clear()
-            self._last_render = time.monotonic()
-            await self._stream.write(text)
+    def draw_frame(self, shown: bool) -> None:
+        """Shows the reply with the text that came since the last frame (later, while the chat is not
+        shown); saves the reply every second."""
+        text = self._feed.take()
+        if text:
+            self._reply_parts.append(text)
+            self._undrawn = True
+        if shown and self._undrawn and self._reply is not None:
+            self._undrawn = False
+            self._reply.show(self.reply_text)
         if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
             self.save_reply()
-
-    def _render_due(self) -> bool:
-        """Whether this pane's share of the redraws allows one now."""
-        siblings = self.parent.children if self.parent is not None else ()
-        streaming = sum(1 for pane in siblings if isinstance(pane, ChatPane) and pane.busy)
-        interval = max(RENDER_INTERVAL_S, streaming / RENDERS_PER_S_SHARED)
-        return time.monotonic() - self._last_render >= interval
 
     @on(ReplyDone)
     async def _on_done(self, event: ReplyDone) -> None:
@@ -341,23 +326,17 @@ class ChatPane(TabPane):
             return
         self.request_id = None
         self.last_stats = done.stats
-        assert self._flush_timer is not None
-        self._flush_timer.pause()
-        self._pending.clear()
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
         if done.refused:
             await self._refused(done)
             return
         assert self._reply is not None
-        # One full render from the engine's own text: the streamed fragments were only a preview.
-        await self._reply.update(done.text)
         self._reply_parts = [done.text] if done.text else []
         self.save_reply(done.reason, done.stats)
-        if self._reply_message is None:
-            # Nothing was written: an empty box would only look like a glitch.
-            await self._reply.remove()
+        if self._reply_message is not None:  # (nothing written: an empty box would only look like a glitch)
+            # Shown from the engine's own text by Textual's Markdown widget, as saved replies are.
+            await self.query_one(".conversation").mount(Markdown(done.text, classes="assistant-turn"),
+                                                        after=self._reply)
+        await self._reply.remove()
         self._reply_parts.clear()
         self._reply_message = None
         note = self._note(done.reason, done.text, done.error)

@@ -1,7 +1,8 @@
 """Turns what happens on other threads (model loading, engine events) into Textual messages.
 
 Engine callbacks run on the engine thread and the loader on a worker thread: they only ever
-post these messages (post_message is thread-safe); the widgets change in the handlers.
+post these messages (post_message is thread-safe), or put reply text in a ReplyFeed; the widgets
+change in the handlers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 
 from app.config import Settings
+from app.reply_frames import ReplyFeed
 from engine.events import Done, Event, TextDelta
 from engine.models import ModelLoadError, Progress, load_model
 from engine.memory import check_memory
@@ -64,15 +66,6 @@ class StartFailed(Message):
         super().__init__()
         self.problem = problem
         self.remedy = remedy
-
-
-class ReplyDelta(Message):
-    """New text of the reply a chat is waiting for."""
-
-    def __init__(self, chat_id: str, delta: TextDelta) -> None:
-        super().__init__()
-        self.chat_id = chat_id
-        self.delta = delta
 
 
 class ReplyDone(Message):
@@ -140,12 +133,13 @@ def start_engine(
     return engine, plan, loaded.source.display_name, warnings, facts
 
 
-def reply_callback(target: MessagePump, chat_id: str) -> Callable[[Event], None]:
-    """An engine `on_event` callback that posts a chat's events to `target` (runs on the engine thread)."""
+def reply_callback(target: MessagePump, chat_id: str, feed: ReplyFeed) -> Callable[[Event], None]:
+    """An engine `on_event` callback (run on the engine thread) for one reply of a chat: its text goes
+    into `feed`, drawn at the next frame; its end is posted to `target`."""
 
     def on_event(event: Event) -> None:
         if isinstance(event, TextDelta):
-            target.post_message(ReplyDelta(chat_id, event))
+            feed.put(event.text)
         else:
             target.post_message(ReplyDone(chat_id, event))
 

@@ -35,12 +35,14 @@ READY_TIMEOUT_S = 600.0
 
 @dataclass
 class RoundResult:
-    """One play of the requests: generated tokens, the wall time from first send to last done, and
-    the engine's aggregate decode rate while every request was decoding."""
+    """One play of the requests: generated tokens, the wall time from first send to last done, the
+    engine's aggregate decode rate while every request was decoding, and the share of a core the UI
+    thread used meanwhile (None where the platform cannot read another thread's CPU clock)."""
 
     tokens: int
     seconds: float
     decode_tok_s: float
+    ui_cpu_share: float | None
 
     @property
     def tok_s(self) -> float:
@@ -50,12 +52,14 @@ class RoundResult:
 
 class SteadyRate:
     """Watches the engine's snapshot from a thread of its own: tokens generated per second while
-    all `slots` slots decode, so how fast the requests were sent does not count."""
+    all `slots` slots decode, so how fast the requests were sent does not count; and the CPU the UI
+    (the main thread, where the app runs) used in that window."""
 
     def __init__(self, engine: Engine, slots: int) -> None:
         self._engine, self._slots = engine, slots
+        self._ui_clock = _cpu_clock(threading.main_thread().ident)
         self._stop = threading.Event()
-        self._window: list[tuple[float, int]] = []
+        self._window: list[tuple[float, int, float]] = []
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
@@ -63,18 +67,28 @@ class SteadyRate:
         while not self._stop.wait(SAMPLE_INTERVAL_S):
             slots = self._engine.snapshot().slots[: self._slots]
             if all(s.state == "decoding" for s in slots):
-                self._window.append((time.perf_counter(), sum(s.generated for s in slots)))
+                ui_cpu = time.clock_gettime(self._ui_clock) if self._ui_clock is not None else 0.0
+                self._window.append((time.perf_counter(), sum(s.generated for s in slots), ui_cpu))
             elif self._window:
                 return  # a reply ended: the steady part is over
 
-    def stop(self) -> float:
-        """Stops watching; the rate over the steady window (0 when there was none)."""
+    def stop(self) -> tuple[float, float | None]:
+        """Stops watching; the rate over the steady window (0 when there was none) and the UI
+        thread's share of a core over it."""
         self._stop.set()
         self._thread.join()
         if len(self._window) < 2:
-            return 0.0
-        (t0, n0), (t1, n1) = self._window[0], self._window[-1]
-        return (n1 - n0) / (t1 - t0)
+            return 0.0, None
+        (t0, n0, c0), (t1, n1, c1) = self._window[0], self._window[-1]
+        return (n1 - n0) / (t1 - t0), (c1 - c0) / (t1 - t0) if self._ui_clock is not None else None
+
+
+def _cpu_clock(thread_id: int | None) -> int | None:
+    """The CPU-time clock of a thread, where the platform has one (Linux; not macOS)."""
+    try:
+        return time.pthread_getcpuclockid(thread_id or 0)
+    except (AttributeError, OSError):
+        return None
 
 
 @dataclass
@@ -100,6 +114,11 @@ class UiBenchResult:
             head = statistics.median(metric(r) for r in self.headless)
             ui = statistics.median(metric(r) for r in self.with_ui)
             lines.append(f"  {label:<46} {head:8.1f}  {ui:8.1f}  {ui / head if head else 0:10.2f}")
+        shares = [[r.ui_cpu_share for r in rounds if r.ui_cpu_share is not None]
+                  for rounds in (self.headless, self.with_ui)]
+        if all(shares):
+            head, ui = (statistics.median(s) * 100 for s in shares)
+            lines.append(f"  {'UI thread while all decode, % of a core':<46} {head:8.0f}  {ui:8.0f}")
         lines.append(
             f"  key press -> text in the input: p50 {statistics.median(keys) * 1000:.0f} ms, "
             f"p95 {p95 * 1000:.0f} ms, max {keys[-1] * 1000:.0f} ms ({len(self.key_latencies_s)} keys)"
@@ -157,7 +176,7 @@ def _headless_round(app: ChatApp, prompts: list[str], system: str) -> RoundResul
         engine.submit(slot, messages, sampling=app.sampling, on_event=on_event)
     done.wait()
     seconds = time.perf_counter() - start
-    return RoundResult(sum(d.stats.generated_tokens for d in finished), seconds, steady.stop())
+    return RoundResult(sum(d.stats.generated_tokens for d in finished), seconds, *steady.stop())
 
 
 async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[float]) -> RoundResult:
@@ -179,11 +198,11 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
         latencies.append(await _key_latency(app, panes[0]))
         await asyncio.sleep(KEY_INTERVAL_S)
     seconds = time.perf_counter() - start
-    rate = steady.stop()
+    rate, ui_cpu = steady.stop()
     tokens = sum(p.last_stats.generated_tokens for p in panes if p.last_stats is not None)
     for pane in panes:
         await app.close_chat(pane)
-    return RoundResult(tokens, seconds, rate)
+    return RoundResult(tokens, seconds, rate, ui_cpu)
 
 
 async def _key_latency(app: ChatApp, pane: ChatPane) -> float:

@@ -10,6 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Markdown, Static
 
 from app.chat_app import ChatApp
+from app.streaming_reply import StreamingReply
 from app.chat_pane import ChatInput
 from app.config import default_config_path, load_settings
 from app.confirm import ConfirmScreen
@@ -88,7 +89,7 @@ def test_escape_stops_a_reply_and_keeps_it(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
         await submit(pilot, pane, "Tell me about the terminal app")
-        await wait_for(pilot, lambda: bool(pane.query_one(".assistant-turn", Markdown).source), "reply text")
+        await wait_for(pilot, lambda: bool(pane.query_one(StreamingReply).text), "reply text on screen")
         await pilot.press("escape")
         await wait_for(pilot, lambda: not pane.busy, "the stop")
         assert notes(pane) == ["(stopped)"]
