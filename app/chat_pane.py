@@ -308,11 +308,13 @@ class ChatPane(TabPane):
     def draw_frame(self, shown: bool) -> None:
         """Shows the reply with the text that came since the last frame (later, while the chat is not
         shown); saves the reply every second."""
+        if self._reply is None:  # the reply has ended: its end is being shown
+            return
         text = self._feed.take()
         if text:
             self._reply_parts.append(text)
             self._undrawn = True
-        if shown and self._undrawn and self._reply is not None:
+        if shown and self._undrawn:
             self._undrawn = False
             self._reply.show(self.reply_text)
         if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
@@ -322,30 +324,33 @@ class ChatPane(TabPane):
     async def _on_done(self, event: ReplyDone) -> None:
         event.stop()
         done = event.done
-        if done.request_id != self.request_id:
+        if done.request_id != self.request_id or self._reply is None:
             return
-        self.request_id = None
+        streamed, self._reply = self._reply, None  # the frames stop drawing and saving this reply
         self.last_stats = done.stats
         if done.refused:
-            await self._refused(done)
-            return
-        assert self._reply is not None
+            await self._refused(done, streamed)
+        else:
+            await self._finish(done, streamed)
+        # Last: whoever waits for the chat to be idle finds how the reply ended on the screen.
+        self.request_id = None
+
+    async def _finish(self, done: Done, streamed: StreamingReply) -> None:
+        """Saves the reply and shows it, from the engine's own text, as saved replies are shown."""
         self._reply_parts = [done.text] if done.text else []
         self.save_reply(done.reason, done.stats)
+        widgets: list[Widget] = []
         if self._reply_message is not None:  # (nothing written: an empty box would only look like a glitch)
-            # Shown from the engine's own text by Textual's Markdown widget, as saved replies are.
-            await self.query_one(".conversation").mount(Markdown(done.text, classes="assistant-turn"),
-                                                        after=self._reply)
-        await self._reply.remove()
-        self._reply_parts.clear()
-        self._reply_message = None
+            widgets.append(Markdown(done.text, classes="assistant-turn"))
         note = self._note(done.reason, done.text, done.error)
         if note is not None:
-            text, kind = note
-            await self.query_one(".conversation").mount(Static(text, classes=f"turn-note {kind}", markup=False))
-        self._reply = None
+            widgets.append(Static(note[0], classes=f"turn-note {note[1]}", markup=False))
+        self._reply_parts.clear()
+        self._reply_message = None
+        await self.query_one(".conversation").mount_all(widgets, after=streamed)
+        await streamed.remove()
 
-    async def _refused(self, done: Done) -> None:
+    async def _refused(self, done: Done, streamed: StreamingReply) -> None:
         """Undoes a message the engine would not take: the text goes back to the input with the reason."""
         if self._user_turn is not None:  # (a regenerated reply has no new message to take back)
             refused = self.chat.messages.pop()
@@ -354,10 +359,10 @@ class ChatPane(TabPane):
             self.chat.touch()
             self.save()
             self._put_back(self._sent_text)
-        for widget in (self._user_turn, self._reply):
+        for widget in (self._user_turn, streamed):
             if widget is not None:
                 await widget.remove()
-        self._user_turn = self._reply = None
+        self._user_turn = None
         await self.query_one(".conversation").mount(
             Static(f"Not sent: {done.error}", classes="turn-note -refused", markup=False)
         )

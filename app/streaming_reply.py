@@ -10,7 +10,6 @@ frames only repaint it. When the reply ends, the chat shows it with Textual's Ma
 from __future__ import annotations
 
 from rich.markdown import Markdown as RichMarkdown
-from rich.segment import Segment
 from rich.style import Style
 from rich.theme import Theme
 from textual.color import Color
@@ -50,7 +49,8 @@ class StreamingReply(Widget):
         markdown = RichMarkdown(self.text, code_theme=code_theme, inline_code_theme=code_theme)
         with console.use_theme(self._theme()):
             lines = console.render_lines(markdown, console.options.update_width(width), pad=True)
-        self._lines = [Strip(line, width) for line in lines]
+        base = self.rich_style  # (the theme's text colour and background where Rich leaves them unset)
+        self._lines = [Strip(line, width).apply_style(base) for line in lines]
         needed = len(self._lines)
         if needed > self._reserved or needed < self._reserved - GROWTH_LINES:
             self._reserved = -(-needed // GROWTH_LINES) * GROWTH_LINES
@@ -60,7 +60,7 @@ class StreamingReply(Widget):
     def render_line(self, y: int) -> Strip:
         if y < len(self._lines):
             return self._lines[y]
-        return Strip([Segment(" " * self.content_region.width)], self.content_region.width)
+        return Strip.blank(self.content_region.width, self.rich_style)
 
     def _theme(self) -> Theme:
         """Rich's Markdown styles in the app theme's colours, as Textual's Markdown widget draws them."""
