@@ -118,6 +118,7 @@ class ChatPane(TabPane):
         self._user_turn: Static | None = None
         self._reply: StreamingReply | None = None
         self._feed = ReplyFeed()
+        self._status = ""  # what the status line shows
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
 
     def compose(self) -> ComposeResult:
@@ -256,6 +257,9 @@ class ChatPane(TabPane):
         self._set_status(text)
 
     def _set_status(self, text: str) -> None:
+        if text == self._status:  # (an idle app redraws nothing)
+            return
+        self._status = text
         # query, not query_one: a pane being closed has already lost its children.
         for status in self.query(".slot-status").results(Static):
             # One line of fixed height: no layout pass, which with many panes streaming costs the

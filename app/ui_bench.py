@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from unittest import mock
 
 from textual import events
 
@@ -132,9 +133,6 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int) -> UiBenchResult:
     system = SCENARIOS["short"](1)[0][0]["content"]
     settings = settings.model_copy(update={"parallel": slots, "system_prompt": system})
     result = UiBenchResult(slots)
-    # The bench's chats go to a database of their own, not into the user's saved chats.
-    scratch = tempfile.TemporaryDirectory(prefix="mlxchat-ui-bench-")
-    os.environ["XDG_DATA_HOME"] = scratch.name
     app = ChatApp(settings)
 
     async def main() -> None:
@@ -149,7 +147,9 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int) -> UiBenchResult:
                 result.headless.append(await asyncio.to_thread(_headless_round, app, prompts, system))
                 result.with_ui.append(await _ui_round(app, pilot, prompts, result.key_latencies_s))
 
-    with scratch:
+    # The bench's chats go to a database of their own, not into the user's saved chats.
+    with tempfile.TemporaryDirectory(prefix="mlxchat-ui-bench-") as scratch, \
+            mock.patch.dict(os.environ, {"XDG_DATA_HOME": scratch}):
         asyncio.run(main())
     return result
 
