@@ -10,12 +10,12 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Markdown, Static
 
 from app.chat_app import ChatApp
-from app.streaming_reply import StreamingReply
 from app.chat_pane import ChatInput
 from app.config import default_config_path, load_settings
 from app.confirm import ConfirmScreen
 from app.help_screen import HelpScreen
 from app.slots_screen import SlotsScreen
+from app.streaming_reply import StreamingReply
 from app.loading_screen import LoadingScreen
 from tests.pilot import make_app, notes, open_second_chat, ready, run, send, submit, wait_for
 
