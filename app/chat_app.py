@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import App, ComposeResult, InvalidThemeError, SystemCommand
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent
 
@@ -163,10 +164,13 @@ class ChatApp(App[int]):
 
     @property
     def chat_panes(self) -> list[ChatPane]:
-        """The open chats, in tab order."""
+        """The open chats, in tab order (none once the app is being torn down)."""
         # The switcher's own children: a query of the whole tree would visit every block of every
-        # reply, and the reply frames ask 30 times a second.
-        switcher = self.query_one("#chats", TabbedContent).query_children(ContentSwitcher).first()
+        # reply, and the reply frames ask up to 30 times a second.
+        try:
+            switcher = self.query_one("#chats", TabbedContent).query_children(ContentSwitcher).first()
+        except NoMatches:
+            return []
         return [pane for pane in switcher.children if isinstance(pane, ChatPane)]
 
     @property

@@ -40,6 +40,7 @@ def test_reply_streams_to_done(tiny_model_dir: Path) -> None:
         assert [m.role for m in pane.chat.messages] == ["user", "assistant"]
         reply = pane.query_one(".assistant-turn", Markdown)
         assert reply.source == pane.chat.messages[1].text != ""
+        assert not pane.query(StreamingReply)  # the streamed preview gave way to the reply's Markdown
 
     run(make_app(tiny_model_dir), scenario)
 
