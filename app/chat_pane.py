@@ -133,10 +133,14 @@ class ChatPane(TabPane):
         """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
         if message.role == "user":
             yield Static(message.text, classes="user-turn", markup=False)
-            return
-        if message.text:
-            yield Markdown(message.text, classes="assistant-turn")
-        note = self._note(message.finish_reason, message.text)
+        else:
+            yield from self._reply_widgets(message.text, message.finish_reason)
+
+    def _reply_widgets(self, text: str, reason: str | None, error: str | None = None) -> Iterator[Widget]:
+        """A finished reply as Markdown (none when nothing was written) and the note on how it ended."""
+        if text:
+            yield Markdown(text, classes="assistant-turn")
+        note = self._note(reason, text, error)
         if note is not None:
             yield Static(note[0], classes=f"turn-note {note[1]}", markup=False)
 
@@ -343,14 +347,9 @@ class ChatPane(TabPane):
         """Saves the reply and shows it, from the engine's own text, as saved replies are shown."""
         self._reply_parts = [done.text] if done.text else []
         self.save_reply(done.reason, done.stats)
-        widgets: list[Widget] = []
-        if self._reply_message is not None:  # (nothing written: an empty box would only look like a glitch)
-            widgets.append(Markdown(done.text, classes="assistant-turn"))
-        note = self._note(done.reason, done.text, done.error)
-        if note is not None:
-            widgets.append(Static(note[0], classes=f"turn-note {note[1]}", markup=False))
         self._reply_parts.clear()
         self._reply_message = None
+        widgets = list(self._reply_widgets(done.text, done.reason, done.error))
         await self.query_one(".conversation").mount_all(widgets, after=streamed)
         await streamed.remove()
 

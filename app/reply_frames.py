@@ -77,10 +77,11 @@ class ReplyFrames:
         if not streaming:
             self._next = None
             return
+        shown = 0
         with self._owner.app.batch_update():
             for chat in streaming:
                 chat.draw_frame(chat.display)
+                shown += chat.display
             self._also()
         # One timer per frame, set for when the next is due: no wake-ups in between.
-        shown = sum(1 for chat in streaming if chat.display)
         self._next = self._owner.set_timer(max(FRAME_INTERVAL_S, shown / CHAT_FRAMES_PER_S), self._frame)
