@@ -315,8 +315,11 @@ class ChatApp(App[int]):
             self.notify("No chat is open: ctrl+n starts one.")
 
     def action_slots(self) -> None:
-        """Opens the slots screen: the number of slots and the total context, applied only on request."""
-        if self.model_facts is not None:
+        """Opens the slots screen (the number of slots and the total context, applied only on request),
+        or closes it when it is shown."""
+        if isinstance(self.screen, SlotsScreen):
+            self.screen.action_cancel()
+        elif self.model_facts is not None:
             self.push_screen(SlotsScreen())
 
     async def adopt_plan(self, plan: SlotPlan, survived: Mapping[int, bool]) -> None:

@@ -7,16 +7,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from app.chat_store import ChatStore, ChatSummary, StoreWriteError, local_time
 from app.confirm import ConfirmScreen
 from app.dialogs import TextPromptScreen
+from app.modal_screen import AppModalScreen
 
 
-class ChatListScreen(ModalScreen[int | None]):
+class ChatListScreen(AppModalScreen[int | None]):
     """Saved chats, most recent first; dismisses with the id of the chat to open, or None."""
 
     DEFAULT_CSS = """
@@ -56,6 +56,7 @@ class ChatListScreen(ModalScreen[int | None]):
             yield Input(placeholder="Search titles and messages")
             yield OptionList()
             yield Static("Enter opens · ctrl+t renames · ctrl+d deletes · escape closes", id="chat-list-hint")
+        yield Footer()
 
     def on_mount(self) -> None:
         self._fill()

@@ -9,10 +9,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static, TextArea
+from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
 from app.config import Sampling
+from app.modal_screen import AppModalScreen
 from engine.events import SamplingParams
 
 # The form's fields, in order: the Sampling field each sets.
@@ -27,7 +27,7 @@ class ChatSettings:
     sampling: SamplingParams
 
 
-class ChatSettingsScreen(ModalScreen[ChatSettings | None]):
+class ChatSettingsScreen(AppModalScreen[ChatSettings | None]):
     """Edits a chat's system prompt and sampling; dismisses with the new settings, or None."""
 
     DEFAULT_CSS = """
@@ -70,6 +70,7 @@ class ChatSettingsScreen(ModalScreen[ChatSettings | None]):
                 yield Button("Cancel", id="cancel")
                 yield Button("Save", id="save", variant="primary")
             yield Static("ctrl+s or Enter in a field: save · escape: cancel", classes="settings-hint")
+        yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(TextArea).focus()

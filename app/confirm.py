@@ -6,11 +6,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Static
 
+from app.modal_screen import AppModalScreen
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(AppModalScreen[bool]):
     """Asks `question`; dismisses with True when the user confirms. The safe answer has the focus."""
 
     BINDING_GROUP_TITLE = "Confirm"

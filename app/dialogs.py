@@ -6,12 +6,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Footer, Input, Static
+
+from app.modal_screen import AppModalScreen
 
 
-
-class TextPromptScreen(ModalScreen[str | None]):
+class TextPromptScreen(AppModalScreen[str | None]):
     """Asks for one line of text; dismisses with it (stripped, never empty), or None on escape."""
 
     DEFAULT_CSS = """
@@ -34,6 +34,7 @@ class TextPromptScreen(ModalScreen[str | None]):
             yield Static(self._title, classes="dialog-title", markup=False)
             yield Input(self._value)
             yield Static("Enter: done · escape: cancel", classes="dialog-hint")
+        yield Footer()
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:

@@ -13,10 +13,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from app.confirm import ConfirmScreen
+from app.modal_screen import AppModalScreen
 from app.usage_bar import usage_bar
 from engine.events import EngineSnapshot, SamplingParams, SlotSnapshot
 from engine.memory import format_bytes
@@ -277,7 +278,7 @@ class InspectorScreen(Screen[int | None]):
         self.dismiss(None)
 
 
-class SlotDetailScreen(ModalScreen[None]):
+class SlotDetailScreen(AppModalScreen[None]):
     """Every field of one slot's snapshot, refreshed live."""
 
     BINDING_GROUP_TITLE = "Slot detail"

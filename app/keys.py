@@ -10,6 +10,7 @@ from textual.binding import Binding
 from app.help_screen import KeyHelp
 
 MAX_CHAT_SHORTCUTS = 9  # alt+1 .. alt+9
+FOOTER_EVERYWHERE = ("help", "slots", "inspector")  # action ids every screen's footer shows
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,15 @@ def bindings() -> list[Binding]:
     return [
         Binding(a.key, a.action, a.description, show=a.show, priority=a.priority, tooltip=a.help, id=a.id)
         for a in ACTIONS
+    ]
+
+
+def everywhere_bindings() -> list[Binding]:
+    """The help, slots and inspector keys, run by the app, for screens whose footer would not show
+    the app's own: the footer always shows these three."""
+    return [
+        Binding(a.key, f"app.{a.action}", a.description, tooltip=a.help, id=a.id)
+        for a in ACTIONS if a.id in FOOTER_EVERYWHERE
     ]
 
 

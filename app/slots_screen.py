@@ -17,12 +17,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.validation import Integer
 from textual.widgets import Button, Footer, Input, Label, Static
 
 from app.config import ConfigError, default_config_path, save_settings
 from app.confirm import ConfirmScreen
+from app.modal_screen import AppModalScreen
 from app.slider import Slider
 from engine import memory
 from engine.slot_plan import SlotPlan
@@ -49,7 +49,7 @@ def _names(titles: Sequence[str]) -> str:
     return titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
 
 
-class SlotsScreen(ModalScreen[None]):
+class SlotsScreen(AppModalScreen[None]):
     """Choose N and the total context; the summary, KV memory, memory available and the engine's
     warnings and errors follow every change; Apply re-partitions the engine."""
 

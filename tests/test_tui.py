@@ -8,12 +8,15 @@ from pathlib import Path
 from textual.command import CommandList
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Markdown, Static
+from textual.widgets._footer import FooterKey
 
 from app.chat_app import ChatApp
 from app.chat_pane import ChatInput
 from app.config import default_config_path, load_settings
 from app.confirm import ConfirmScreen
+from app.chat_list import ChatListScreen
 from app.help_screen import HelpScreen
+from app.inspector import InspectorScreen
 from app.slots_screen import SlotsScreen
 from app.streaming_reply import StreamingReply
 from app.loading_screen import LoadingScreen
@@ -183,6 +186,30 @@ def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
         assert not isinstance(app.screen, HelpScreen)
 
     run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f6"}), scenario)
+
+
+def test_every_screen_s_footer_shows_help_slots_and_inspector(tiny_model_dir: Path) -> None:
+    def footer_keys(app: ChatApp) -> set[str]:
+        return {key.key for key in app.screen.query(FooterKey)}
+
+    shown = {"f10", "f2", "f3"}  # help remapped: the modal screens' copies follow the keymap too
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        assert shown <= footer_keys(app)
+        await pilot.press("f2")
+        assert isinstance(app.screen, SlotsScreen) and shown <= footer_keys(app)
+        await pilot.press("f2")  # F2 closes the slots screen it opened
+        assert not isinstance(app.screen, SlotsScreen)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatListScreen), "the chat list")
+        assert shown <= footer_keys(app)
+        await pilot.press("f3")  # F-keys work from a modal screen
+        assert isinstance(app.screen, InspectorScreen) and shown <= footer_keys(app)
+        await pilot.press("f10")
+        assert isinstance(app.screen, HelpScreen) and shown <= footer_keys(app)
+
+    run(make_app(tiny_model_dir, keys={"help": "f10"}), scenario)
 
 
 def test_a_theme_picked_in_the_app_is_saved(tiny_model_dir: Path) -> None:
