@@ -78,7 +78,8 @@ class ChatPane(TabPane):
 
     DEFAULT_CSS = """
     ChatPane { layout: vertical; padding: 0; }
-    ChatPane .conversation { height: 1fr; padding: 0 1; }
+    /* A stable gutter: the scrollbar showing up does not re-wrap the turns (a layout and a redraw of each). */
+    ChatPane .conversation { height: 1fr; padding: 0 1; scrollbar-gutter: stable; }
     ChatPane .user-turn {
         margin: 1 0 0 8; padding: 0 1; background: $boost; border-left: thick $secondary;
     }
@@ -336,12 +337,24 @@ class ChatPane(TabPane):
             return
         streamed, self._reply = self._reply, None  # the frames stop drawing and saving this reply
         self.last_stats = done.stats
+        following = streamed.following
         if done.refused:
             await self._refused(done, streamed)
         else:
             await self._finish(done, streamed)
+        self._anchor_conversation(following)
         # Last: whoever waits for the chat to be idle finds how the reply ended on the screen.
         self.request_id = None
+
+    def _anchor_conversation(self, following: bool) -> None:
+        """Gives the scrolling back to Textual's anchor when a reply has ended (a streaming reply
+        scrolls the conversation itself): kept at the end as turns come, unless the user had
+        scrolled away from it, who stays where they are."""
+        conversation = self.query_one(".conversation", VerticalScroll)
+        y = conversation.scroll_y
+        conversation.anchor()
+        if not following:
+            conversation.scroll_to(y=y, animate=False, immediate=True)
 
     async def _finish(self, done: Done, streamed: StreamingReply) -> None:
         """Saves the reply and shows it, from the engine's own text, as saved replies are shown."""

@@ -1,66 +1,186 @@
-"""A reply while it streams: one widget that draws the Markdown itself, growing in steps.
+"""A reply while it streams: one widget that draws the Markdown itself.
 
 Textual's Markdown widget makes a widget of every block, and each redraw that changes a widget's
 height lays out the whole screen: with eight replies streaming in the grid that was most of the
 UI's CPU, taken from the engine. This widget renders the reply with Rich's Markdown into lines
-(one widget, however long the reply), and reserves its height a few lines at a time, so most
-frames only repaint it. When the reply ends, the chat shows it with Textual's Markdown widget.
+(one widget, however long the reply) and keeps the cost of a frame small:
+
+- the blocks that can no longer change are rendered once; a frame renders the last ones only;
+- only the lines that changed are repainted;
+- the reply fills the pane's free room from the start; once the text outgrows it, the height is
+  reserved a pane's height ahead and the conversation is scrolled so that the newest line is at
+  its bottom: the reserve stays out of view, and a layout comes once a screenful.
+
+When the reply ends, the chat shows it with Textual's Markdown widget.
 """
 
 from __future__ import annotations
 
+import re
+
 from rich.markdown import Markdown as RichMarkdown
+from rich.segment import Segment
 from rich.style import Style
 from rich.theme import Theme
 from textual.color import Color
 from textual.events import Resize
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-GROWTH_LINES = 4  # the height is reserved this many lines at a time: one layout per step, not per line
+GROWTH_LINES = 4  # the least height reserved ahead of the text
+LIST_ITEM = re.compile(r"(\d{1,9}[.)]|[-*+])(\s|$)")
+FENCES = ("```", "~~~")
+
+
+def finished_blocks_end(text: str, start: int) -> int:
+    """Where the Markdown blocks of `text` that can no longer change end, looking from `start` (the
+    start of a block, outside any code fence). A block is finished once a blank line and the whole
+    first line of the next block follow it; not where that line is indented (it may go on with the
+    block) or is a list item (the list may go on: Rich draws one list of loose items tighter than
+    two lists)."""
+    end, fence, blank, offset = start, "", False, start
+    for line in text[start:].splitlines(keepends=True):
+        stripped = line.lstrip(" ")
+        marker = stripped[:3] if len(line) - len(stripped) <= 3 else ""
+        if fence:
+            fence = "" if marker == fence else fence
+        elif not line.strip():
+            blank = True
+        else:
+            if blank and line.endswith("\n") and not line[0].isspace() and not LIST_ITEM.match(line):
+                end = offset
+            blank = False
+            fence = marker if marker in FENCES else ""
+        offset += len(line)
+    return end
 
 
 class StreamingReply(Widget):
     """The text of a reply being written, drawn as Markdown."""
 
-    DEFAULT_CSS = "StreamingReply { height: 0; }"
+    # The room left in the pane, from the start: the first lines need no layout.
+    DEFAULT_CSS = "StreamingReply { height: 1fr; }"
 
     def __init__(self, classes: str | None = None) -> None:
         super().__init__(classes=classes)
         self.text = ""
         self._lines: list[Strip] = []
+        self._finished: list[Strip] = []  # the lines of the blocks that can no longer change
+        self._finished_end = 0  # where those blocks end in the text
+        self._rendered_for: tuple[int, str] | None = None  # the width and theme the finished lines have
+        self._blank = Strip.blank(0)  # the blank line of that width and theme
         self._reserved = 0
         self._styles: tuple[str, Theme] | None = None  # the Rich theme made for the app theme named
+        self._edge: float | None = None  # where the conversation shows the newest line (see _live_edge)
+        self._scroll_due = False  # a scroll to the edge waits for the layout that makes room for it
+
+    @property
+    def following(self) -> bool:
+        """Whether the conversation is kept at the newest line (the user has not scrolled away from it)."""
+        conversation = self._conversation
+        if self._edge is None:  # no line yet: whether the conversation is at its end
+            return conversation.scroll_y >= conversation.max_scroll_y - 1
+        return self._scroll_due or conversation.scroll_y >= min(self._edge, conversation.max_scroll_y) - 1
+
+    @property
+    def _conversation(self) -> Widget:
+        assert isinstance(self.parent, Widget)
+        return self.parent
 
     def show(self, text: str) -> None:
         """Draws `text` (the whole reply so far)."""
         self.text = text
         self._render_lines()
 
+    def _on_mount(self) -> None:
+        self.call_after_refresh(self._make_room)
+
+    def _make_room(self) -> None:
+        """Once laid out, before any text: where the pane has little room left under the user's
+        message, reserves a pane's height now, while the engine reads the prompt."""
+        if self.is_attached and not self._lines:
+            self._repaint([])
+
     def _on_resize(self, event: Resize) -> None:
-        self._render_lines()
+        if self._rendered_for is None or event.size.width != self._rendered_for[0]:
+            self._render_lines()  # (a new height alone is the reserve taking effect)
 
     def _render_lines(self) -> None:
         width = self.content_region.width
         if not width or not self.text:
             return
+        if self._rendered_for != (width, self.app.theme):
+            self._rendered_for, self._finished, self._finished_end = (width, self.app.theme), [], 0
+            self._blank = Strip.blank(width, self.rich_style)
+        end = finished_blocks_end(self.text, self._finished_end)
+        if end > self._finished_end:
+            self._finished = self._joined(self._finished, self._render(self.text[self._finished_end:end], width))
+            self._finished_end = end
+        self._repaint(self._joined(self._finished, self._render(self.text[self._finished_end:], width)))
+
+    def _render(self, markdown: str, width: int) -> list[Strip]:
         console = self.app.console
         code_theme = "monokai" if self.app.current_theme.dark else "default"
-        markdown = RichMarkdown(self.text, code_theme=code_theme, inline_code_theme=code_theme)
+        renderable = RichMarkdown(markdown, code_theme=code_theme, inline_code_theme=code_theme)
         with console.use_theme(self._theme()):
-            lines = console.render_lines(markdown, console.options.update_width(width), pad=True)
+            lines = console.render_lines(renderable, console.options.update_width(width), pad=False)
         base = self.rich_style  # (the theme's text colour and background where Rich leaves them unset)
-        self._lines = [Strip(line, width).apply_style(base) for line in lines]
-        needed = len(self._lines)
-        if needed > self._reserved or needed < self._reserved - GROWTH_LINES:
-            self._reserved = -(-needed // GROWTH_LINES) * GROWTH_LINES
-            self.styles.height = self._reserved  # (a layout: the reply takes more room)
-        self.refresh()
+        return [
+            Strip(list(Segment.apply_style(Segment.adjust_line_length(line, width), base)), width)
+            if Segment.get_line_length(line) else self._blank
+            for line in lines
+        ]
+
+    def _joined(self, above: list[Strip], below: list[Strip]) -> list[Strip]:
+        """The lines of two runs of blocks, one under the other, spaced as Rich spaces blocks: a blank
+        line between them, unless the lower run starts with one of its own (lists and quotes do)."""
+        if not above or not below or below[0] is self._blank:
+            return above + below
+        return [*above, self._blank, *below]
+
+    def _repaint(self, lines: list[Strip]) -> None:
+        """Shows `lines`, repainting those that changed; reserves room and keeps the newest in view."""
+        old, self._lines = self._lines, lines
+        first = next((y for y, (a, b) in enumerate(zip(old, lines)) if a is not b and a != b), min(len(old), len(lines)))
+        if changed := max(len(old), len(lines)) - first:
+            self.refresh(Region(0, first, self.content_region.width, changed))
+        following = self.following
+        shown = -(-len(lines) // GROWTH_LINES) * GROWTH_LINES  # the lines in view under the reply's top
+        grows = self._reserve(shown)
+        edge, self._edge = self._edge, self._live_edge(shown)
+        if following and self._edge != edge:
+            if grows:  # (the conversation can scroll that far once the layout has made room)
+                self._scroll_due = True
+                self.call_after_refresh(self._scroll_to_edge)
+            else:
+                self._scroll_to_edge()
+        self._conversation.anchor(False)  # (the anchor would show the reserve: the reply scrolls instead)
+
+    def _live_edge(self, shown: int) -> float:
+        """Where the conversation shows `shown` lines of the reply at its bottom: the newest line with
+        up to GROWTH_LINES - 1 blank ones under it, so that it scrolls a few lines at a time (each
+        scroll redraws the whole pane)."""
+        return max(0, self.virtual_region.y + shown - self._conversation.scrollable_content_region.height)
+
+    def _scroll_to_edge(self) -> None:
+        self._scroll_due = False
+        if self.is_attached and self._edge is not None:
+            self._conversation.scroll_to(y=self._edge, animate=False, immediate=True, release_anchor=False)
+
+    def _reserve(self, needed: int) -> bool:
+        """Reserves room for `needed` lines and a pane's height more; whether the height changes.
+        Until the text outgrows it, the reply has the room left in the pane (its CSS height, 1fr)."""
+        ahead = max(GROWTH_LINES, self._conversation.scrollable_content_region.height)
+        height = self._reserved or self.size.height
+        if GROWTH_LINES <= height and needed <= height and not (self._reserved and needed < height - 2 * ahead):
+            return False
+        self._reserved = needed + ahead
+        self.styles.height = self._reserved  # (a layout: the reply takes more room)
+        return True
 
     def render_line(self, y: int) -> Strip:
-        if y < len(self._lines):
-            return self._lines[y]
-        return Strip.blank(self.content_region.width, self.rich_style)
+        return self._lines[y] if y < len(self._lines) else self._blank
 
     def _theme(self) -> Theme:
         """Rich's Markdown styles in the app theme's colours, as Textual's Markdown widget draws them."""
@@ -91,3 +211,5 @@ class StreamingReply(Widget):
             text_style = variables.get(f"markdown-h{level}-text-style", "bold")
             styles[f"markdown.h{level}"] = f"{text_style} {color(f'markdown-h{level}-color')}"
         return Theme({name: Style.parse(style) for name, style in styles.items()})
+
+
