@@ -2,13 +2,15 @@
 
 The real app runs headless with N chats in the grid. The same engine plays the same requests
 twice per round: once submitted directly (no UI work), once typed into the N chat panes, which
-stream, render Markdown and refresh their status lines. Meanwhile a key is typed into a chat's
-input every KEY_INTERVAL_S and the time until the input holds it is recorded.
+stream, render Markdown and refresh their status lines. Meanwhile a key is pressed in a chat's
+input every KEY_INTERVAL_S (a letter, then backspace) and the time until the input's text changed
+is recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import statistics
 import tempfile
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from engine.scheduler import Engine
 
 KEY_INTERVAL_S = 0.2
+# A letter, then backspace, as a user typing and correcting: the input's text stays one line.
+TYPED = (("x", "x"), ("backspace", None))
 SAMPLE_INTERVAL_S = 0.05
 READY_TIMEOUT_S = 600.0
 
@@ -194,8 +198,9 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
         pane.chat_input.post_message(ChatInput.Submitted(prompt))
     while not any(p.busy for p in panes):
         await asyncio.sleep(0.01)
+    typed = itertools.cycle(TYPED)
     while any(p.busy for p in panes):
-        latencies.append(await _key_latency(app, panes[0]))
+        latencies.append(await _key_latency(app, panes[0], *next(typed)))
         await asyncio.sleep(KEY_INTERVAL_S)
     seconds = time.perf_counter() - start
     rate, ui_cpu = steady.stop()
@@ -205,15 +210,13 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
     return RoundResult(tokens, seconds, rate, ui_cpu)
 
 
-async def _key_latency(app: ChatApp, pane: ChatPane) -> float:
-    """Types one character as the terminal driver would and returns how long until the input holds it."""
+async def _key_latency(app: ChatApp, pane: ChatPane, key: str, character: str | None) -> float:
+    """Presses `key` as the terminal driver would and returns how long until the input's text changed."""
     pane.focus_input()
     box = pane.chat_input
     before = box.text
     start = time.perf_counter()
-    app.post_message(events.Key("x", "x"))
+    app.post_message(events.Key(key, character))
     while box.text == before:
         await asyncio.sleep(0.001)
-    latency = time.perf_counter() - start
-    box.text = ""
-    return latency
+    return time.perf_counter() - start
