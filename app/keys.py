@@ -10,7 +10,7 @@ from textual.binding import Binding
 from app.help_screen import KeyHelp
 
 MAX_CHAT_SHORTCUTS = 9  # alt+1 .. alt+9
-FOOTER_EVERYWHERE = ("help", "slots", "inspector")  # action ids every screen's footer shows
+FOOTER_EVERYWHERE = ("help", "slots", "inspector")  # the ids of the keys every screen's footer shows
 
 
 @dataclass(frozen=True)

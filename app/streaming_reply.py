@@ -28,7 +28,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-GROWTH_LINES = 4  # the least height reserved ahead of the text
+GROWTH_LINES = 4  # the conversation scrolls this many lines at a time; the least room reserved ahead
 LIST_ITEM = re.compile(r"(\d{1,9}[.)]|[-*+])(\s|$)")
 FENCES = ("```", "~~~")
 
