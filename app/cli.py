@@ -5,20 +5,29 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from app.chat_export import FORMATS, export_chat
-from app.chat_store import ChatStore, StoreError, local_time
-from app.config import ConfigError, Settings, load_settings
-from engine.bench import DEFAULT_ENGINES, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_SLOTS, RUNNERS, SCENARIOS
-from engine.blas import BlasError, BlasInfo, load_blas
+from mlxchat.app.chats.export import FORMATS
+from mlxchat.app.config.settings import ConfigError, Settings, load_settings
+from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
+from mlxchat.app.version import installed_version
+from mlxchat.engine.bench.returns import RETURN_SCENARIO
+from mlxchat.engine.bench.runners import (
+    DEFAULT_ENGINES,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_REPEATS,
+    DEFAULT_SLOTS,
+    MAX_SLOTS,
+    RUNNERS,
+    SCENARIOS,
+)
+from mlxchat.engine.bench.shapes import SHAPES
+from mlxchat.engine import BlasError, BlasInfo, ModelLoadError, load_blas
+from mlxchat.engine.devices import use_exact_matmuls
 
 # Flags that set a Settings field of the same name (dest = field name).
 SETTING_FLAGS = ("model", "ctx_size", "parallel", "ctx_per_slot")
-EXIT_USAGE = 2  # bad flags or configuration, as argparse itself exits
-EXIT_FAILURE = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,19 +41,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = vars(args)
     try:
         settings = load_settings(given.get("config"), {k: given[k] for k in SETTING_FLAGS if k in given})
-        # Before anything imports mlx.core: the BLAS loaded first is the one MLX binds to.
+        # Before anything imports mlx.core: the BLAS loaded first is the one MLX binds to, and
+        # MLX's CUDA backend reads its TF32 switch when it starts.
+        late = use_exact_matmuls(settings.exact)
+        if late:
+            print(f"mlxchat: {late}", file=sys.stderr)
         blas = load_blas(settings.blas)
     except (ConfigError, BlasError) as exc:
         print(f"mlxchat: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    from engine.models import ModelLoadError
-
     try:
         return _run(args, settings, blas)
     except ModelLoadError as exc:
+        from mlxchat.engine.loading.families import UnsupportedFamily
+
         print(f"mlxchat: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        # A family the engine cannot run is refused like a bad setting: the model must change.
+        return EXIT_USAGE if isinstance(exc.__cause__, UnsupportedFamily) else EXIT_FAILURE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,17 +83,29 @@ def build_parser() -> argparse.ArgumentParser:
         description="Several chats at once with one local LLM.",
         parents=[settings_flags],
     )
-    parser.add_argument("--version", action="version", version=f"mlxchat {_version()}")
+    parser.add_argument("--version", action="version", version=f"mlxchat {installed_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser(
+    doctor = commands.add_parser(
         "doctor", parents=[settings_flags], help="show the platform, BLAS, model, context and memory in use"
+    )
+    doctor.add_argument("--tune", action="store_true",
+                        help="on a CPU, time the ways the model can run here and remember the fastest")
+    commands.add_parser(
+        "models", parents=[settings_flags], help="which model families run here, and how each layer kind is cached"
     )
     bench = commands.add_parser("bench", parents=[settings_flags], help="measure prefill and decode speed")
     bench.add_argument("--engines", type=_names(RUNNERS), default=list(DEFAULT_ENGINES), metavar="A,B",
                        help=f"engines to measure (known: {', '.join(RUNNERS)})")
-    bench.add_argument("--scenario", choices=sorted(SCENARIOS), default="short", help="prompts to play")
-    bench.add_argument("--slots", type=_counts, default=list(DEFAULT_SLOTS), metavar="N,M",
-                       help="slot counts to measure, e.g. 1,2,4,8")
+    bench.add_argument("--scenario", choices=[*sorted(SCENARIOS), RETURN_SCENARIO], default="short",
+                       help=f"prompts to play; {RETURN_SCENARIO}: time to first token of a chat coming back to "
+                            "its parked KV against a full prefill (the smallest --slots count, twice as many chats)")
+    bench.add_argument("--slots", type=_slot_counts, default=list(DEFAULT_SLOTS), metavar="N,M",
+                       help=f"slot counts to measure, e.g. 1,2,4,8 (up to {MAX_SLOTS})")
+    bench.add_argument("--shape", choices=list(SHAPES), metavar="NAME",
+                       help=f"instead of --model, a random-weight llama of this shape ({', '.join(SHAPES)}), "
+                            "built on the fly: no download")
+    bench.add_argument("--plot", type=Path, metavar="FILE",
+                       help="also draw decode tok/s and time to first token against slots (.png or .svg)")
     bench.add_argument("--max-tokens", type=_count, default=DEFAULT_MAX_TOKENS, metavar="N",
                        help="new tokens per stream (end-of-sequence is suppressed)")
     bench.add_argument("--repeats", type=_count, default=DEFAULT_REPEATS, metavar="N",
@@ -99,73 +125,24 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace, settings: Settings, blas: BlasInfo) -> int:
     """Dispatches to the subcommand, or to the chat UI when there is none."""
     if args.command == "doctor":
-        from app.doctor import run_doctor
+        from mlxchat.app.commands.doctor import run_doctor
 
-        return run_doctor(settings, blas)
+        return run_doctor(settings, blas, tune=args.tune)
+    if args.command == "models":
+        from mlxchat.app.commands.models import run_models
+
+        return run_models(settings)
     if args.command == "bench":
-        return _bench(args, settings)
+        from mlxchat.app.commands.bench import run_bench_command
+
+        return run_bench_command(args, settings)
     if args.command in ("chats", "export"):
-        return _saved_chats(args)
-    from app.tui import run_tui
+        from mlxchat.app.commands.chats import run_chats_command
+
+        return run_chats_command(args)
+    from mlxchat.app.commands.tui import run_tui
 
     return run_tui(settings)
-
-
-def _bench(args: argparse.Namespace, settings: Settings) -> int:
-    """`mlxchat bench`: loads the model, runs the engines, prints the table (and writes JSON)."""
-    if args.ui:
-        from app.ui_bench import run_ui_bench
-
-        greedy = settings.sampling.model_copy(update={"temperature": 0.0, "max_tokens": args.max_tokens})
-        result = run_ui_bench(settings.model_copy(update={"sampling": greedy}), max(args.slots), args.repeats)
-        print(result.table())
-        return 0
-    from app.console_progress import ConsoleProgress
-    from engine.bench import format_table, make_report, run_bench, write_json
-    from engine.models import load_model
-
-    with ConsoleProgress() as progress:
-        loaded = load_model(settings.model, settings.weights_dtype, progress=progress)
-    runs = run_bench(
-        loaded,
-        engines=args.engines,
-        scenario_name=args.scenario,
-        slots=args.slots,
-        max_tokens=args.max_tokens,
-        repeats=args.repeats,
-        # Only an explicit --ctx-size fixes the total: by default the bench fits it to the scenario.
-        ctx_size=settings.ctx_size if "ctx_size" in vars(args) else None,
-        on_case=lambda case: print(f"bench: {case}...", file=sys.stderr, flush=True),
-    )
-    report = make_report(loaded, runs)
-    print(format_table(report))
-    if args.json:
-        write_json(report, args.json)
-        print(f"bench: wrote {args.json}", file=sys.stderr)
-    return 0
-
-
-def _saved_chats(args: argparse.Namespace) -> int:
-    """`mlxchat chats` lists the saved chats; `mlxchat export ID` prints one."""
-    try:
-        store = ChatStore.open_existing()
-    except StoreError as exc:
-        print(f"mlxchat: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    try:
-        if args.command == "chats":
-            for chat in store.list_chats(args.search):
-                state = "open" if chat.open else "    "
-                print(f"{chat.id:>5}  {local_time(chat.updated)}  {chat.messages:>4} messages  {state}  {chat.title}")
-            return 0
-        chat = store.load(args.chat_id)
-        if chat is None:
-            print(f"mlxchat: there is no chat {args.chat_id} (`mlxchat chats` lists the saved ones)", file=sys.stderr)
-            return EXIT_USAGE
-        sys.stdout.write(export_chat(chat, args.format))
-        return 0
-    finally:
-        store.close()
 
 
 def _count(text: str) -> int:
@@ -184,6 +161,14 @@ def _counts(text: str) -> list[int]:
     return [_count(part) for part in text.split(",")]
 
 
+def _slot_counts(text: str) -> list[int]:
+    """--slots: a comma-separated list of slot counts, each at most MAX_SLOTS."""
+    counts = _counts(text)
+    if max(counts) > MAX_SLOTS:
+        raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_SLOTS} slots")
+    return counts
+
+
 def _names(known: Mapping[str, Any]) -> Callable[[str], list[str]]:
     """A parser for a comma-separated list of names, each one of `known`."""
 
@@ -197,12 +182,5 @@ def _names(known: Mapping[str, Any]) -> Callable[[str], list[str]]:
     return parse
 
 
-def _version() -> str:
-    try:
-        return metadata.version("mlxchat")
-    except metadata.PackageNotFoundError:
-        return "(not installed)"
-
-
-if __name__ == "__main__":  # python -m app.cli, as the console script does
+if __name__ == "__main__":  # python -m mlxchat.app.cli, as the console script does
     sys.exit(main())

@@ -1,11 +1,46 @@
-"""Which MLX device runs the model: decides defaults (e.g. dequantize on CPU) and what `doctor` shows."""
+"""Which MLX device runs the model, and what the machine under it is: decides defaults and what `doctor` shows."""
 
 from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+# The x86 vector extensions that change how fast a CPU multiplies (shown by doctor and the bench).
+VECTOR_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "amx_tile")
+
+
+# MLX's CUDA backend reads this when it starts: "0" keeps float32 matmuls off TF32.
+TF32_VARIABLE = "MLX_ENABLE_TF32"
+
+
+def use_exact_matmuls(exact: bool) -> str:
+    """With `exact`, makes MLX multiply float32 without TF32 on CUDA; returns a note when it came too late.
+
+    Must run before the first `import mlx.core`, as engine.cpu.blas.load_blas must; `exact=False`
+    leaves MLX's own default (TF32 on) and MLX_ENABLE_TF32 as the environment has them.
+    """
+    if not exact or os.environ.get(TF32_VARIABLE) == "0":
+        return ""
+    os.environ[TF32_VARIABLE] = "0"
+    if "mlx.core" in sys.modules:
+        return "exact = true came too late: mlx.core was already imported"
+    return ""
+
+
+def batching_note(kind: str, dtype: str) -> str:
+    """Whether a batched reply is the same as the prompt's reply alone on this device and dtype, in words."""
+    tf32 = kind == "cuda" and os.environ.get(TF32_VARIABLE, "1") != "0"
+    if dtype == "float32" and not tf32:
+        return "batched replies match each prompt's alone (float32, full precision)"
+    why = "TF32 matmuls (exact = false)" if dtype == "float32" else f"{dtype} on {'the CPU' if kind == 'cpu' else 'a GPU'}"
+    return f"batched replies can differ from each prompt's alone: {why} round differently by batch size"
 
 
 def device_kind() -> str:
     """The kind of MLX's default device: "cpu", "metal" or "cuda"."""
-    # Imported here so that engine.blas can load its BLAS before the first `import mlx.core`.
+    # Imported here so that engine.cpu.blas can load its BLAS before the first `import mlx.core`.
     import mlx.core as mx
 
     if mx.default_device().type == mx.DeviceType.cpu:
@@ -18,3 +53,37 @@ def device_name() -> str:
     import mlx.core as mx
 
     return str(mx.device_info().get("device_name") or device_kind())
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model string ("AMD EPYC 7B13"), from /proc/cpuinfo where there is one."""
+    for line in _cpuinfo(cpuinfo).splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+            return value.strip()
+    return platform.processor() or platform.machine()
+
+
+def vector_extensions(cpuinfo: str | None = None) -> list[str]:
+    """The vector extensions among VECTOR_FLAGS that the CPU reports (x86 Linux; else empty)."""
+    for line in _cpuinfo(cpuinfo).splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            flags = set(value.split())
+            return [f for f in VECTOR_FLAGS if f in flags]
+    return []
+
+
+def cpu_summary() -> str:
+    """The CPU in one phrase: model, cores and vector extensions ("AMD EPYC, 2 cores, avx2 fma")."""
+    extensions = " ".join(vector_extensions())
+    return f"{cpu_model()}, {os.cpu_count()} cores" + (f", {extensions}" if extensions else "")
+
+
+def _cpuinfo(text: str | None) -> str:
+    if text is not None:
+        return text
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""

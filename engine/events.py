@@ -38,9 +38,17 @@ class RequestStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     prefilled_tokens: int = 0
+    # Tokens the slot held but prefilled again: its window or recurrent layers could not roll back to the
+    # common prefix (an edited or regenerated turn), so it restarted from the last exact point.
+    refilled_tokens: int = 0
     generated_tokens: int = 0
     ttft_s: float = 0.0
     decode_tok_s: float = 0.0
+    # Where the cached tokens came from when not the slot's own history: "parked" (the chat's KV kept
+    # when it lost its slot) or "slot N" (copied from another slot, e.g. for a fork).
+    restored_from: str | None = None
+    # Why a history this prompt continues was prefilled again: its parked KV was evicted or never kept.
+    lost: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,16 @@ class SlotSnapshot:
     kv_bytes_allocated: int
     kv_bytes_used: int
     label: str | None
+    refilled_tokens: int = 0  # the current (or last) request's, see RequestStats
+
+
+@dataclass(frozen=True)
+class ParkedSnapshot:
+    """One parked conversation: the chat it belonged to, its tokens and the bytes its KV holds."""
+
+    label: str | None
+    tokens: int
+    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -97,3 +115,12 @@ class EngineSnapshot:
     aggregate_tok_s: float
     per_slot: int
     slots: tuple[SlotSnapshot, ...]
+    server: str | None = None  # a remote engine's word on where the slot figures come from
+    batching: str = ""  # whether batched replies match solo ones here (engine.devices.batching_note)
+    parked: tuple[ParkedSnapshot, ...] = ()  # most recently parked first
+    park_budget_bytes: int = 0
+
+    @property
+    def parked_bytes(self) -> int:
+        """Bytes the parked conversations hold."""
+        return sum(p.nbytes for p in self.parked)

@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import mlx.core as mx
 
-from engine import cpu_llama
-from engine.blas import SingleThreadedBlas
+from mlxchat.engine.cpu import llama as cpu_llama
+from mlxchat.engine.cpu.blas import SingleThreadedBlas
 
 # Families whose Model.__call__ is exactly `head(self.model(inputs, cache))`, the head being
 # lm_head or the tied embedding. For them a prefill chunk skips the head on every position
@@ -18,19 +18,24 @@ PLAIN_HEAD_FAMILIES = {"llama", "mistral", "qwen2", "qwen3"}
 class Forward:
     """Runs the model over (B, L) inputs with the engine's caches."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, split: bool | None = None) -> None:
+        """`split`: run llama on the CPU with matmuls split across two streams; None means split, until
+        `mlxchat doctor --tune` measured otherwise on this machine (the caller reads that, engine.cpu.tuning)."""
         family = type(model).__module__.rsplit(".", 1)[-1]
         args = getattr(model, "args", None)
         self._head: Callable[[mx.array], mx.array] | None = None
         self._body: Callable[[mx.array, list[Any]], mx.array] = lambda inputs, caches: model(inputs, cache=caches)
         self._cores: SingleThreadedBlas | None = None
+        # Whether engine.cpu.tuning has ways to choose from for this model on this device.
+        self.tunable = False
         if family in PLAIN_HEAD_FAMILIES and args is not None and hasattr(model, "model"):
             if getattr(args, "tie_word_embeddings", False) or not hasattr(model, "lm_head"):
                 head, self._head = model.model.embed_tokens, model.model.embed_tokens.as_linear
             else:
                 head = self._head = model.lm_head
             self._body = model.model
-            if cpu_llama.supports(model, head):
+            self.tunable = cpu_llama.supports(model, head)
+            if self.tunable and split is not False:
                 llama = cpu_llama.CpuLlama(model, head)
                 self._body, self._head, self._cores = llama.body, llama.head, llama.cores
 

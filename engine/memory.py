@@ -22,6 +22,12 @@ class MemoryInfo:
 # with 8 slots peaks at 693 MiB for 603 MiB of weights and KV (`mlxchat bench`).
 WORKING_FRACTION = 0.15
 
+# The parked store's default budget: 1 GiB holds about 23,000 tokens of the default model
+# (SmolLM2-135M, 45 KiB of K/V per token in float32 on a CPU): the whole default 8192-token
+# context almost three times over; and 8,000 tokens of an 8B model with grouped-query attention
+# (128 KiB per token in float16): a few long chats, for less memory than their weights.
+DEFAULT_PARK_BUDGET_MB = 1024
+
 
 @dataclass(frozen=True)
 class MemoryCheck:

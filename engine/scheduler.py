@@ -14,22 +14,27 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
-from engine import slot_attention
-from engine.forward import Forward
-from engine.events import (
+from mlxchat.engine.kv import attention as slot_attention
+from mlxchat.engine.forward import Forward
+from mlxchat.engine.events import (
     Done,
     EngineSnapshot,
     Event,
     FinishReason,
+    ParkedSnapshot,
     RequestStats,
     SamplingParams,
     SlotSnapshot,
     TextDelta,
 )
-from engine.kv_cache import SlotKVStore
-from engine.sampling import SlotSampler, sample_rows
-from engine.slot_plan import SlotPlan
-from engine.slots import Request, RequestHandle, Slot
+from mlxchat.engine.kv.parked import ParkedEntry, ParkedStore
+from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, slot_store
+from mlxchat.engine.loading.lazy import materialize
+from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
+from mlxchat.engine.sampling import SlotSampler, sample_rows
+from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.slots import Request, RequestHandle, Slot
 
 Messages = Sequence[dict[str, str]]
 _STOP = object()
@@ -37,6 +42,11 @@ RATE_WINDOW_S = 2.0  # aggregate tok/s is measured over the last steps in this w
 # Most prompt tokens in one prefill pass (all rows together): bounds how long decoding slots
 # wait for a new prompt, while letting prompts that arrive together share a pass.
 PREFILL_BUDGET = 512
+# A submit that keeps less than this share of a slot's history takes the slot for another conversation:
+# the one it held is parked first (an ordinary next turn keeps nearly all of it).
+CHANGES_HANDS = 0.5
+# Fewer shared tokens than this (a chat template's opening) are cheaper to prefill than a state to copy.
+RESTORE_MIN = 16
 
 
 @dataclass
@@ -56,6 +66,7 @@ class EngineInfo:
     blas: str = ""
     dtype: str = ""
     weights_bytes: int = 0
+    batching: str = ""  # engine.devices.batching_note for the device and dtype
 
 
 class Engine:
@@ -73,7 +84,10 @@ class Engine:
         *,
         info: EngineInfo = EngineInfo(),
         prefill_chunk: int = 256,
+        split: bool | None = None,
+        park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
     ) -> None:
+        """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default)."""
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
         self.model = model
@@ -81,12 +95,18 @@ class Engine:
         self.info = info
         self.prefill_chunk = prefill_chunk
         self.plan = plan
+        try:
+            layer_kinds(model)
+        except UnsupportedFamily as exc:
+            raise ValueError(str(exc)) from exc
+        materialize(model)
         self.per_slot_dispatch = slot_attention.install(model)
-        self._forward = Forward(model)
+        self._forward = Forward(model, split)
         self._pass: _DecodePass | None = None
-        self._n_layers = len(model.layers)
         self.slots = [Slot(i) for i in range(plan.parallel)]
-        self.store = SlotKVStore(plan.parallel, plan.per_slot, self._n_layers)
+        self.store = self._new_store(plan)
+        self.parked = ParkedStore(park_budget_bytes)
+        self._parked_view: tuple[ParkedSnapshot, ...] = ()  # what snapshot() shows, set on the engine thread
         self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._ids = itertools.count(1)
         self._rr = 0
@@ -115,9 +135,10 @@ class Engine:
         """Stops the slot's reply at the next step; what was written is kept and marked cancelled."""
         self._commands.put(("cancel", slot_id))
 
-    def clear(self, slot_id: int) -> None:
-        """Forgets the slot's cached conversation (cancelling its reply first)."""
-        self._commands.put(("clear", slot_id))
+    def clear(self, slot_id: int, park: bool = True) -> None:
+        """Empties the slot (cancelling its reply first); with `park` its cached conversation is kept in the
+        parked store, so a prompt that continues it later gets it back instead of a prefill."""
+        self._commands.put(("clear", slot_id, park))
 
     def bind(self, slot_id: int, label: str | None) -> None:
         """Names what the slot serves (a chat's title), for the snapshot."""
@@ -147,7 +168,6 @@ class Engine:
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step."""
         store = self.store
-        per_token = store.bytes_per_token()
         slots = []
         for s in self.slots:
             r = s.request
@@ -161,11 +181,12 @@ class Engine:
                     prompt_tokens=len(r.prompt) if r else 0,
                     prompt_processed=r.prompt_processed if r else 0,
                     cached_tokens=r.cached if r else 0,
+                    refilled_tokens=r.refilled if r else s.last_refilled,
                     generated=r.generated if r else 0,
                     tok_s=r.decode_tok_s() if r else s.last_tok_s,
                     sampling=r.sampling if r else None,
                     kv_bytes_allocated=store.nbytes // store.n_slots,
-                    kv_bytes_used=used * per_token,
+                    kv_bytes_used=store.bytes_used(s.id) if s.id < store.n_slots else 0,
                     label=s.label,
                 )
             )
@@ -177,12 +198,15 @@ class Engine:
             dtype=self.info.dtype,
             weights_bytes=self.info.weights_bytes,
             kv_bytes_allocated=store.nbytes,
-            kv_bytes_used=sum(store.lengths) * per_token,
+            kv_bytes_used=sum(store.bytes_used(i) for i in range(store.n_slots)),
             active_bytes=active,
             peak_bytes=peak,
             aggregate_tok_s=self._aggregate_tok_s(),
             per_slot=store.capacity,
             slots=tuple(slots),
+            batching=self.info.batching,
+            parked=self._parked_view,
+            park_budget_bytes=self.parked.budget,
         )
 
     # ---- the engine thread ----
@@ -241,6 +265,8 @@ class Engine:
             if slot:
                 if slot.request:
                     self._finish(slot, "cancelled")
+                if cmd[2]:
+                    self._park(slot)
                 self._rollback(slot, 0)
         elif kind == "bind":
             slot = self._slot(cmd[1])
@@ -285,10 +311,17 @@ class Engine:
             )
         if not prompt:
             return refuse("there is nothing to answer: the prompt is empty")
-        common = common_prefix_len(slot.history, prompt)
         # At least one prompt token must go through the model to give the first reply's logits.
-        common = min(common, len(prompt) - 1)
-        self._rollback(slot, common)
+        limit = len(prompt) - 1
+        common = min(common_prefix_len(slot.history, prompt), limit)
+        # A window or recurrent layer may not go back that far: then the slot starts over.
+        exact = self.store.exact_prefix(slot.id, common)
+        restored_from = self._restore(slot, prompt, limit, exact)
+        if restored_from is None:
+            if exact < CHANGES_HANDS * len(slot.history):
+                self._park(slot)
+            self._rollback(slot, exact)
+        cached = len(slot.history)
         slot.request = Request(
             id=handle.request_id,
             handle=handle,
@@ -297,8 +330,68 @@ class Engine:
             sampler=SlotSampler(sampling),
             detokenizer=self.tokenizer.detokenizer,
             on_event=on_event,
-            cached=common,
-            pending=prompt[common:],
+            cached=cached,
+            refilled=max(0, common - cached),
+            pending=prompt[cached:],
+            restored_from=restored_from,
+            lost=self.parked.why_lost(prompt, cached),
+        )
+
+    def _restore(self, slot: Slot, prompt: list[int], limit: int, exact: int) -> str | None:
+        """Puts into `slot` the parked conversation or the other slot's (copied) that gives `prompt` more
+        of its prefix than the slot's own `exact` tokens; says where it came from, or None.
+
+        Window and recurrent layers are only taken back at a length they can roll back to (for a
+        recurrent state, its whole history), as the slot's own history is.
+        """
+        best, source = exact + RESTORE_MIN - 1, None
+        for key, entry in self.parked.entries.items():
+            n = self.store.exact_within(len(entry.tokens), min(common_prefix_len(entry.tokens, prompt), limit))
+            if n > best:
+                best, source = n, key
+        for other in self.slots:
+            if other is not slot:
+                n = self.store.exact_prefix(other.id, min(common_prefix_len(other.history, prompt), limit))
+                if n > best:
+                    best, source = n, other
+        if source is None:
+            return None
+        if isinstance(source, Slot):
+            state, _ = self.store.save(source.id)
+            tokens, where = list(source.history), f"slot {source.id}"
+        else:
+            entry = self.parked.entries[source]
+            state, tokens, where = entry.state, list(entry.tokens), "parked"
+            # Most of it is in the slot now (the rest, a reply as generated, is what its next prompt
+            # re-tokenizes): the entry moves, and is parked again when the slot changes hands. A branch
+            # that shares less (a fork at an earlier message) leaves it for the chat itself.
+            if best >= CHANGES_HANDS * len(entry.tokens):
+                self.parked.take(source)
+            else:
+                self.parked.touch(source)
+            self._publish_parked()
+        self._park(slot)
+        self.store.load(slot.id, state, len(tokens))
+        slot.history = tokens
+        self._rollback(slot, best)
+        return where
+
+    def _park(self, slot: Slot) -> None:
+        """Keeps the slot's conversation (its tokens and every layer's state) in the parked store, if it fits."""
+        if not slot.history:
+            return
+        tokens = list(slot.history)
+        why = self.parked.would_keep(self.store.bytes_used(slot.id))
+        if why is not None:
+            self.parked.drop(tokens, why)
+            return
+        state, nbytes = self.store.save(slot.id)
+        self.parked.put(ParkedEntry(tokens, state, nbytes, slot.label))
+        self._publish_parked()
+
+    def _publish_parked(self) -> None:
+        self._parked_view = tuple(
+            ParkedSnapshot(e.label, len(e.tokens), e.nbytes) for e in reversed(self.parked.entries.values())
         )
 
     def _render(self, messages: Messages) -> list[int]:
@@ -308,7 +401,7 @@ class Engine:
     def _rollback(self, slot: Slot, keep: int) -> None:
         """Keeps the first `keep` cached tokens of the slot (its K/V beyond them is overwritten later)."""
         del slot.history[keep:]
-        self.store.lengths[slot.id] = len(slot.history)
+        self.store.rollback(slot.id, len(slot.history))
 
     def _step(self) -> None:
         for s in self.slots:
@@ -355,7 +448,7 @@ class Engine:
         chunks = [r.pending[:width] for r in requests]  # type: ignore[union-attr]
         rows = [s.id for s in slots]
         inputs = mx.array([c + c[-1:] * (width - len(c)) for c in chunks])
-        caches = self.store.batch(rows, width)
+        caches = self.store.batch(rows, width, [len(c) for c in chunks])
         ending = [len(c) == len(r.pending) for c, r in zip(chunks, requests)]  # type: ignore[union-attr]
         if any(ending):
             logits = self._forward.logits(inputs, caches, mx.array([len(c) - 1 for c in chunks]))
@@ -365,7 +458,7 @@ class Engine:
         else:
             # Only the K/V of middle chunks are needed: evaluating them skips the head entirely.
             self._forward.states(inputs, caches)
-            mx.eval(self.store.keys, self.store.values)
+            mx.eval(self.store.arrays)
         self.store.commit(rows, [len(c) for c in chunks])
         for slot, r, chunk, end in zip(slots, requests, chunks, ending):
             slot.history.extend(chunk)
@@ -436,7 +529,7 @@ class Engine:
             elif self._take(s, token, next_pass=in_next):
                 continue
             if in_next:  # the new pass wrote this slot's next K/V for nothing: forget it
-                self.store.lengths[s.id] -= 1
+                self.store.undo(s.id)
 
     def _take(self, slot: Slot, token: int, next_pass: bool) -> bool:
         """Takes a sampled token; True if the reply goes on with it as its next input.
@@ -502,13 +595,17 @@ class Engine:
             r.text.append(tail)
             _deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, tail, r.unreported), quiet=True)
         slot.last_tok_s = r.decode_tok_s()
+        slot.last_refilled = r.refilled
         stats = RequestStats(
             prompt_tokens=len(r.prompt),
             cached_tokens=r.cached,
+            refilled_tokens=r.refilled,
             prefilled_tokens=r.prompt_processed - r.cached,
             generated_tokens=r.generated,
             ttft_s=(r.t_first - r.t_submit) if r.t_first else 0.0,
             decode_tok_s=slot.last_tok_s,
+            restored_from=r.restored_from,
+            lost=r.lost,
         )
         done = Done(r.id, slot.id, reason, "".join(r.text), stats, error)
         _deliver(r.handle, r.on_event, done, quiet=True)
@@ -521,28 +618,27 @@ class Engine:
             if s.request:
                 self._finish(s, "cancelled")
         old_store, old_slots = self.store, self.slots
-        store = SlotKVStore(plan.parallel, plan.per_slot, self._n_layers)
+        store = self._new_store(plan)
         slots = [Slot(i) for i in range(plan.parallel)]
         survived: dict[int, bool] = {}
         for s in old_slots:
             n = len(s.history)
-            keep = s.id < plan.parallel and 0 < n <= plan.per_slot and old_store.keys[0] is not None
+            keep = s.id < plan.parallel and 0 < n <= plan.per_slot and old_store.nbytes > 0
             survived[s.id] = keep
             if s.id < plan.parallel:
                 slots[s.id].label = s.label
             if keep:
                 slots[s.id].history = list(s.history)
-                store.lengths[s.id] = n
-                for layer in range(self._n_layers):
-                    for dst, src in ((store.keys, old_store.keys), (store.values, old_store.values)):
-                        region = src[layer][s.id : s.id + 1, :, :n, :]
-                        if dst[layer] is None:
-                            shape = (plan.parallel, region.shape[1], plan.per_slot, region.shape[3])
-                            dst[layer] = mx.zeros(shape, region.dtype)
-                        dst[layer][s.id : s.id + 1, :, :n, :] = region
-        mx.eval([a for a in store.keys + store.values if a is not None])
+                store.adopt(old_store, s.id)
+        mx.eval(store.arrays)
         self.store, self.slots, self.plan = store, slots, plan
+        self.parked.clear()  # its states have the old plan's shapes (window rings, capacity)
+        self._publish_parked()
         return survived
+
+    def _new_store(self, plan: SlotPlan) -> SlotKVStore:
+        """Slot caches for `plan`, one store per layer of the kind the model's own cache has."""
+        return slot_store(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch)
 
     def _aggregate_tok_s(self) -> float:
         now = time.perf_counter()

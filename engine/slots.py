@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
-import queue
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from engine.events import Done, Event, SamplingParams, SlotState
-from engine.sampling import SlotSampler
-
-
-class RequestHandle:
-    """The caller's side of a request: its events, in order, ending with one Done."""
-
-    def __init__(self, request_id: int, slot_id: int) -> None:
-        self.request_id = request_id
-        self.slot_id = slot_id
-        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        self.done: Done | None = None
-
-    def put(self, event: Event) -> None:
-        self._events.put(event)
-
-    def events(self, timeout: float | None = None) -> Iterator[Event]:
-        """Yields events as they come until Done; raises queue.Empty if one takes over `timeout`."""
-        while self.done is None:
-            event = self._events.get(timeout=timeout)
-            if isinstance(event, Done):
-                self.done = event
-            yield event
-
-    def result(self, timeout: float | None = None) -> Done:
-        """Waits for the request to end and returns its Done."""
-        for _ in self.events(timeout):
-            pass
-        assert self.done is not None
-        return self.done
+from mlxchat.engine.events import Event, SamplingParams, SlotState
+from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.sampling import SlotSampler
 
 
 @dataclass
@@ -51,7 +23,10 @@ class Request:
     detokenizer: Any
     on_event: Callable[[Event], None] | None
     cached: int = 0
+    refilled: int = 0  # prompt tokens the slot held but had to prefill again (a window or state cannot roll back)
     pending: list[int] = field(default_factory=list)
+    restored_from: str | None = None  # where its cached prefix came from when not its slot: "parked", "slot 2"
+    lost: str | None = None  # why a history it continues had to be prefilled again (its parked KV was evicted)
     next_input: int | None = None
     generated: int = 0
     unreported: int = 0  # generated tokens whose text has not been sent yet
@@ -80,6 +55,7 @@ class Slot:
     request: Request | None = None
     label: str | None = None
     last_tok_s: float = 0.0
+    last_refilled: int = 0
 
     @property
     def state(self) -> SlotState:

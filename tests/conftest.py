@@ -2,11 +2,43 @@
 
 from __future__ import annotations
 
-from engine.blas import load_blas
-
-load_blas("auto")  # before anything imports mlx.core, so the tests run on the optimized BLAS
-
+import atexit
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _checkout_as_mlxchat() -> None:
+    """Lets a checkout that is not installed (`PYTHONPATH=<checkout> python -m pytest`, as on a GPU
+    machine) import itself as `mlxchat`, which only `pip install` otherwise maps to it.
+
+    A one-line shim package `mlxchat` whose __path__ is the checkout root goes first on sys.path
+    and, through PYTHONPATH, on the path of the interpreters tests start.
+    """
+    if importlib.util.find_spec("mlxchat") is not None:
+        return
+    shim = Path(tempfile.mkdtemp(prefix="mlxchat-shim-"))
+    atexit.register(shutil.rmtree, shim, ignore_errors=True)
+    (shim / "mlxchat").mkdir()
+    (shim / "mlxchat" / "__init__.py").write_text(f"__path__ = [{str(ROOT)!r}]\n")
+    sys.path.insert(0, str(shim))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), str(ROOT), os.environ.get("PYTHONPATH")) if p)
+
+
+_checkout_as_mlxchat()
+
+from mlxchat.engine.cpu.blas import load_blas  # noqa: E402
+from mlxchat.engine.devices import use_exact_matmuls  # noqa: E402
+
+# Before anything imports mlx.core: the tests compare batched replies with solo ones, which
+# needs float32 without TF32 on CUDA, and run on the optimized BLAS on a CPU.
+use_exact_matmuls(True)
+load_blas("auto")
 
 import pytest
 
@@ -41,3 +73,11 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ascii_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny llama with an ASCII-only vocabulary: its replies read cleanly in screenshots."""
     return build_tiny_model(tmp_path_factory.mktemp("tiny-ascii") / "tiny-ascii", ascii_only=True)
+
+
+@pytest.fixture(scope="session")
+def endless_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny llama whose end token is outside its vocabulary: its replies run to max_tokens."""
+    from tests.servers import endless_model
+
+    return endless_model(tiny_model_dir, tmp_path_factory.mktemp("endless") / "tiny-endless")

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from textual._xterm_parser import XTermParser
 from textual.pilot import Pilot
 from textual.widgets import Input, Static, TextArea
 
-from app.chat_app import ChatApp
-from app.chat_pane import ChatInput, ChatPane
-from app.config import load_settings
+from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.widgets.chat_pane import ChatInput, ChatPane
+from mlxchat.app.config.settings import load_settings
 
 TIMEOUT_S = 60.0
 
@@ -47,7 +49,7 @@ def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]]) -> 
 
 async def ready(app: ChatApp, pilot: Pilot) -> ChatPane:
     """Waits for the engine and the first chat; returns that chat."""
-    await wait_for(pilot, lambda: bool(app.engine and app.chat_panes), "the first chat")
+    await wait_for(pilot, lambda: bool(app.session.engine and app.chat_panes), "the first chat")
     await pilot.pause()
     return app.chat_panes[0]
 
@@ -61,6 +63,15 @@ async def send(pilot: Pilot, pane: ChatPane, text: str) -> None:
     pane.chat_input.text = text
     pane.focus_input()
     await pilot.press("enter")
+    await pilot.pause()
+
+
+async def from_terminal(app: ChatApp, pilot: Pilot, data: str) -> None:
+    """Sends `data` as a terminal's bytes arrive: read by Textual's own parser (alt+c comes as a printable
+    "c" with alt, not as pilot.press makes it), each key then handled by the app."""
+    parser = XTermParser()
+    for event in [*parser.feed(data), *parser.feed("")]:  # (the empty feed ends a lone escape)
+        app.post_message(event)
     await pilot.pause()
 
 
@@ -88,3 +99,15 @@ async def open_second_chat(app: ChatApp, pilot: Pilot) -> tuple[ChatPane, ChatPa
     await pilot.press("ctrl+n")
     await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
     return first, app.chat_panes[1]
+
+
+def hold_engine(app: ChatApp, timeout: float = TIMEOUT_S) -> None:
+    """Holds the engine thread between two steps until the app shuts its session down, so that a
+    screenshot catches the panes as they are (queued, badged) rather than mid-stream."""
+    engine = app.session.engine
+    assert engine is not None
+    release, held = threading.Event(), threading.Event()
+    engine.call(lambda: (held.set(), release.wait(timeout)))
+    assert held.wait(timeout)
+    shutdown = app.session.shutdown
+    app.session.shutdown = lambda: (release.set(), shutdown())  # type: ignore[method-assign]

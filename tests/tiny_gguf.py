@@ -101,3 +101,16 @@ def write_tiny_gguf(mlx_folder: Path, out_path: Path, qtype: str) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return out_path
+
+
+def write_other_architecture_gguf(out_path: Path, architecture: str = "qwen2") -> Path:
+    """A one-tensor GGUF of another architecture than llama, which the import refuses."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(out_path), architecture)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out_path

@@ -66,8 +66,19 @@ def build_tiny_model(path: Path, seed: int = 0, vocab_size: int = 384, ascii_onl
 
     path.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(vocab_size, ascii_only)
-    tok.save(str(path / "tokenizer.json"))
     config = dict(CONFIG, vocab_size=tok.get_vocab_size(), eos_token_id=tok.token_to_id("<|im_end|>"))
+    write_tokenizer(path, tok, config)
+    mx.random.seed(seed)
+    model = llama.Model(llama.ModelArgs.from_dict(config))
+    # Larger-than-default weights give peaked, seed-stable logits, so greedy paths differ by prompt.
+    params = {k: v * 4.0 if v.ndim == 2 else v for k, v in tree_flatten(model.parameters())}
+    mx.save_safetensors(str(path / "model.safetensors"), params)
+    return path
+
+
+def write_tokenizer(path: Path, tok, config: dict) -> None:
+    """Writes config.json and the tokenizer files (chat template included) of a model folder."""
+    tok.save(str(path / "tokenizer.json"))
     (path / "config.json").write_text(json.dumps(config, indent=2))
     (path / "tokenizer_config.json").write_text(
         json.dumps(
@@ -78,14 +89,8 @@ def build_tiny_model(path: Path, seed: int = 0, vocab_size: int = 384, ascii_onl
                 "pad_token": "<|endoftext|>",
                 "unk_token": "<|endoftext|>",
                 "chat_template": CHAT_TEMPLATE,
-                "model_max_length": config["max_position_embeddings"],
+                "model_max_length": config.get("max_position_embeddings", 4096),
             },
             indent=2,
         )
     )
-    mx.random.seed(seed)
-    model = llama.Model(llama.ModelArgs.from_dict(config))
-    # Larger-than-default weights give peaked, seed-stable logits, so greedy paths differ by prompt.
-    params = {k: v * 4.0 if v.ndim == 2 else v for k, v in tree_flatten(model.parameters())}
-    mx.save_safetensors(str(path / "model.safetensors"), params)
-    return path

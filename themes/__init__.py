@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from themes.dark import MLXCHAT_DARK
-from themes.light import MLXCHAT_LIGHT
+from mlxchat.themes.dark import MLXCHAT_DARK
+from mlxchat.themes.light import MLXCHAT_LIGHT
 
 THEMES = (MLXCHAT_DARK, MLXCHAT_LIGHT)
 DEFAULT_THEME = MLXCHAT_DARK.name

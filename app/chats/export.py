@@ -1,0 +1,79 @@
+"""A saved chat as Markdown (to read) or JSON (to process), for `mlxchat export` and the app."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Literal
+
+from mlxchat.app.chats.store import Chat
+
+ExportFormat = Literal["md", "json"]
+FORMATS: tuple[ExportFormat, ...] = ("md", "json")
+JSON_FORMAT_VERSION = 1
+
+# Why a reply ended, as a line under it; a reply that simply stopped gets none.
+_ENDINGS = {
+    "cancelled": "(stopped)",
+    "length": "(cut at max_tokens)",
+    "context": "(reached the end of its slot's context)",
+    "error": "(ended by an error)",
+}
+
+
+def export_chat(chat: Chat, fmt: ExportFormat) -> str:
+    """The chat in format `fmt`."""
+    return to_json(chat) if fmt == "json" else to_markdown(chat)
+
+
+def to_markdown(chat: Chat) -> str:
+    """The chat as a Markdown document: a heading, its settings, then one section per turn."""
+    s = chat.sampling
+    seed = "none" if s.seed is None else str(s.seed)
+    lines = [
+        f"# {chat.title or f'Chat {chat.id}'}",
+        "",
+        f"- chat {chat.id} · model {chat.model or '(unknown)'}",
+        f"- created {chat.created} · updated {chat.updated}",
+        f"- temperature {s.temperature:g} · top_p {s.top_p:g} · top_k {s.top_k} · max_tokens {s.max_tokens}"
+        f" · seed {seed}",
+        "",
+    ]
+    if chat.system_prompt:
+        lines += ["## System", "", chat.system_prompt, ""]
+    for message in chat.messages:
+        lines += [f"## {message.role.capitalize()}", "", message.text, ""]
+        ending = _ENDINGS.get(message.finish_reason or "")
+        if ending:
+            lines += [f"*{ending}*", ""]
+    return "\n".join(lines)
+
+
+def to_json(chat: Chat) -> str:
+    """The chat as a JSON document (format "mlxchat-chat", versioned), messages in order."""
+    sampling = asdict(chat.sampling)
+    sampling.pop("ignore_eos")  # a benchmark switch, not a chat setting
+    document = {
+        "format": "mlxchat-chat",
+        "version": JSON_FORMAT_VERSION,
+        "id": chat.id,
+        "title": chat.title,
+        "model": chat.model,
+        "created": chat.created,
+        "updated": chat.updated,
+        "system_prompt": chat.system_prompt,
+        "sampling": sampling,
+        "messages": [
+            {
+                "role": m.role,
+                "content": m.text,
+                "finish_reason": m.finish_reason,
+                "prompt_tokens": m.prompt_tokens,
+                "generated_tokens": m.generated_tokens,
+                "created": m.created,
+                "updated": m.updated,
+            }
+            for m in chat.messages
+        ],
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,96 @@
+"""`mlxchat bench`: the engines side by side (or the UI, or a return to a parked chat), as a table, JSON and a plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from mlxchat.app.config.settings import Settings
+from mlxchat.app.exit_codes import EXIT_USAGE
+from mlxchat.app.paths import models_cache_dir, tuning_file
+from mlxchat.engine.bench.returns import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
+from mlxchat.engine.bench.runners import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
+
+
+def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
+    """`mlxchat bench`: loads the model, runs the engines, prints the table (and writes JSON)."""
+    if args.ui and (args.shape or args.plot):
+        print("mlxchat: --shape and --plot measure the engines; leave them out with --ui", file=sys.stderr)
+        return EXIT_USAGE
+    if args.ui:
+        from mlxchat.app.bench.ui import run_ui_bench
+
+        greedy = settings.sampling.model_copy(update={"temperature": 0.0, "max_tokens": args.max_tokens})
+        # The bench's chats go to a database of their own, not into the user's saved chats.
+        with tempfile.TemporaryDirectory(prefix="mlxchat-ui-bench-") as scratch:
+            result = run_ui_bench(settings.model_copy(update={"sampling": greedy}), max(args.slots), args.repeats,
+                                  Path(scratch) / "chats.db")
+        print(result.table())
+        return 0
+    from mlxchat.app.commands.console_progress import ConsoleProgress
+    from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
+    from mlxchat.engine.bench.runners import format_table, make_report, run_bench, write_json
+    from mlxchat.engine.bench.shapes import build_shape
+    from mlxchat.engine.cpu.tuning import load_tuning
+    from mlxchat.engine import load_model
+
+    if args.plot:
+        try:
+            check_plot_path(args.plot)
+        except PlotError as exc:
+            print(f"mlxchat: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.shape:
+        print(f"bench: building a random-weight {args.shape} llama...", file=sys.stderr, flush=True)
+        loaded = build_shape(args.shape)
+    else:
+        with ConsoleProgress() as progress:
+            loaded = load_model(
+                settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir()
+            )
+    loaded.tuning = load_tuning(loaded.model, tuning_file())
+    if args.scenario == RETURN_SCENARIO:
+        return _return_bench(args, settings, loaded)
+    runs = run_bench(
+        loaded,
+        engines=args.engines,
+        scenario_name=args.scenario,
+        slots=args.slots,
+        max_tokens=args.max_tokens,
+        repeats=args.repeats,
+        # Only an explicit --ctx-size fixes the total: by default the bench fits it to the scenario.
+        ctx_size=settings.ctx_size if "ctx_size" in vars(args) else None,
+        on_case=lambda case: print(f"bench: {case}...", file=sys.stderr, flush=True),
+    )
+    report = make_report(loaded, runs)
+    print(format_table(report))
+    if args.json:
+        write_json(report, args.json)
+        print(f"bench: wrote {args.json}", file=sys.stderr)
+    if args.plot:
+        plot_report(report, args.plot)
+        print(f"bench: drew {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
+    """`mlxchat bench --scenario return`: TTFT of a return to a parked chat vs a full prefill of its history."""
+    from mlxchat.engine.bench.returns import format_return_table, run_return_bench
+    from mlxchat.engine.bench.runners import make_report
+
+    slots = RETURN_SLOTS if args.slots == list(DEFAULT_SLOTS) else min(args.slots)
+    print(f"bench: {RETURN_SCENARIO}, {slots} slots, {2 * slots} chats...", file=sys.stderr, flush=True)
+    tokens = RETURN_TOKENS if args.max_tokens == DEFAULT_MAX_TOKENS else args.max_tokens  # only the first is timed
+    records = run_return_bench(loaded, slots=slots, max_tokens=tokens,
+                               park_budget_mb=settings.park_budget_mb)
+    report = make_report(loaded, [])
+    print(format_return_table(f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}", records))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in records], indent=2) + "\n")
+        print(f"bench: wrote {args.json}", file=sys.stderr)
+    return 0

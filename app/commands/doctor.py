@@ -1,0 +1,142 @@
+"""`mlxchat doctor`: says what mlxchat would run with here and what is wrong with it, in plain lines."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from mlxchat.app.config.settings import Settings, refusals
+from mlxchat.app.paths import models_cache_dir, tuning_file
+from mlxchat.app.commands.console_progress import ConsoleProgress
+from mlxchat.app.version import installed_version
+from mlxchat.app.exit_codes import EXIT_USAGE
+from mlxchat.engine import (
+    BlasInfo,
+    LoadedModel,
+    ModelLoadError,
+    SlotPlan,
+    blas_in_use,
+    cpu_summary,
+    check_memory,
+    device_kind,
+    device_name,
+    plan_slots,
+    format_bytes,
+    load_model,
+    memory_info,
+    remedy,
+    resolve_model,
+)
+
+LABEL_WIDTH = 14
+# Prints one report line: a label column, then the text.
+Line = Callable[[str, str], None]
+
+
+def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = None, tune: bool = False) -> int:
+    """Prints the report to `out` (stdout); returns 2 when the settings cannot run with this model or memory,
+    1 when something else stops mlxchat (the model does not load), else 0.
+
+    `tune`: also time the ways the model can run on this CPU and remember the fastest.
+    """
+    out = out or sys.stdout
+
+    def line(label: str, text: str) -> None:
+        print(f"{label:<{LABEL_WIDTH}}{text}", file=out)
+
+    line("mlxchat", installed_version())
+    line("platform", f"{platform.platform()} ({platform.machine()})")
+    line("python", f"{platform.python_version()} ({sys.executable})")
+    path = settings.config_file
+    config = f"{path}" + ("" if path and path.exists() else " (not found: defaults apply)")
+    if settings.engine == "remote":  # the server runs the model: MLX is neither needed nor looked at
+        from mlxchat.app.commands.remote_doctor import remote_lines
+
+        line("config", config)
+        return 1 if remote_lines(settings, line) else 0
+
+    line("mlx", f"{installed_version('mlx')} on {device_kind()} ({device_name()})")
+    line("cpu", cpu_summary())
+    _blas_lines(line, requested)
+    line("config", config)
+
+    problems = 0
+    loaded: LoadedModel | None = None
+    try:
+        source = resolve_model(settings.model)
+        size = f", {format_bytes(source.size_bytes)} on disk" if source.size_bytes else ""
+        line("model", f"{source.kind}: {source.path or source.spec}{size}")
+        with ConsoleProgress() as progress:
+            loaded = load_model(
+                settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir()
+            )
+        trained = f"{loaded.trained_ctx} tokens" if loaded.trained_ctx else "unknown"
+        line("  loaded", f"{loaded.dtype}, {format_bytes(loaded.weights_bytes)} of weights, trained context {trained}")
+        _tuning_lines(line, loaded, tune)
+    except ModelLoadError as exc:
+        line("model", f"ERROR: {exc}")
+        problems += 1
+
+    plan = plan_slots(
+        settings.slot_request(),
+        trained_ctx=loaded.trained_ctx if loaded else None,
+        kv_bytes_per_token=loaded.kv_bytes_per_token if loaded else 0,
+        kv_footprint=loaded.kv_footprint if loaded else None,
+    )
+    memory = memory_info()
+    check = check_memory(loaded.weights_bytes, plan.kv_bytes, memory) if loaded else None
+    refused = [*refusals(settings, loaded.trained_ctx if loaded else None), *plan.errors]
+    refused += [check.error] if check and check.error else []
+    if refused:
+        # A plan that could not run is not summarised: only what to change is.
+        for reason in refused:
+            line("context", f"REFUSED: {reason}")
+    else:
+        _plan_lines(line, plan, loaded is not None)
+
+    available = format_bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
+    total = f" of {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
+    need = f"; weights + KV + working memory need {format_bytes(check.need_bytes)}" if check and not refused else ""
+    line("memory", f"{available} available{total}{need}")
+    if check and check.warning and not refused:
+        line("  warning", check.warning)
+    if refused:
+        return EXIT_USAGE
+    return 1 if problems else 0
+
+
+def _blas_lines(line: Line, requested: BlasInfo) -> None:
+    """Which BLAS MLX really calls (not just what was asked for), and the fix when it is the slow one."""
+    actual = blas_in_use()
+    line("blas", f"{actual.kind}" + (f" ({actual.path})" if actual.path else ""))
+    if requested.note:
+        line("", requested.note)
+    if actual.is_reference:
+        line("", f"this is the slow reference BLAS; to fix: {remedy()}")
+
+
+def _tuning_lines(line: Line, loaded: LoadedModel, tune: bool) -> None:
+    """How the engine will run the model on this CPU: as measured here, or the default until measured."""
+    from mlxchat.engine.cpu import tuning
+
+    if not tuning.tunable(loaded.model):
+        if tune:
+            line("  tuning", "nothing to tune: only llama models on a CPU have ways to choose from")
+        return
+    if tune:
+        measured = tuning.tune(loaded.model, tuning_file(), lambda case: line("  timing", case))
+        line("  tuned", f"{measured.describe()}; saved in {tuning_file()}")
+        return
+    found = tuning.load_tuning(loaded.model, tuning_file())
+    line("  tuning", found.describe() if found else "not measured here: split matmuls (run `mlxchat doctor --tune`)")
+
+
+def _plan_lines(line: Line, plan: SlotPlan, with_kv: bool) -> None:
+    """The context semantics in effect, for a plan that can run."""
+    line("context", plan.summary)
+    if with_kv:
+        line("  KV cache", f"{format_bytes(plan.kv_bytes)} ({format_bytes(plan.kv_bytes_per_slot)} per slot)")
+    for warning in plan.warnings:
+        line("  warning", warning)

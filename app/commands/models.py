@@ -1,0 +1,46 @@
+"""`mlxchat models`: which model families this build runs, how each layer kind is cached per slot, and the model's own."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from mlxchat.app.config.settings import Settings
+from mlxchat.app.commands.console_progress import ConsoleProgress
+from mlxchat.app.paths import models_cache_dir
+from mlxchat.app.exit_codes import EXIT_USAGE
+
+
+
+def run_models(settings: Settings, out: TextIO | None = None) -> int:
+    """Prints the layer kinds and tested families, then the configured model's layers (or its refusal)."""
+    out = out or sys.stdout
+    # Imported here, after the CLI loaded the BLAS: the engine's cache stores import mlx.core.
+    from collections import Counter
+
+    from mlxchat.engine.loading.families import UnsupportedFamily, describe, layer_kinds, model_type
+    from mlxchat.engine.loading.models import ModelLoadError, load_model
+    from mlxchat.engine.memory import format_bytes
+
+    for line in describe():
+        print(line, file=out)
+    try:
+        with ConsoleProgress() as progress:
+            loaded = load_model(
+                settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir()
+            )
+    except ModelLoadError as exc:
+        print(f"model: {exc}", file=out)
+        return EXIT_USAGE if isinstance(exc.__cause__, UnsupportedFamily) else 1
+    kinds = Counter(layer_kinds(loaded.model))
+    layers = ", ".join(f"{n} x {kind}" for kind, n in kinds.items())
+    print(f"model: {loaded.source.display_name} ({model_type(loaded.model)}): {layers}", file=out)
+    kv = loaded.kv_footprint
+    if kv is not None:
+        windows = ", ".join(f"{format_bytes(b)}/token up to {w} tokens" for w, b in kv.windows) or "none"
+        print(
+            f"  per slot: full attention {format_bytes(kv.full_bytes_per_token)}/token; windows: {windows}; "
+            f"recurrent state {format_bytes(kv.recurrent_bytes_per_slot)}",
+            file=out,
+        )
+    return 0

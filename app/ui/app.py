@@ -1,0 +1,740 @@
+"""The mlxchat App: loads the model, then holds one tab per chat; the session seats the chats on the engine's slots."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+
+from textual import events, on, work
+from textual.app import App, ComposeResult, InvalidThemeError, SystemCommand
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent
+
+from mlxchat.app.ui import keys
+from mlxchat.app.chats.code_blocks import CodeBlock, chat_code_blocks
+from mlxchat.app.chats.export import to_markdown
+from mlxchat.app.chats.private import write_private
+from mlxchat.app.chats.fanout import Variant, default_variants, labels
+from mlxchat.app.chats.fork import fork, fork_point
+from mlxchat.app.ui.screens.chat_list import ChatListScreen
+from mlxchat.app.ui.screens.code_picker import CodePickerScreen
+from mlxchat.app.ui.screens.find import FindScreen
+from mlxchat.app.ui.widgets.chat_pane import INPUT_KEYS, ChatPane
+from mlxchat.app.ui.screens.chat_settings import ChatSettings, ChatSettingsScreen
+from mlxchat.app.chats.store import KEEP_ALIVE_S, Chat, ChatStore, StoreError, StoreWriteError
+from mlxchat.app.ui.screens.confirm import ConfirmScreen
+from mlxchat.app.ui.screens.fan_out import FanOut, FanOutScreen
+from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
+from mlxchat.app.config.settings import ConfigError, Settings, save_settings
+from mlxchat.app.session.messages import EngineReady, LoadProgress, PlanChanged, StartFailed
+from mlxchat.app.session.session import Session
+from mlxchat.app.session.start import StartFailure
+from mlxchat.app.ui.screens.help import HelpScreen, HelpSection, bindings_section
+from mlxchat.app.ui.screens.inspector import InspectorScreen, SlotTable
+from mlxchat.app.ui.screens.loading import LoadingScreen
+from mlxchat.app.ui.reply_frames import ReplyFrames
+from mlxchat.app.ui.widgets.slider import Slider
+from mlxchat.app.ui.screens.slots import SlotsScreen
+from mlxchat.themes import DEFAULT_THEME, THEMES
+
+STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
+EXIT_FAILED = 1
+CHAT_ACTIONS = frozenset({
+    "new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid", "goto_finished",
+    "regenerate", "edit_last", "copy_reply", "copy_code", "export_chat", "chat_list", "chat_settings",
+    "find_in_chat", "edit_earlier", "fork_chat", "fan_out", "keep_variant",
+})
+SCREEN_ACTIONS = frozenset({"slots", "inspector"})  # screens over the chats, reachable from the help too
+
+
+class ChatApp(App[int]):
+    """Several chats at once with one local model: tabs of chats over the engine's slots."""
+
+    TITLE = "mlxchat"
+    BINDINGS = keys.bindings()
+    CSS_PATH = "app.tcss"
+
+    def __init__(self, settings: Settings, db_path: Path | None = None) -> None:
+        """`db_path`: where chats are saved (default: the user's data folder)."""
+        super().__init__()
+        self.settings = settings
+        self._db_path = db_path
+        for theme in THEMES:
+            self.register_theme(theme)
+        self.session = Session(self)
+        self.failed = False
+        self.store: ChatStore | None = None
+        self._chat_numbers = itertools.count(1)
+        self._fan_outs = itertools.count(1)  # each fan-out's number: its chats share it
+        self._finished_last: str | None = None  # the chat whose reply ended last (goto_finished shows it)
+        self._unseen: set[str] = set()  # chats whose reply ended out of view, not shown since
+        self._tab_labels: dict[str, str] = {}  # each tab's label as last set
+        self._frames = ReplyFrames(self, lambda: self.chat_panes, self._show_slots)
+        self.sampling = settings.sampling.params()  # what new chats start with
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield TabbedContent(id="chats")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_keymap(self.settings.keys)
+        self._apply_theme(self.settings.theme)
+        self.theme_changed_signal.subscribe(self, self._save_theme)
+        self._open_store()
+        self.push_screen(LoadingScreen(self.settings.model or "the default model (SmolLM2-135M-Instruct)"))
+        self._start()
+
+    def _apply_theme(self, name: str) -> None:
+        try:
+            self.theme = name
+        except InvalidThemeError:
+            self.theme = DEFAULT_THEME
+            known = ", ".join(t.name for t in THEMES)
+            self.notify(f"Unknown theme {name!r} in the settings: using {DEFAULT_THEME} (ours: {known})",
+                        severity="warning")
+
+    def _save_theme(self, theme: object) -> None:
+        """Keeps a theme picked from the palette for the next start, in the user's config file."""
+        name = getattr(theme, "name", None)
+        path = self.settings.config_file
+        if name is None or path is None or name == self.settings.theme:
+            return
+        try:
+            save_settings({"theme": name}, path)
+        except (ConfigError, OSError) as exc:
+            self.notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
+            return
+        self.settings = self.settings.model_copy(update={"theme": name})
+
+    def _open_store(self) -> None:
+        """Opens the chat database; without one the app still runs, saying that chats will not be kept."""
+        try:
+            self.store, notice = ChatStore.open_for_app(self._db_path)
+        except StoreError as exc:
+            self.notify(f"Chats will not be saved: {exc}", severity="error", timeout=30)
+            return
+        if notice is not None:
+            self.notify(notice, severity="warning", timeout=30)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="start")
+    def _start(self) -> None:
+        """Loads the model and starts the engine off the UI thread, reporting through messages."""
+        try:
+            warnings = self.session.start(self.settings, lambda p: self.post_message(LoadProgress(p)))
+        except StartFailure as exc:
+            self.post_message(StartFailed(exc.problem, exc.remedy))
+            return
+        except Exception as exc:  # anything else unexpected still deserves words rather than a traceback
+            self.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up."))
+            return
+        if not self.post_message(EngineReady(warnings)):
+            # The app closed while the model loaded: nobody else will stop this engine.
+            self.session.shutdown()
+
+    @on(LoadProgress)
+    def _on_progress(self, event: LoadProgress) -> None:
+        if isinstance(self.screen, LoadingScreen):
+            self.screen.show_progress(event.progress)
+
+    @on(StartFailed)
+    def _on_failed(self, event: StartFailed) -> None:
+        self.failed = True
+        if isinstance(self.screen, LoadingScreen):
+            self.screen.show_failure(event.problem, event.remedy)
+
+    @on(EngineReady)
+    async def _on_ready(self, event: EngineReady) -> None:
+        self._show_plan()
+        if isinstance(self.screen, LoadingScreen):
+            self.pop_screen()
+        for warning in event.warnings:
+            self.notify(warning, severity="warning", timeout=10)
+        await self._restore_chats()
+        self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
+        self.refresh_bindings()
+
+    def _show_plan(self) -> None:
+        assert self.session.plan is not None
+        self.sub_title = f"{self.session.model_name} · {self.session.plan.summary}"
+
+    @on(PlanChanged)
+    def _on_plan(self) -> None:
+        self._show_plan()
+
+    @property
+    def chat_panes(self) -> list[ChatPane]:
+        """The open chats, in tab order (none once the app is being torn down)."""
+        # The switcher's own children: a query of the whole tree would visit every block of every
+        # reply, and the reply frames ask up to 30 times a second.
+        try:
+            switcher = self.query_one("#chats", TabbedContent).query_children(ContentSwitcher).first()
+        except NoMatches:
+            return []
+        return [pane for pane in switcher.children if isinstance(pane, ChatPane)]
+
+    @property
+    def active_chat(self) -> ChatPane | None:
+        """The chat whose tab is shown (none once the app is being torn down)."""
+        tabs = next(iter(self.query("#chats").results(TabbedContent)), None)
+        if tabs is None:  # a late tab event while the app closes
+            return None
+        # By id, not active_pane: right after a close the active id can still name the removed pane.
+        return next((pane for pane in self.chat_panes if pane.id == tabs.active), None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Chat actions exist on the chats' screen once the engine runs; the F-keys' screens from any screen."""
+        if action in CHAT_ACTIONS:
+            return self.session.ready and len(self.screen_stack) == 1
+        if action in SCREEN_ACTIONS:
+            return self.session.ready and not isinstance(self.screen, LoadingScreen)
+        if action == "help":
+            return not isinstance(self.screen, LoadingScreen)
+        return True
+
+    async def _restore_chats(self) -> None:
+        """Reopens the chats that were open when mlxchat last stopped (tabs, order, focus), or a new one."""
+        chats, focused = [], None
+        if self.store is not None:
+            try:  # the tabs of mlxchats that ended; those of one still running stay its own
+                chats, focused = self.store.claim_open_chats()
+            except StoreWriteError as exc:
+                self.notify(f"The chats that were open cannot be reopened: {exc}", severity="error")
+            self.set_interval(KEEP_ALIVE_S, self._keep_alive)
+        # The first chats take the free slots, empty: each chat's KV is rebuilt by prefill on its next turn.
+        panes = [pane for pane in [await self.open_chat(chat, show=False) for chat in chats] if pane is not None]
+        if not panes:
+            await self.action_new_chat()
+            return
+        self._show_chat(next((pane for pane in panes if pane.chat.id == focused), panes[0]))
+        self._record_open_chats()
+
+    def _keep_alive(self) -> None:
+        """Tells other mlxchats on the database that this one runs, so that none takes its tabs."""
+        if self.store is not None:
+            try:
+                self.store.keep_alive()
+            except StoreWriteError:
+                pass  # saving shows its own problem; past the lease a launch may reopen these tabs too
+
+    async def action_new_chat(self) -> None:
+        """Opens a new chat with the configured system prompt and sampling."""
+        await self.open_chat(Chat(None, model=self.session.model_name, system_prompt=self.settings.system_prompt,
+                                  sampling=self.sampling))
+
+    async def open_chat(self, chat: Chat, show: bool = True) -> ChatPane | None:
+        """Opens `chat` in a new tab (shown, unless `show` is False), on a free slot if there is one: a chat
+        without one borrows a slot when it sends. None before the engine runs."""
+        session = self.session
+        if session.plan is None:
+            return None
+        pane = ChatPane(next(self._chat_numbers), chat, session, self.store, self._frames)
+        session.open_chat(pane.chat_id, pane.chat_title, pane)
+        await self.query_one("#chats", TabbedContent).add_pane(pane)
+        if show:
+            self._show_chat(pane)
+        return pane
+
+    def _record_open_chats(self) -> None:
+        """Saves which chats are open, in tab order, and which one is shown, for the next launch."""
+        if self.store is None or not self.session.ready:
+            return
+        ids = [pane.chat.id for pane in self.chat_panes if pane.chat.id is not None]
+        active = self.active_chat
+        try:
+            self.store.set_open(ids, active.chat.id if active is not None else None)
+        except StoreWriteError as exc:
+            self.notify(str(exc), severity="error")
+
+    @on(ChatPane.Retitled)
+    def _on_retitled(self, event: ChatPane.Retitled) -> None:
+        self._show_title(event.pane)
+        self._record_open_chats()
+
+    def _show_title(self, pane: ChatPane) -> None:
+        """Names the pane's tab and slot after its chat's title."""
+        self._show_tab(pane)
+        self.session.rename(pane.chat_id, pane.chat_title)
+
+    def _show_tab(self, pane: ChatPane) -> None:
+        """The pane's tab label: its title after a badge for a reply in the queue (◷), being written (●),
+        or ended out of view and not seen yet (✓)."""
+        badge = self.badge(pane)
+        label = f"{badge} {pane.chat_title}" if badge else pane.chat_title
+        if self._tab_labels.get(pane.chat_id) == label:  # (a new label lays the tab bar out again)
+            return
+        try:
+            tab = self.query_one("#chats", TabbedContent).get_tab(pane.id or "")
+        except NoMatches:  # its tab is going: the pane is being closed
+            return
+        self._tab_labels[pane.chat_id] = tab.label = label
+
+    def badge(self, pane: ChatPane) -> str:
+        """The chat's badge: its message waits for a slot (◷), its reply is being written (●), or ended
+        out of view and was not seen yet (✓); "" for none."""
+        return "◷" if pane.queued else "●" if pane.busy else "✓" if pane.chat_id in self._unseen else ""
+
+    def _saved_badge(self, chat_id: int) -> str:
+        """The badge of saved chat `chat_id` ("" when it is not open), for the chat list."""
+        pane = self._pane_of(chat_id)
+        return self.badge(pane) if pane is not None else ""
+
+    @on(ChatPane.Finished)
+    def _on_finished(self, event: ChatPane.Finished) -> None:
+        """Remembers the chat whose reply ended last; a chat out of view whose reply ended by itself gets a
+        toast and a ✓ badge."""
+        pane = event.pane
+        self._finished_last = pane.chat_id
+        # (a reply stopped by the user, or by a change of slots, is no news)
+        if event.reason != "cancelled" and not (pane.display and len(self.screen_stack) == 1):
+            self._unseen.add(pane.chat_id)
+            key = keys.key_for("goto_finished", self.settings.keys)
+            self.notify(f"{pane.chat_title} has finished its reply ({key} shows it).")
+        self._show_tab(pane)
+
+    def action_goto_finished(self) -> None:
+        """Shows the chat whose reply ended last."""
+        pane = next((p for p in self.chat_panes if p.chat_id == self._finished_last), None)
+        if pane is None:
+            self.notify("No open chat has finished a reply yet.")
+            return
+        self._show_chat(pane)
+
+    def _pane_of(self, chat_id: int) -> ChatPane | None:
+        """The open pane of saved chat `chat_id`, if it is open."""
+        return next((pane for pane in self.chat_panes if pane.chat.id == chat_id), None)
+
+    def action_chat_list(self) -> None:
+        """Shows the saved chats, to reopen, search, rename or delete them."""
+        if self.store is None:
+            self.notify("Chats are not being saved in this session: there is no list to show.", severity="error")
+            return
+        screen = ChatListScreen(self.store, self._saved_badge)
+        self.push_screen(screen, partial(self._open_found, screen))
+
+    async def _open_found(self, screen: ChatListScreen, chat_id: int | None) -> None:
+        """Opens the chat picked in the list; picked from a search, the find bar shows the matches in it."""
+        await self._open_saved(chat_id)
+        pane = self.active_chat
+        if screen.search and pane is not None and pane.chat.id == chat_id:
+            # After the refresh: the chats' screen first gives the keyboard to the chat just shown.
+            self.call_after_refresh(self.action_find_in_chat, screen.search)
+
+    async def _open_saved(self, chat_id: int | None) -> None:
+        """Shows saved chat `chat_id`: its tab if it is open, else a new tab on a free slot."""
+        if chat_id is None or self.store is None:
+            return
+        pane = self._pane_of(chat_id)
+        if pane is not None:
+            self._show_chat(pane)
+            return
+        chat = self.store.load(chat_id)
+        if chat is None:
+            self.notify(f"Chat {chat_id} is no longer saved.", severity="warning")
+            return
+        if await self.open_chat(chat) is not None:
+            self._record_open_chats()
+
+    @on(ChatListScreen.Renamed)
+    def _on_renamed(self, event: ChatListScreen.Renamed) -> None:
+        pane = self._pane_of(event.chat_id)
+        if pane is not None:
+            pane.chat.title = event.title
+            self._show_title(pane)
+
+    async def action_close_chat(self) -> None:
+        """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
+        if self.active_chat is not None:
+            await self.close_chat(self.active_chat)
+
+    async def close_chat(self, pane: ChatPane) -> None:
+        """Closes `pane` and frees its slot (its reply, if any, is stopped)."""
+        if not self.session.ready:
+            return
+        self.session.close_chat(pane.chat_id)
+        self._unseen.discard(pane.chat_id)
+        self._tab_labels.pop(pane.chat_id, None)
+        pane.save_reply("cancelled")
+        await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
+        self._record_open_chats()
+        self._lay_out_chats()
+        if self.active_chat is not None:
+            self.active_chat.focus_input()
+        elif self.chat_panes:
+            self.action_goto_chat(1)
+        else:
+            self.notify("No chat is open: ctrl+n starts one.")
+
+    def action_slots(self) -> None:
+        """Opens the slots screen (the number of slots and the total context, applied only on request),
+        or closes it when it is shown."""
+        if isinstance(self.screen, SlotsScreen):
+            self.screen.action_cancel()
+        elif self.session.ready and self.session.facts is not None:
+            self.push_screen(SlotsScreen(self.session, self.settings))
+        elif self.session.plan is not None:  # a remote engine: the slots are the server's
+            self.notify(f"{self.session.plan.summary}. A llama-server's slots are its --parallel; with other servers, "
+                        "parallel in the config sets how many chats answer at once. Neither changes from here.",
+                        title="Slots of a remote server", timeout=15)
+
+    def action_goto_chat(self, number: int) -> None:
+        """Shows chat `number` (1-based, in tab order)."""
+        panes = self.chat_panes
+        if 1 <= number <= len(panes):
+            self._show_chat(panes[number - 1])
+
+    def _show_chat(self, pane: ChatPane) -> None:
+        """Shows `pane`'s tab with the keyboard in its message box."""
+        # The keyboard first, at once: a chat hidden with the focus in it would hand the focus to
+        # one of its own widgets, and its tab would be shown again (a chat picked in the chat list).
+        self.screen_stack[0].set_focus(pane.chat_input)
+        self.query_one("#chats", TabbedContent).active = pane.id or ""
+        pane.focus_input()
+        self._seen(pane)
+
+    def _seen(self, pane: ChatPane) -> None:
+        """The pane is shown: its ✓ badge goes."""
+        if pane.chat_id in self._unseen:
+            self._unseen.discard(pane.chat_id)
+            self._show_tab(pane)
+
+    def action_inspector(self) -> None:
+        """Opens the slot inspector, or closes it when it is shown."""
+        if isinstance(self.screen, InspectorScreen):
+            self.screen.dismiss(None)
+        elif self.session.ready:
+            self.push_screen(InspectorScreen(self.session), self._show_slot_chat)
+
+    def _show_slot_chat(self, slot_id: int | None) -> None:
+        """Shows the chat of the slot the inspector closed on (None: the inspector was just closed)."""
+        if slot_id is None:
+            return
+        key = self.session.chat_on(slot_id)
+        pane = next((p for p in self.chat_panes if p.chat_id == key), None)
+        if pane is None:  # closed while the inspector was open
+            self.notify(f"Slot {slot_id} has no chat any more.", severity="warning")
+            return
+        self._show_chat(pane)
+
+    def action_cycle_chat(self, step: int) -> None:
+        """Shows the chat `step` places after the shown one (negative: before), wrapping around."""
+        panes = self.chat_panes
+        if panes:
+            current = panes.index(self.active_chat) if self.active_chat in panes else 0
+            self.action_goto_chat((current + step) % len(panes) + 1)
+
+    def action_toggle_grid(self) -> None:
+        """Switches between one chat at a time (tabs) and every chat side by side (grid)."""
+        tabs = self.query_one("#chats", TabbedContent)
+        tabs.toggle_class("-grid")
+        self._lay_out_chats()
+
+    def _lay_out_chats(self) -> None:
+        """In the grid every chat is shown: columns for up to 3 rows, and each pane titled."""
+        tabs = next(iter(self.query("#chats").results(TabbedContent)), None)
+        if tabs is None:  # a tab switch that arrives while the app closes
+            return
+        grid = tabs.has_class("-grid")
+        panes = self.chat_panes
+        switcher = tabs.query_one(ContentSwitcher)
+        switcher.styles.grid_size_columns = 1 if len(panes) == 1 else 2 if len(panes) <= 4 else 3
+        # The id, not active_pane: right after a close the active id may name the pane just removed.
+        active = tabs.active
+        for pane in panes:
+            # The switcher shows only the active pane; the grid overrides it after each switch.
+            pane.display = grid or pane.id == active
+            pane.border_title = pane.chat_title if grid else None
+
+    def action_help(self) -> None:
+        """Shows every key of the app and of its screens, as the user's keymap has them."""
+        if isinstance(self.screen, HelpScreen):
+            return
+        keymap = self.settings.keys
+        sections = [
+            bindings_section("Everywhere", keys.bindings(), keymap, extra=[keys.goto_help(keymap)]),
+            HelpSection("In the message box", INPUT_KEYS),
+            bindings_section("Slots screen (F2)", [*SlotsScreen.BINDINGS, *Slider.BINDINGS], keymap,
+                             remappable=False),
+            bindings_section("Slot inspector (F3)", [*InspectorScreen.BINDINGS, *SlotTable.BINDINGS], keymap,
+                             remappable=False),
+        ]
+        self.push_screen(HelpScreen(sections))
+
+    def action_stop_reply(self) -> None:
+        """Stops the shown chat's reply; what was written stays, marked as stopped."""
+        pane = self.active_chat
+        if pane is not None:
+            pane.stop_reply()
+
+    async def action_regenerate(self) -> None:
+        """Writes the shown chat's last reply again."""
+        if self.active_chat is not None:
+            await self.active_chat.regenerate()
+
+    def action_edit_last(self) -> None:
+        """Puts the shown chat's last user message back in the input, to edit and send again."""
+        if self.active_chat is not None:
+            self.active_chat.edit_last()
+
+    def action_edit_earlier(self) -> None:
+        """Picks one of the shown chat's user messages to edit and send again."""
+        pane = self.active_chat
+        if pane is None or not pane.turns_may_change():
+            return
+        if not pane.user_messages:
+            self.notify("There is no message of yours to edit yet.", severity="warning")
+            return
+        self.push_screen(TurnPickerScreen(
+            f"Edit which of your messages in “{pane.chat_title}”?",
+            "Enter puts it in the message box: sending it replaces it and every turn after it · escape cancels",
+            pane.chat.messages, pane.user_messages), partial(self._edit_earlier, pane))
+
+    def _edit_earlier(self, pane: ChatPane, index: int | None) -> None:
+        """Edits user message `index`: an earlier one than the last after a confirmation, the conversation
+        as it was kept as a chat of its own."""
+        if index is None or not pane.is_attached:
+            return
+        key = keys.key_for("edit_last", self.settings.keys)
+        if index == pane.user_messages[-1]:
+            pane.edit_message(index)
+            self.notify(f"Editing your last message: Enter sends it in place of the old one and its reply "
+                        f"({key} cancels).")
+            return
+        after = len(pane.chat.messages) - index - 1
+        title = pane.chat.title or pane.chat_title
+
+        def confirmed(yes: bool | None) -> None:
+            if yes and pane.is_attached:
+                pane.edit_message(index, keep_branch=True)
+                self.notify(f"Editing message {index + 1}: Enter sends it in place of the old one and the "
+                            f"{after} turns after it ({key} cancels).")
+
+        self.push_screen(ConfirmScreen(
+            f"Edit message {index + 1} of “{pane.chat_title}”?",
+            f"Sending it drops the {after} turns after it from this chat; the conversation as it is now "
+            f"stays saved as “{title} (before edit)” in the chat list.", "Edit"), confirmed)
+
+    def action_fork_chat(self) -> None:
+        """Picks a message of the shown chat to branch it at, into a new chat."""
+        pane = self.active_chat
+        if pane is None or not pane.turns_may_change():
+            return
+        if not pane.chat.messages:
+            self.notify("There is nothing to fork yet: the chat has no messages.", severity="warning")
+            return
+        messages = pane.chat.messages
+        self.push_screen(TurnPickerScreen(
+            f"Fork “{pane.chat_title}” at which message?",
+            "Enter forks at the message under the cursor: at a reply the new chat keeps it; at one of yours it "
+            "stops before it and puts it in the message box · escape cancels",
+            messages, range(len(messages))), partial(self._fork, pane))
+
+    async def _fork(self, pane: ChatPane, index: int | None) -> None:
+        """Opens, saved, a new chat with `pane`'s conversation up to message `index`."""
+        if index is None or not pane.is_attached:
+            return
+        keep, text = fork_point(pane.chat, index)
+        chat = fork(pane.chat, keep)
+        if self.store is not None:
+            try:
+                self.store.save(chat)
+            except StoreWriteError as exc:
+                self.notify(str(exc), severity="error")
+        new = await self.open_chat(chat)
+        if new is None:
+            return
+        new.chat_input.text = text
+        new.chat_input.move_cursor(new.chat_input.document.end)
+        self._record_open_chats()
+
+    def action_fan_out(self) -> None:
+        """Opens the fan-out form, from the shown chat's settings (else the defaults)."""
+        pane = self.active_chat
+        system, sampling = ((pane.chat.system_prompt, pane.chat.sampling) if pane is not None
+                            else (self.settings.system_prompt, self.sampling))
+        self.push_screen(FanOutScreen(Variant(system, sampling), default_variants(system, sampling)), self._fan_out)
+
+    async def _fan_out(self, fan_out: FanOut | None) -> None:
+        """Opens a chat per variant, labelled with what differs, shows them in the grid, and sends the
+        prompt to each: they run on the slots like any chat (those beyond the slots wait in line)."""
+        if fan_out is None:
+            return
+        group = next(self._fan_outs)
+        # An empty chat the fan-out was started from gives way to it (the grid shows the variants only).
+        blank = self.active_chat
+        if blank is not None and (blank.chat.messages or blank.busy or blank.chat_input.text.strip()):
+            blank = None
+        panes = []
+        for variant, label in zip(fan_out.variants, labels(fan_out.variants)):
+            chat = Chat(None, model=self.session.model_name, system_prompt=variant.system_prompt,
+                        sampling=variant.sampling)
+            pane = await self.open_chat(chat, show=False)
+            if pane is None:
+                return
+            pane.fan_out, pane.variant_label = group, label
+            self._show_title(pane)
+            panes.append(pane)
+        if blank is not None:
+            await self.close_chat(blank)
+        self.query_one("#chats", TabbedContent).add_class("-grid")
+        self._show_chat(panes[0])
+        self._lay_out_chats()
+        for pane in panes:
+            await pane.send(fan_out.prompt)
+        self._record_open_chats()
+
+    def action_keep_variant(self) -> None:
+        """Keeps the shown fan-out chat as a chat of its own; its siblings close, after a confirmation."""
+        pane = self.active_chat
+        if pane is None:
+            return
+        if pane.fan_out is None:
+            key = keys.key_for("fan_out", self.settings.keys)
+            self.notify(f"This chat is not part of a fan-out ({key} starts one).", severity="warning")
+            return
+        siblings = [p for p in self.chat_panes if p.fan_out == pane.fan_out and p is not pane]
+
+        async def confirmed(yes: bool | None) -> None:
+            if yes and pane.is_attached:
+                await self._keep_variant(pane, siblings)
+
+        if not siblings:
+            self.call_later(confirmed, True)
+            return
+        names = ", ".join(p.variant_label for p in siblings)
+        self.push_screen(ConfirmScreen(
+            f"Keep “{pane.chat_title}”?",
+            f"The other {len(siblings)} chats of this fan-out ({names}) close; replies still being written stop. "
+            f"They stay saved in the chat list ({keys.key_for('chat_list', self.settings.keys)}), each title "
+            "marked with its settings.",
+            "Close them"), confirmed)
+
+    async def _keep_variant(self, pane: ChatPane, siblings: list[ChatPane]) -> None:
+        for sibling in siblings:
+            if sibling.is_attached:
+                # Saved with what set it apart, so the chat list tells the closed variants apart.
+                sibling.chat.title = f"{sibling.chat.title} ({sibling.variant_label})"
+                sibling.chat.touch()
+                sibling.save()
+                await self.close_chat(sibling)
+        pane.fan_out, pane.variant_label = None, ""
+        self._show_title(pane)
+        self.query_one("#chats", TabbedContent).remove_class("-grid")
+        self._show_chat(pane)
+        self._lay_out_chats()
+
+    def action_copy_reply(self) -> None:
+        """Copies the shown chat's last reply to the clipboard."""
+        if self.active_chat is not None:
+            self.active_chat.copy_reply()
+
+    def action_find_in_chat(self, text: str = "") -> None:
+        """Opens the find bar over the shown chat (looking for `text`, when given)."""
+        pane = self.active_chat
+        if pane is not None:
+            self.push_screen(FindScreen(self.screen, pane.query_one(".conversation"), text),
+                             lambda _: pane.focus_input())
+
+    def action_copy_code(self) -> None:
+        """Copies a code block of the shown chat's replies: the only one at once, else the one picked."""
+        pane = self.active_chat
+        if pane is None:
+            return
+        blocks = chat_code_blocks(pane.chat)
+        if not blocks:
+            self.notify("This chat's replies hold no code block yet.", severity="warning")
+        elif len(blocks) == 1:
+            self._copy_code(blocks[0])
+        else:
+            self.push_screen(CodePickerScreen(blocks), self._copy_code)
+
+    def _copy_code(self, block: CodeBlock | None) -> None:
+        if block is not None:
+            self.copy_to_clipboard(block.code)
+            self.notify(f"Copied a {block.describe()}, from reply {block.reply}.")
+
+    def action_chat_settings(self) -> None:
+        """Edits the shown chat's system prompt and sampling (they apply from its next turn)."""
+        pane = self.active_chat
+        if pane is None:
+            return
+
+        def apply(settings: ChatSettings | None) -> None:
+            if settings is not None and pane.is_attached:
+                pane.apply_settings(settings.system_prompt, settings.sampling)
+
+        self.push_screen(ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling)),
+                         apply)
+
+    def action_export_chat(self) -> None:
+        """Writes the shown chat as Markdown to mlxchat-chat-ID.md in the current folder, readable by its owner only."""
+        pane = self.active_chat
+        if pane is None:
+            return
+        path = Path.cwd() / f"mlxchat-chat-{pane.chat.id if pane.chat.id is not None else 'unsaved'}.md"
+        try:
+            write_private(path, to_markdown(pane.chat))
+        except OSError as exc:
+            self.notify(f"Could not export to {path}: {exc.strerror}", severity="error")
+            return
+        self.notify(f"Exported to {path}")
+
+    def action_quit(self) -> None:
+        """Quits, saving the replies being written; the exit status says whether start-up had failed."""
+        for pane in self.chat_panes:
+            if pane.busy:
+                pane.save_reply("cancelled")
+        self._record_open_chats()
+        self.exit(return_code=EXIT_FAILED if self.failed else 0)
+
+    @on(TabbedContent.TabActivated)
+    def _on_tab(self, event: TabbedContent.TabActivated) -> None:
+        # A late event for a tab shown earlier must not take the focus back: that would show it again.
+        if isinstance(event.pane, ChatPane) and event.pane is self.active_chat:
+            event.pane.focus_input()
+            self._seen(event.pane)
+            self._record_open_chats()
+        self._lay_out_chats()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """In the grid, the chat the keyboard is in becomes the shown tab (escape stops its reply)."""
+        pane = next((a for a in event.widget.ancestors if isinstance(a, ChatPane)), None)
+        # query, not query_one: focus still moves while the app is being torn down.
+        for tabs in self.query("#chats").results(TabbedContent):
+            if pane is not None and pane.id and tabs.active != pane.id and pane in self.chat_panes:
+                try:
+                    tabs.active = pane.id
+                except ValueError:  # focus passed through a pane whose tab is already gone (closing)
+                    pass
+
+    def _refresh_status(self) -> None:
+        if not self._frames.running:  # (while replies stream, each of their frames does it)
+            self._show_slots()
+
+    def _show_slots(self) -> None:
+        """Shows each chat's slot in its status line, and its badge in its tab."""
+        if not self.session.ready:
+            return
+        slots = self.session.snapshot().slots
+        for pane in self.chat_panes:
+            self._show_tab(pane)
+            if pane.slot_id is not None and pane.slot_id < len(slots) and not pane.queued:
+                pane.show_slot(slots[pane.slot_id])
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette: Textual's own commands plus every action of the key registry."""
+        yield from super().get_system_commands(screen)
+        for action in keys.palette_actions():
+            yield SystemCommand(action.description, action.help, partial(self.run_action, action.action))
+        if screen is self.screen_stack[0]:
+            for number, pane in enumerate(self.chat_panes, 1):
+                yield SystemCommand(f"Go to {pane.chat_title}", f"Show the chat on slot {pane.slot_id}",
+                                    partial(self.action_goto_chat, number))
+
+    def on_unmount(self) -> None:
+        self.session.shutdown()
+        if self.store is not None:
+            self.store.close()

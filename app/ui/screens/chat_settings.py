@@ -1,0 +1,95 @@
+"""A chat's own settings: its system prompt and sampling, edited in a small form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.widgets import Button, Footer, Input, Label, Static, TextArea
+
+from mlxchat.app.config.settings import Sampling
+from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.engine.events import SamplingParams
+
+# The form's fields, in order: the Sampling field each sets.
+FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """What the form edits."""
+
+    system_prompt: str
+    sampling: SamplingParams
+
+
+class ChatSettingsScreen(AppModalScreen[ChatSettings | None]):
+    """Edits a chat's system prompt and sampling; dismisses with the new settings, or None."""
+
+    CSS_PATH = "chat_settings.tcss"
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "save", "Save", priority=True)]
+
+    def __init__(self, title: str, settings: ChatSettings) -> None:
+        super().__init__()
+        self._title = title
+        self._settings = settings
+
+    def compose(self) -> ComposeResult:
+        sampling = self._settings.sampling
+        with Vertical():
+            yield Static(f"Settings of “{self._title}” (from its next turn)", classes="settings-title",
+                         markup=False)
+            yield Label("System prompt")
+            yield TextArea(self._settings.system_prompt, id="system-prompt", soft_wrap=True)
+            with Grid():
+                for name in FIELDS:
+                    value = getattr(sampling, name)
+                    yield Label(name)
+                    yield Input("" if value is None else str(value), id=name,
+                                placeholder="none: a new seed each reply" if name == "seed" else "",
+                                tooltip=Sampling.model_fields[name].description)
+            yield Static(id="settings-error", markup=False)
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Save", id="save", variant="primary")
+            yield Static("ctrl+s or Enter in a field: save · escape: cancel", classes="settings-hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    def read(self) -> ChatSettings:
+        """The settings as typed; raises ValueError with every problem, one per line."""
+        given = {name: self.query_one(f"#{name}", Input).value.strip() for name in FIELDS}
+        try:
+            # The config's own model checks the values: one set of limits for the file and the form.
+            checked = Sampling.model_validate({**given, "seed": given["seed"] or None})
+        except ValidationError as exc:
+            raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
+        return ChatSettings(self.query_one(TextArea).text.strip(), checked.params())
+
+    def action_save(self) -> None:
+        try:
+            settings = self.read()
+        except ValueError as exc:
+            self.query_one("#settings-error", Static).update(str(exc))
+            return
+        self.dismiss(settings)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_save()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self.action_save()
+        else:
+            self.action_cancel()

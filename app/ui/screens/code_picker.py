@@ -1,0 +1,81 @@
+"""The code block picker: the chat's code blocks, the newest selected, the highlighted one shown in full."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Footer, OptionList, Static
+from textual.widgets.option_list import Option
+
+from mlxchat.app.chats.code_blocks import CodeBlock
+from mlxchat.app.ui.screens.modal import AppModalScreen
+
+FIRST_LINE_CHARS = 60
+
+
+class CodePickerScreen(AppModalScreen[CodeBlock | None]):
+    """Lists code blocks to copy one; dismisses with the chosen block, or None."""
+
+    DEFAULT_CSS = """
+    CodePickerScreen { align: center middle; }
+    CodePickerScreen > Vertical {
+        width: 90; height: auto; max-height: 80%; max-width: 100%; border: round $primary; background: $surface;
+        padding: 0 1;
+    }
+    CodePickerScreen .dialog-title { text-style: bold; padding: 0 1; }
+    CodePickerScreen OptionList { height: auto; max-height: 16; border: none; }
+    CodePickerScreen VerticalScroll { height: auto; max-height: 16; background: $boost; padding: 0 1; }
+    CodePickerScreen .dialog-hint { color: $text-muted; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, blocks: Sequence[CodeBlock]) -> None:
+        super().__init__()
+        self._blocks = list(blocks)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Copy a code block", classes="dialog-title")
+            yield OptionList(*(Option(_line(number, block)) for number, block in enumerate(self._blocks, 1)))
+            with VerticalScroll(can_focus=False):
+                yield Static(classes="code-preview", markup=False)
+            yield Static("Enter copies · ↑/↓ choose · escape cancels", classes="dialog-hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        options.highlighted = len(self._blocks) - 1  # the newest: Enter copies the last block of the last reply
+        options.focus()
+
+    @property
+    def highlighted(self) -> CodeBlock | None:
+        """The block under the list's cursor."""
+        index = self.query_one(OptionList).highlighted
+        return None if index is None else self._blocks[index]
+
+    @on(OptionList.OptionHighlighted)
+    def _preview(self) -> None:
+        block = self.highlighted
+        self.query_one(".code-preview", Static).update(block.code if block is not None else "")
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self._blocks[event.option_index])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def _line(number: int, block: CodeBlock) -> Text:
+    """A block as the list shows it: its number, language, size and reply, then its first line."""
+    first = next((line.strip() for line in block.code.splitlines() if line.strip()), "")
+    if len(first) > FIRST_LINE_CHARS:
+        first = first[: FIRST_LINE_CHARS - 1] + "…"
+    line = Text(f"{number:>2}  {block.describe()} · reply {block.reply}\n", style="bold")
+    line.append(f"    {first}", style="dim")
+    return line

@@ -1,0 +1,75 @@
+"""The help screen (F1): every key of the app and of its screens, as the user's keymap has them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Label
+
+from mlxchat.app.ui.keys import KeyHelp
+
+
+@dataclass(frozen=True)
+class HelpSection:
+    """The keys of one place in the app (everywhere, the message box, a screen)."""
+
+    title: str
+    keys: Sequence[KeyHelp]
+
+
+def bindings_section(
+    title: str,
+    bindings: Sequence[BindingType],
+    keymap: Mapping[str, str],
+    extra: Sequence[KeyHelp] = (),
+    remappable: bool = True,
+) -> HelpSection:
+    """The help of the bindings that have a description, each key as `keymap` (the user's remapping) has it.
+
+    `remappable`: whether the config's [keys] table takes these ids (then shown in a column of their own).
+    """
+    lines: dict[tuple[str, str], list[str]] = {(k.description, k.action_id): [k.key] for k in extra}
+    for b in Binding.make_bindings(bindings):
+        if b.description:
+            key = keymap.get(b.id, b.key) if b.id else b.key
+            action_id = (b.id or "") if remappable else ""
+            # make_bindings splits "a,b" into two bindings: their keys share one line again.
+            lines.setdefault((b.tooltip or b.description, action_id), []).append(key.replace(",", " / "))
+    return HelpSection(title, [KeyHelp(" / ".join(keys), *line) for line, keys in lines.items()])
+
+
+class HelpScreen(Screen[None]):
+    """Lists every key; escape, F1 or q closes it. A screen, not a modal, so the app's F-keys still work."""
+
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close help", priority=True)]
+    CSS_PATH = "help.tcss"
+
+    def __init__(self, sections: Sequence[HelpSection]) -> None:
+        super().__init__()
+        self._sections = sections
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll(can_focus=True):
+            for section in self._sections:
+                yield Label(section.title, classes="help-title")
+                table: DataTable[str] = DataTable(show_cursor=False, zebra_stripes=True)
+                table.can_focus = False  # the page scrolls as one
+                if any(k.action_id for k in section.keys):
+                    table.add_columns("key", "does", Text("[keys] id"))  # Text: not read as markup
+                    table.add_rows((k.key, k.description, k.action_id) for k in section.keys)
+                else:
+                    table.add_columns("key", "does")
+                    table.add_rows((k.key, k.description) for k in section.keys)
+                yield table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "Keys"
+        self.query_one(VerticalScroll).focus()

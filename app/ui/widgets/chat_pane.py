@@ -1,0 +1,657 @@
+"""One chat bound to one engine slot: its conversation, its input box and its slot's status line."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import Markdown, Static, TabPane, TextArea
+
+from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, FORK_SUFFIX, fork
+from mlxchat.app.chats.store import Chat, ChatMessage, ChatStore, StoreWriteError, now, title_from
+from mlxchat.app.session.feed import ReplyFeed
+from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdrawn
+from mlxchat.app.session.session import Session
+from mlxchat.app.ui.keys import KeyHelp
+from mlxchat.app.ui.reply_frames import ReplyFrames
+from mlxchat.app.ui.widgets.streaming_reply import StreamingReply
+from mlxchat.app.ui.widgets.usage_bar import usage_bar
+from mlxchat.engine.events import Done, RequestStats, SamplingParams, SlotSnapshot
+
+# The message box handles these keys itself (Enter must not reach the app): the help screen lists them.
+INPUT_KEYS = (
+    KeyHelp("enter", "Send the message"),
+    KeyHelp("ctrl+j / shift+enter", "Start a new line (shift+enter only where the terminal reports it)"),
+    KeyHelp("up / down", "On the first / last line: this chat's earlier / later prompts"),
+)
+BAR_WIDTH = 12
+NO_SLOT_HELP = "it borrows an idle one when you send, and its history is prefilled again"
+SAVE_INTERVAL_S = 1.0  # a streaming reply is saved at most this often: a crash loses at most this much of it
+SAVE_RETRY_S = 5.0  # after a failed save (disk full, read-only), how often saving is tried again
+TAB_LABEL_CHARS = 20
+# The marks that tell a branch from its parent: a shortened title keeps them.
+BRANCH_MARKS = re.compile(f"((?:{re.escape(FORK_SUFFIX)}|{re.escape(BEFORE_EDIT_SUFFIX)})+)$")
+MIN_HEAD_CHARS = 8
+
+
+def short_title(title: str, chars: int) -> str:
+    """`title` cut to about `chars` characters, keeping its branch marks ("… (fork)")."""
+    if len(title) <= chars:
+        return title
+    match = BRANCH_MARKS.search(title)
+    marks = match.group(1) if match else ""
+    head, room = title[: len(title) - len(marks)], max(chars - len(marks), MIN_HEAD_CHARS)
+    return (head if len(head) <= room else head[: room - 1].rstrip() + "…") + marks
+
+
+class ChatInput(TextArea):
+    """The message box: Enter sends, ctrl+j (or shift+enter where the terminal reports it) starts a new line,
+    ↑ on the first line and ↓ on the last walk through the chat's earlier prompts."""
+
+    class Submitted(Message):
+        """The user pressed Enter on this text."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, prompts: Callable[[], Sequence[str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._prompts = prompts  # the chat's earlier prompts, oldest first
+        self._recalled: int | None = None  # which prompt is shown (None: what the user is typing)
+        self._draft = ""  # what was being typed before the first ↑
+        self._edits: dict[int, str] = {}  # recalled prompts changed in the box, kept while walking
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self._recalled = None
+            self._edits.clear()
+            self.post_message(self.Submitted(self.text))
+            return
+        if event.key in ("ctrl+j", "shift+enter"):
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        if event.key in ("up", "down") and self.selection.is_empty and self._recall(-1 if event.key == "up" else 1):
+            event.stop()
+            event.prevent_default()
+            return
+        await super()._on_key(event)
+
+    def _recall(self, step: int) -> bool:
+        """Shows the prompt `step` away from the one shown (-1: older), when the cursor is on the first line
+        (older) or the last (newer); False when the key is the cursor's to move."""
+        at_edge = self.navigator.is_first_wrapped_line if step < 0 else self.navigator.is_last_wrapped_line
+        if not at_edge(self.cursor_location):
+            return False
+        prompts = self._prompts()
+        current = len(prompts) if self._recalled is None else self._recalled
+        target = current + step
+        if not 0 <= target <= len(prompts) or target == current:
+            return False
+        if self._recalled is None:
+            self._draft = self.text
+        elif self.text != prompts[current]:
+            self._edits[current] = self.text
+        self._recalled = None if target == len(prompts) else target
+        self.text = self._draft if self._recalled is None else self._edits.get(target, prompts[target])
+        # Going back the cursor stays on the first line, going forward on the last: the next press goes on.
+        self.move_cursor(self.navigator.get_location_end((0, 0)) if step < 0 else self.document.end)
+        return True
+
+
+class ChatPane(TabPane):
+    """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
+
+    The pane's Chat is saved as it changes: each user message before the engine sees it, a reply
+    every SAVE_INTERVAL_S while it streams and at its end.
+    """
+
+    class Finished(Message):
+        """The chat's reply has ended (`reason`, as the engine's Done has it) and is shown (the app says so
+        when the chat is out of view)."""
+
+        def __init__(self, pane: ChatPane, reason: str) -> None:
+            super().__init__()
+            self.pane = pane
+            self.reason = reason
+
+    class Retitled(Message):
+        """The chat got a title (from its first message) or its first id: the tab and the open chats change."""
+
+        def __init__(self, pane: ChatPane) -> None:
+            super().__init__()
+            self.pane = pane
+
+    DEFAULT_CSS = """
+    ChatPane { layout: vertical; padding: 0; }
+    /* A stable gutter: the scrollbar showing up does not re-wrap the turns (a layout and a redraw of each). */
+    ChatPane .conversation { height: 1fr; padding: 0 1; scrollbar-gutter: stable; }
+    ChatPane .user-turn {
+        margin: 1 0 0 8; padding: 0 1; background: $boost; border-left: thick $secondary;
+    }
+    ChatPane .user-turn.-editing { border-left: thick $warning; }
+    ChatPane .assistant-turn { margin: 1 8 0 0; padding: 0 1; border-left: thick $primary; }
+    ChatPane .assistant-turn MarkdownBlock:last-child { margin-bottom: 0; }
+    ChatPane .turn-note { margin: 0 8 0 0; padding: 0 1; color: $text-muted; text-style: italic; }
+    ChatPane .turn-note.-error { color: $error; text-style: none; }
+    ChatPane .turn-note.-refused { color: $warning; text-style: none; }
+    ChatPane .queue-note { margin: 1 8 0 0; padding: 0 1; color: $warning; text-style: italic; }
+    ChatPane ChatInput { height: auto; min-height: 3; max-height: 10; border: round $panel-lighten-2; }
+    ChatPane ChatInput:focus { border: round $primary; }
+    ChatPane .slot-status { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
+    ChatPane .save-problem { display: none; padding: 0 1; color: $error; }
+    ChatPane .save-problem.-shown { display: block; }
+    """
+
+    def __init__(
+        self, number: int, chat: Chat, session: Session, store: ChatStore | None, frames: ReplyFrames
+    ) -> None:
+        self.chat = chat
+        self._number = number
+        self.fan_out: int | None = None  # the fan-out this chat is a variant of (its siblings share it)
+        self.variant_label = ""  # what this variant's settings differ in ("T=0.2"), shown before its title
+        super().__init__(self.chat_title, id=f"chat-{number}")
+        self.chat_id = self.id or ""  # the chat's key in the session
+        self._session = session
+        self._store = store
+        self._frames = frames
+        self._retry_timer: Timer | None = None
+        self._last_save = 0.0
+        self._reply_parts: list[str] = []
+        self._reply_message: ChatMessage | None = None
+        self._edit_from: int | None = None  # the user message being edited, replaced when the input is sent
+        self._keep_branch = False  # whether sending that edit first saves the conversation as it was, as a chat
+        self.request_id: int | None = None
+        self.last_stats: RequestStats | None = None  # the counts and speeds of the last reply
+        self._sent_text = ""
+        self._user_turn: Static | None = None
+        self._reply: StreamingReply | None = None
+        self._feed = ReplyFeed()
+        self._status = ""  # what the status line shows
+        self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="conversation"):
+            for message in self.chat.messages:
+                yield from self._turn(message)
+        yield Static(classes="save-problem", markup=False)
+        yield ChatInput(lambda: [m.text for m in self.chat.messages if m.role == "user"], soft_wrap=True,
+                        placeholder="Message · Enter sends · ctrl+j new line")
+        yield Static(self._idle_status(), classes="slot-status", markup=False)
+
+    def _turn(self, message: ChatMessage) -> Iterator[Widget]:
+        """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
+        if message.role == "user":
+            yield Static(message.text, classes="user-turn", markup=False)
+        else:
+            yield from self._reply_widgets(message.text, message.finish_reason)
+
+    def _reply_widgets(self, text: str, reason: str | None, error: str | None = None) -> Iterator[Widget]:
+        """A finished reply as Markdown (none when nothing was written) and the note on how it ended."""
+        if text:
+            yield Markdown(text, classes="assistant-turn")
+        note = self._note(reason, text, error)
+        if note is not None:
+            yield Static(note[0], classes=f"turn-note {note[1]}", markup=False)
+
+    @property
+    def chat_title(self) -> str:
+        """The chat's name for its tab and its slot: its title, short, or "Chat N" while it has none."""
+        title = short_title(self.chat.title or f"Chat {self._number}", TAB_LABEL_CHARS)
+        return f"{self.variant_label} · {title}" if self.variant_label else title
+
+    @property
+    def reply_text(self) -> str:
+        """The reply streamed so far (empty when none is being written)."""
+        return "".join(self._reply_parts)
+
+    def save(self) -> bool:
+        """Writes what of the chat is unsaved; a failure is shown above the input and retried until it works."""
+        if self._store is None:
+            return False
+        had_id = self.chat.id is not None
+        # Counted from the attempt: a failing disk is tried again every second while a reply streams, not every frame.
+        self._last_save = time.monotonic()
+        try:
+            self._store.save(self.chat)
+        except StoreWriteError as exc:
+            self._show_save_problem(f"{exc}. The text is kept here and saving is retried every "
+                                    f"{SAVE_RETRY_S:g} s.")
+            if self._retry_timer is None:
+                self._retry_timer = self.set_interval(SAVE_RETRY_S, self.save)
+            return False
+        if self._retry_timer is not None:
+            self._retry_timer.stop()
+            self._retry_timer = None
+            self._show_save_problem("")
+        if not had_id:
+            self.post_message(self.Retitled(self))
+        return True
+
+    def _show_save_problem(self, text: str) -> None:
+        for problem in self.query(".save-problem").results(Static):
+            problem.update(text)
+            problem.set_class(bool(text), "-shown")
+
+    def save_reply(self, reason: str | None = None, stats: RequestStats | None = None) -> None:
+        """Saves the reply streamed so far, with why it ended and its counts once it has.
+
+        The app calls this before it quits, with reason "cancelled".
+        """
+        if not self._reply_parts:
+            return
+        if self._reply_message is None:
+            self._reply_message = self.chat.add("assistant", "")
+        message = self._reply_message
+        message.text, message.finish_reason, message.updated, message.saved = self.reply_text, reason, now(), False
+        self.chat.touch()
+        if stats is not None:
+            message.prompt_tokens, message.generated_tokens = stats.prompt_tokens, stats.generated_tokens
+        self.save()
+
+    def on_mount(self) -> None:
+        self.query_one(".conversation", VerticalScroll).anchor()
+
+    @property
+    def slot_id(self) -> int | None:
+        """The slot the session seated this chat on; None: it has none (fewer slots than chats)."""
+        return self._session.slot_of(self.chat_id)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a reply is being written (or its request is on its way to the engine, or in the queue)."""
+        return self.request_id is not None
+
+    @property
+    def queued(self) -> bool:
+        """Whether the chat's message waits for a slot (every slot is generating)."""
+        return self.busy and self._session.place_of(self.chat_id) is not None
+
+    @property
+    def chat_input(self) -> ChatInput:
+        """The message box."""
+        return self.query_one(ChatInput)
+
+    @property
+    def status_text(self) -> str:
+        """What the slot's status line reads now."""
+        return str(self.query_one(".slot-status", Static).render())
+
+    def focus_input(self) -> None:
+        """Puts the keyboard in the message box (nothing, once the pane is being closed)."""
+        for box in self.query(ChatInput).results(ChatInput):
+            # At once, not later as Widget.focus does: keys typed right after ctrl+n, queued while the
+            # new chat was mounted, must reach its box, not the previous chat's.
+            self.screen.set_focus(box)
+
+    def stop_reply(self) -> bool:
+        """Asks the session to stop this chat's reply; False when there is none."""
+        return self.busy and self._session.stop(self.chat_id)
+
+    def _idle_status(self) -> str:
+        if self.slot_id is None:
+            return f"no slot · {NO_SLOT_HELP}"
+        return f"slot {self.slot_id} · idle"
+
+    @on(ChatSeated)
+    async def _seated(self, event: ChatSeated) -> None:
+        """Says what a new seat means for the chat: in the status line when a slot was lent or taken
+        back for another chat (as happens all the time with more chats than slots), in the
+        conversation when the slots changed."""
+        slot_id, before, kv_kept = event.slot, event.before, event.kv_kept
+        if slot_id is not None:
+            await self._clear_queue_note()
+        self._set_status(self._idle_status())
+        if event.lent:
+            if slot_id is None:
+                self._set_status(f"no slot · slot {before} went to another chat · {NO_SLOT_HELP}")
+            return
+        again = "the conversation is prefilled again on its next turn"
+        if slot_id is None:
+            note = f"This chat has no slot now; its text is kept: {NO_SLOT_HELP}."
+        elif kv_kept:
+            note = f"Slot {slot_id} kept this chat's KV cache through the change of slots."
+        elif before is None:
+            note = f"This chat has slot {slot_id} now; {again}."
+        elif before != slot_id:
+            note = f"This chat moved from slot {before} to slot {slot_id}; {again}."
+        else:
+            note = f"Slot {slot_id} was rebuilt without this chat's KV cache; {again}."
+        if self.chat.messages:  # an empty chat has no cache to keep or prefill
+            await self.query_one(".conversation").mount(Static(note, classes="turn-note", markup=False))
+
+    @on(Queued)
+    async def _queued(self, event: Queued) -> None:
+        """Shows the message's place in line where its reply will be."""
+        if event.request != self.request_id or self._reply is None:
+            return
+        self._reply.display = False  # (an empty reply still takes room)
+        ordinal = {1: "next", 2: "2nd", 3: "3rd"}.get(event.place, f"{event.place}th")
+        text = (f"Waiting for a slot, {ordinal} in line: every slot is answering another chat. It starts as "
+                "soon as one frees (escape takes it back).")
+        self._set_status(f"queued · {ordinal} in line for a slot · escape takes it back")
+        note = next(iter(self.query(".queue-note").results(Static)), None)
+        if note is None:
+            await self.query_one(".conversation").mount(Static(text, classes="queue-note", markup=False),
+                                                        before=self._reply)
+        else:
+            note.update(text)
+
+    async def _clear_queue_note(self) -> None:
+        if self._reply is not None:
+            self._reply.display = True
+        await self.query(".queue-note").remove()
+
+    @on(Withdrawn)
+    async def _withdrawn(self, event: Withdrawn) -> None:
+        """The message left the queue before it started: it goes back to the input, as if never sent."""
+        event.stop()
+        if event.request != self.request_id or self._reply is None:
+            return
+        streamed, self._reply = self._reply, None
+        await self._clear_queue_note()
+        await self._take_back(streamed)
+        self._set_status(self._idle_status())
+        self.request_id = None
+
+    def show_slot(self, slot: SlotSnapshot) -> None:
+        """Shows the slot's state, how full its context is (as a bar) and its speed."""
+        bar = usage_bar(slot.used, slot.capacity, BAR_WIDTH)
+        capacity = slot.capacity or "?"  # a remote server that does not say its context
+        text = f"slot {slot.id} · {slot.state} · {slot.used} / {capacity} tokens {bar}"
+        if slot.state != "idle":  # a speed is news only while the slot works
+            text += f" · {slot.tok_s:.1f} tok/s"
+        self._set_status(text)
+
+    def _set_status(self, text: str) -> None:
+        if text == self._status:  # (an idle app redraws nothing)
+            return
+        self._status = text
+        # query, not query_one: a pane being closed has already lost its children.
+        for status in self.query(".slot-status").results(Static):
+            # One line of fixed height: no layout pass, which with many panes streaming costs the
+            # UI thread far more than drawing the line (a whole-screen layout per update).
+            status.update(text, layout=False)
+
+    @on(ChatInput.Submitted)
+    async def _send(self, event: ChatInput.Submitted) -> None:
+        event.stop()
+        await self.send(event.text)
+
+    async def send(self, typed: str) -> bool:
+        """Sends `typed` as the user's next message (or in place of the one being edited) and asks for
+        the reply; False when there is nothing to send or the chat is still answering."""
+        text = typed.strip()
+        if not text:
+            return False
+        if not self._can_send():
+            return False
+        self.chat_input.clear()
+        self._sent_text = typed
+        if self._edit_from is not None:
+            if self._keep_branch and self._store is not None:
+                # The conversation as it was stays saved, as a chat of its own in the chat list.
+                self._keep_old_branch()
+            # The edited message replaces the old one and everything after it.
+            del self.chat.messages[self._edit_from :]
+            self.chat.touch()
+            self._edit_from, self._keep_branch = None, False
+            await self._show_history()
+        titled = bool(self.chat.title)
+        self.chat.add("user", text)
+        # Saved before the engine sees it: a crash from here on never loses what the user wrote.
+        self.save()
+        if not titled and self.chat.id is None:  # (a first save that worked has said so already)
+            self.post_message(self.Retitled(self))
+        self._user_turn = Static(text, classes="user-turn", markup=False)
+        await self.query_one(".conversation", VerticalScroll).mount(self._user_turn)
+        await self._start_reply()
+        return True
+
+    def _keep_old_branch(self) -> None:
+        assert self._store is not None
+        old = fork(self.chat, len(self.chat.messages), BEFORE_EDIT_SUFFIX)
+        try:
+            self._store.save(old)
+        except StoreWriteError as exc:
+            self.notify(f"The conversation before the edit could not be kept: {exc}", severity="error")
+            return
+        self.notify(f"The conversation before the edit is kept as “{old.title}” in the chat list.")
+
+    async def _start_reply(self) -> None:
+        """Mounts an empty reply and asks the engine for it, with the conversation as it now stands."""
+        self._reply = StreamingReply(classes="assistant-turn")
+        await self.query_one(".conversation", VerticalScroll).mount(self._reply)
+        self._undrawn = False
+        self._reply_parts.clear()
+        self._reply_message = None
+        # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
+        self._feed = ReplyFeed()
+        self.request_id = self._session.submit(self.chat_id, self.chat.prompt(), self.chat.sampling, self._feed)
+        self._frames.wake()
+
+    def draw_frame(self, shown: bool) -> None:
+        """Shows the reply with the text that came since the last frame (later, while the chat is not
+        shown); saves the reply every second."""
+        if self._reply is None:  # the reply has ended: its end is being shown
+            return
+        text = self._feed.take()
+        if text:
+            self._reply_parts.append(text)
+            self._undrawn = True
+        if shown and self._undrawn:
+            self._undrawn = False
+            self._reply.show(self.reply_text)
+        if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
+            self.save_reply()
+
+    @on(ReplyDone)
+    async def _on_done(self, event: ReplyDone) -> None:
+        event.stop()
+        done = event.done
+        if event.request != self.request_id or self._reply is None:
+            return
+        streamed, self._reply = self._reply, None  # the frames stop drawing and saving this reply
+        self.last_stats = done.stats
+        following = streamed.following
+        await self._clear_queue_note()
+        if done.refused:
+            await self._refused(done, streamed)
+        else:
+            await self._finish(done, streamed)
+        self._anchor_conversation(following)
+        # Last: whoever waits for the chat to be idle finds how the reply ended on the screen.
+        self.request_id = None
+        if not done.refused:
+            self.post_message(self.Finished(self, done.reason))
+
+    def _anchor_conversation(self, following: bool) -> None:
+        """Gives the scrolling back to Textual's anchor when a reply has ended (a streaming reply
+        scrolls the conversation itself): kept at the end as turns come, unless the user had
+        scrolled away from it, who stays where they are."""
+        conversation = self.query_one(".conversation", VerticalScroll)
+        y = conversation.scroll_y
+        conversation.anchor()
+        if not following:
+            conversation.scroll_to(y=y, animate=False, immediate=True)
+
+    async def _finish(self, done: Done, streamed: StreamingReply) -> None:
+        """Saves the reply and shows it, from the engine's own text, as saved replies are shown."""
+        self._reply_parts = [done.text] if done.text else []
+        self.save_reply(done.reason, done.stats)
+        self._reply_parts.clear()
+        self._reply_message = None
+        widgets = list(self._reply_widgets(done.text, done.reason, done.error))
+        if done.stats.lost:
+            widgets.append(Static(lost_note(done.stats), classes="turn-note", markup=False))
+        await self.query_one(".conversation").mount_all(widgets, after=streamed)
+        await streamed.remove()
+
+    async def _refused(self, done: Done, streamed: StreamingReply) -> None:
+        """Undoes a message the engine would not take: the text goes back to the input with the reason."""
+        await self._take_back(streamed)
+        await self.query_one(".conversation").mount(
+            Static(f"Not sent: {done.error}", classes="turn-note -refused", markup=False)
+        )
+
+    async def _take_back(self, streamed: StreamingReply) -> None:
+        """Undoes the message just sent (its text goes back to the input) and removes its empty reply."""
+        if self._user_turn is not None:  # (a regenerated reply has no new message to take back)
+            refused = self.chat.messages.pop()
+            if not self.chat.messages and self.chat.title == title_from(refused.text):
+                self.chat.title = ""  # the title came from the message taken back
+            self.chat.touch()
+            self.save()
+            self._put_back(self._sent_text)
+        for widget in (self._user_turn, streamed):
+            if widget is not None:
+                await widget.remove()
+        self._user_turn = None
+
+    def _put_back(self, text: str) -> None:
+        """Puts `text` in the input, before anything typed there since."""
+        typed_since = self.chat_input.text
+        self.chat_input.text = text + (f"\n{typed_since}" if typed_since else "")
+        self.chat_input.move_cursor(self.chat_input.document.end)
+
+    async def _show_history(self) -> None:
+        """Draws the conversation again from the chat (after turns were taken back)."""
+        conversation = self.query_one(".conversation", VerticalScroll)
+        await conversation.remove_children()
+        await conversation.mount_all([widget for message in self.chat.messages for widget in self._turn(message)])
+
+    def turns_may_change(self) -> bool:
+        """Whether a turn action may change the conversation now; says why not when it may not."""
+        if self.busy:
+            self.notify("This chat is still answering: escape stops it first.", severity="warning")
+        return not self.busy
+
+    def _can_send(self) -> bool:
+        """Whether a request may go to the session now (the chat is idle); says why not when it may not."""
+        return self.turns_may_change()
+
+    async def regenerate(self) -> None:
+        """Writes the last reply again; the slot still holds the conversation before it, so only the reply is new."""
+        if not self._can_send():
+            return
+        if not self.chat.messages:
+            self.notify("There is no reply to write again yet.", severity="warning")
+            return
+        if self.chat.messages[-1].role == "assistant":
+            self.chat.messages.pop()
+            self.chat.touch()
+            self.save()
+        self._edit_from, self._keep_branch = None, False
+        self._user_turn = None
+        await self._show_history()
+        await self._start_reply()
+
+    @property
+    def user_messages(self) -> list[int]:
+        """The indexes of the user's messages in the chat, first to last."""
+        return [i for i, message in enumerate(self.chat.messages) if message.role == "user"]
+
+    @property
+    def editing(self) -> bool:
+        """Whether one of the user's messages is in the input, to be sent in its place."""
+        return self._edit_from is not None
+
+    def edit_last(self) -> None:
+        """Puts the last user message in the input: sending it replaces that message and its reply.
+
+        Called again before sending, it cancels the edit.
+        """
+        if not self.turns_may_change():
+            return
+        if self.editing:
+            self.cancel_edit()
+            return
+        if not self.user_messages:
+            self.notify("There is no message of yours to edit yet.", severity="warning")
+            return
+        self.edit_message(self.user_messages[-1])
+        self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
+                    "(ctrl+g again cancels).")
+
+    def edit_message(self, index: int, keep_branch: bool = False) -> None:
+        """Puts user message `index` in the input: sending it replaces that message and every turn after
+        it (the slot's KV rolls back to what they share). With `keep_branch` the conversation as it
+        was is first saved as a chat of its own."""
+        if not self.turns_may_change():
+            return
+        if self.editing:
+            self.cancel_edit(quiet=True)
+        self._edit_from, self._keep_branch = index, keep_branch
+        self._turn_of(index).add_class("-editing")
+        self._put_back(self.chat.messages[index].text)
+        self.focus_input()
+
+    def cancel_edit(self, quiet: bool = False) -> None:
+        """Leaves the conversation as it was: the message being edited stays."""
+        if self._edit_from is None:
+            return
+        self._turn_of(self._edit_from).remove_class("-editing")
+        self._edit_from, self._keep_branch = None, False
+        if not quiet:
+            self.notify("Edit cancelled: the conversation stays as it was.")
+
+    def _turn_of(self, index: int) -> Widget:
+        """The box of user message `index` in the conversation."""
+        return list(self.query(".user-turn"))[self.user_messages.index(index)]
+
+    def apply_settings(self, system_prompt: str, sampling: SamplingParams) -> None:
+        """Gives the chat a new system prompt and sampling, used from its next turn."""
+        self.chat.system_prompt, self.chat.sampling = system_prompt, sampling
+        self.chat.touch()
+        self.save()
+        self.notify("The chat's settings apply from its next turn.")
+
+    def copy_reply(self) -> None:
+        """Copies the last reply to the clipboard."""
+        reply = next((m for m in reversed(self.chat.messages) if m.role == "assistant"), None)
+        if reply is None:
+            self.notify("There is no reply to copy yet.", severity="warning")
+            return
+        self.app.copy_to_clipboard(reply.text)
+        self.notify(f"Copied the last reply ({len(reply.text)} characters).")
+
+    def _note(self, reason: str | None, text: str, error: str | None = None) -> tuple[str, str] | None:
+        """The line shown under a finished reply, and its style, or None for a reply that simply ended."""
+        if reason is None:
+            return "(interrupted: mlxchat stopped before this reply ended)", ""
+        if reason == "cancelled":
+            return "(stopped)", ""
+        if reason == "context":
+            return (
+                "(the reply reached the end of its slot's context: "
+                "start a new chat or use fewer slots for longer conversations)",
+                "",
+            )
+        if reason == "length":
+            return f"(the reply reached max_tokens = {self.chat.sampling.max_tokens})", ""
+        if reason == "error":
+            return f"Error: {error or 'the engine failed (the message was not saved)'}", "-error"
+        if not text:
+            return "(the model ended its reply without writing anything)", ""
+        return None
+
+
+def lost_note(stats: RequestStats) -> str:
+    """Why the first token of a returning chat took longer: its parked KV was not kept, so its history went
+    through the model again."""
+    return (
+        f"(first token after {stats.ttft_s:.1f} s: the chat's history was prefilled again, "
+        f"{stats.prefilled_tokens} tokens, because {stats.lost})"
+    )

@@ -1,0 +1,135 @@
+"""mlx-lm's llama model, run by the engine on the CPU: matmuls split across two cores, cheaper activations.
+
+Two of mlx-lm's costs on the CPU grow with the rows of a decode pass, and the engine runs the
+same layers, same weights, its own way to cut them:
+
+- OpenBLAS's own threads speed up a one-row matmul (a gemv) but not an 8-row one: SmolLM2's
+  matmuls took 46 ms at 1 row and 74 ms at 8 with 2 threads, 77 and 81 with 1. Here each
+  matmul's output rows are split in two halves, computed at once on two MLX CPU streams (each
+  stream is a thread) by a single-threaded BLAS: 52 ms at 1 row, 56 at 8. `cores` holds the
+  BLAS at one thread while the engine works and gives its threads back when it is idle.
+- the SwiGLU's exp, which MLX's CPU backend evaluates one element at a time (engine.cpu.activations).
+
+mlx-lm's model is left untouched, so anything else in the process that runs it (mlx-lm's own
+generators) is unaffected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from mlxchat.engine.cpu import activations
+from mlxchat.engine.cpu.blas import SingleThreadedBlas
+
+LLAMA_MODULE = "mlx_lm.models.llama"
+
+
+def supports(model: Any, head: Any) -> bool:
+    """Whether `model` is mlx-lm's llama with float weights, without sliding-window layers, on the CPU.
+
+    `head` is the module whose weight gives the logits (lm_head or the tied embedding).
+    """
+    if mx.default_device().type != mx.cpu or type(model).__module__ != LLAMA_MODULE:
+        return False
+    layer = model.model.layers[0]
+    attn, mlp = layer.self_attn, layer.mlp
+    linear = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+    return (
+        getattr(model.model, "swa_idx", None) is None
+        and all(type(m) is nn.Linear for m in linear)
+        and type(head) in (nn.Linear, nn.Embedding)
+    )
+
+
+class _Weight:
+    """One linear layer's weight (out, in), transposed once: whole, and as two halves of its output rows.
+
+    Views, no copies; made once so that a pass does not build a transpose per matmul.
+    """
+
+    def __init__(self, weight: mx.array, bias: mx.array | None = None) -> None:
+        half = weight.shape[0] // 2
+        self.t = weight.T
+        self.halves = (weight[:half].T, weight[half:].T)
+        self.bias = bias
+        mx.eval(self.t, self.halves)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        """x @ weight.T (+ bias), on the current stream."""
+        return x @ self.t if self.bias is None else mx.addmm(self.bias, x, self.t)
+
+
+class _Layer:
+    """The weights of one decoder layer, as the CPU path multiplies by them."""
+
+    def __init__(self, layer: Any) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        self.q, self.k, self.v, self.o = (_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj))
+        self.gate, self.up, self.down = (_linear(m) for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+
+
+class CpuLlama:
+    """The model's body (inputs, caches) -> final hidden states, and its head, run split across two cores."""
+
+    def __init__(self, model: Any, head: Any) -> None:
+        self.inner = model.model
+        self.cores = SingleThreadedBlas()
+        self._other: mx.Stream | None = None
+        self._head = _Weight(head.weight)
+        self._layers = [_Layer(layer) for layer in self.inner.layers]
+
+    def body(self, inputs: mx.array, caches: list[Any]) -> mx.array:
+        """What `model.model(inputs, caches)` returns; `caches` are the engine's slot caches."""
+        if self._other is None:
+            # Made on the engine thread, which owns every MLX stream it uses.
+            self._other = mx.new_stream(mx.cpu)
+        inner = self.inner
+        h = inner.embed_tokens(inputs)
+        for layer, weights, cache in zip(inner.layers, self._layers, caches):
+            h = h + self._attend(layer.self_attn, layer.input_layernorm(h), cache, weights)
+            x = layer.post_attention_layernorm(h)
+            gate = weights.gate(x)
+            with mx.stream(self._other):
+                up = weights.up(x)
+            h = h + self._matmul(activations.swiglu(gate, up), weights.down)
+        return inner.norm(h)
+
+    def head(self, states: mx.array) -> mx.array:
+        """Logits for final hidden states."""
+        return self._matmul(states, self._head)
+
+    def _attend(self, attn: Any, x: mx.array, cache: Any, weights: _Layer) -> mx.array:
+        b, n, _ = x.shape
+        queries = weights.q(x).reshape(b, n, attn.n_heads, -1).transpose(0, 2, 1, 3)
+        queries = attn.rope(queries, offset=cache.offset)
+        with mx.stream(self._other):
+            keys = weights.k(x).reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+            values = weights.v(x).reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+            keys = attn.rope(keys, offset=cache.offset)
+        cache.write(keys, values)
+        # Attention costs a few small matmuls per row: half the rows on each stream.
+        half = b // 2
+        if half:
+            first = cache.attend(queries[:half], attn.scale, None, slice(0, half))
+            with mx.stream(self._other):
+                second = cache.attend(queries[half:], attn.scale, None, slice(half, b))
+            out = mx.concatenate([first, second], axis=0)
+        else:
+            out = cache.attend(queries, attn.scale, None)
+        return self._matmul(out.transpose(0, 2, 1, 3).reshape(b, n, -1), weights.o)
+
+    def _matmul(self, x: mx.array, w: _Weight) -> mx.array:
+        """x @ weight.T (+ bias), each half of the output on its own stream."""
+        first, second = w.halves
+        y1 = x @ first
+        with mx.stream(self._other):
+            y2 = x @ second
+        y = mx.concatenate([y1, y2], axis=-1)
+        return y if w.bias is None else y + w.bias
+
+
+def _linear(linear: nn.Linear) -> _Weight:
+    return _Weight(linear.weight, linear.get("bias"))

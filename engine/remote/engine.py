@@ -1,0 +1,459 @@
+"""The remote engine: the local Engine's API and events over an OpenAI-compatible server.
+
+Each reply streams on a worker thread of its own through the `openai` client; its text and its end
+come out as the same TextDelta and Done events the local engine sends, so the chats, the panes and
+the saved history do not know which engine they talk to. With llama-server, chat N is pinned to the
+server's slot N (`id_slot`), so the server's prompt cache follows the chat and its /slots is the
+slot view; other servers have no slots to show, and mlxchat shows what it knows from its side.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import openai
+
+from mlxchat.engine.events import (
+    Done,
+    EngineSnapshot,
+    Event,
+    FinishReason,
+    RequestStats,
+    SamplingParams,
+    SlotSnapshot,
+    SlotState,
+    TextDelta,
+)
+from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
+
+Messages = Sequence[dict[str, str]]
+SLOTS_POLL_S = 0.5  # how often /slots is read while someone looks at the snapshot
+RATE_WINDOW_S = 2.0  # as the local engine: aggregate tok/s over the last seconds
+RETRY = "regenerate (ctrl+r) to try again"
+
+
+@dataclass(frozen=True)
+class RemotePlan(SlotPlan):
+    """A slot plan whose slots are a server's: its summary says whose they are."""
+
+    server: str = "server"
+
+    @property
+    def summary(self) -> str:
+        context = f"{self.per_slot} tokens each" if self.per_slot else "context not reported"
+        return f"{self.server}: {self.parallel} slot{'s' if self.parallel != 1 else ''}, {context}"
+
+
+def remote_plan(facts: ServerFacts, parallel: int) -> RemotePlan:
+    """The plan for `facts`: llama-server's own slots, or `parallel` chats at once on other servers."""
+    n = facts.total_slots if facts.has_slots and facts.total_slots else parallel
+    per_slot = facts.context or 0
+    return RemotePlan(parallel, n, n * per_slot, per_slot, 0, 0, server=facts.kind)
+
+
+@dataclass(frozen=True)
+class RemoteInfo:
+    """What the inspector says about the engine: the server and model rather than a device."""
+
+    model: str
+    device: str
+    blas: str = "–"
+    dtype: str = "–"
+    weights_bytes: int = 0
+
+
+@dataclass
+class _Reply:
+    """One reply streaming from the server."""
+
+    handle: RequestHandle
+    sampling: SamplingParams
+    on_event: Callable[[Event], None] | None
+    t_submit: float = field(default_factory=time.perf_counter)
+    t_first: float | None = None
+    t_last: float | None = None
+    chunks: int = 0
+    text: list[str] = field(default_factory=list)
+    stream: Any = None
+    ended: bool = False
+    # Held while an event is delivered, so that nothing comes after the Done (a cancel and the
+    # worker may race to end the reply).
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def tok_s(self) -> float:
+        if self.t_first is None or self.t_last is None or self.chunks < 2:
+            return 0.0
+        return (self.chunks - 1) / max(self.t_last - self.t_first, 1e-9)
+
+
+@dataclass
+class _Slot:
+    """mlxchat's side of one slot: its chat's name, its reply, and what the last reply used."""
+
+    id: int
+    label: str | None = None
+    reply: _Reply | None = None
+    tokens: int = 0  # prompt + reply tokens of the last finished reply, as the server counted them
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    last_tok_s: float = 0.0
+
+
+class RemoteEngine:
+    """N slots over a server; `submit` a chat to a slot and read its events from the handle.
+
+    Thread-safe like the local Engine: the UI, a test or a worker may call any method.
+    """
+
+    def __init__(self, facts: ServerFacts, plan: SlotPlan, *, api_key: str | None = None, timeout: float = 60.0) -> None:
+        self.facts = facts
+        self.plan = plan
+        self.info = RemoteInfo(model=facts.model_name, device=f"{facts.kind} at {facts.base_url}")
+        self._client = make_client(facts.base_url, api_key, timeout)
+        self._lock = threading.Lock()
+        self._slots = [_Slot(i) for i in range(plan.parallel)]
+        self._ids = itertools.count(1)
+        self._recent: collections.deque[tuple[float, int]] = collections.deque()
+        self._server_slots: tuple[ServerSlot, ...] | None = facts.slots
+        self._slots_note = facts.slots_note
+        self._polling = False
+        self._polled = 0.0
+        self._closed = False
+
+    # ---- the local Engine's API ----
+
+    def submit(
+        self,
+        slot_id: int,
+        messages: Messages | None = None,
+        *,
+        tokens: list[int] | None = None,
+        sampling: SamplingParams = SamplingParams(),
+        on_event: Callable[[Event], None] | None = None,
+    ) -> RequestHandle:
+        """Starts a reply in `slot_id` to a chat (`messages`); its events come on the handle and to `on_event`."""
+        handle = RequestHandle(next(self._ids), slot_id)
+        reply = _Reply(handle, sampling, on_event)
+        with self._lock:
+            slot = self._slots[slot_id] if 0 <= slot_id < len(self._slots) else None
+            problem = self._refusal(slot, messages, tokens)
+            if slot is not None and problem is None:
+                slot.reply = reply
+        if problem is not None:
+            self._end(reply, "error", error=problem, refused=True)
+            return handle
+        threading.Thread(target=self._stream, args=(reply, list(messages or [])), name=f"mlxchat-remote-{slot_id}",
+                         daemon=True).start()
+        return handle
+
+    def cancel(self, slot_id: int) -> None:
+        """Stops the slot's reply now: what came is kept, marked cancelled, and the stream is closed."""
+        with self._lock:
+            slot = self._slots[slot_id] if 0 <= slot_id < len(self._slots) else None
+            reply = slot.reply if slot else None
+        if reply is not None:
+            self._end(reply, "cancelled")
+
+    def clear(self, slot_id: int) -> None:
+        """Stops the slot's reply and forgets mlxchat's figures for it; asks llama-server to erase the
+        slot's cache too, which it does when it was started with --slot-save-path (else it keeps it)."""
+        self.cancel(slot_id)
+        with self._lock:
+            if 0 <= slot_id < len(self._slots):
+                label = self._slots[slot_id].label
+                self._slots[slot_id] = _Slot(slot_id, label)
+        if self.facts.has_slots:
+            threading.Thread(target=erase_slot, args=(self._client, self.facts.base_url, slot_id), daemon=True).start()
+
+    def bind(self, slot_id: int, label: str | None) -> None:
+        """Names what the slot serves (a chat's title), for the snapshot."""
+        with self._lock:
+            if 0 <= slot_id < len(self._slots):
+                self._slots[slot_id].label = label
+
+    def repartition(self, plan: SlotPlan) -> "Future[dict[int, bool]]":
+        """llama-server's slots are its own (--parallel): refused. On other servers `plan.parallel` is how
+        many chats may generate at once, mlxchat's own limit: replies on slots that go are stopped."""
+        future: Future[dict[int, bool]] = Future()
+        if self.facts.has_slots:
+            future.set_exception(ValueError(
+                f"the slots are llama-server's own ({self.facts.total_slots}, its --parallel): mlxchat cannot "
+                f"change them; restart the server with another --parallel to have more or fewer"
+            ))
+            return future
+        with self._lock:
+            old, n = self._slots, plan.parallel
+            self._slots = old[:n] + [_Slot(i) for i in range(len(old), n)]
+            self.plan = plan
+        for slot in old[n:]:
+            if slot.reply is not None:
+                self._end(slot.reply, "cancelled")
+        future.set_result({s.id: s.id < n for s in old})
+        return future
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stops every reply (as cancelled) and closes the connection to the server."""
+        self._closed = True
+        for slot in list(self._slots):
+            self.cancel(slot.id)
+        self._client.close()
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed
+
+    def snapshot(self) -> EngineSnapshot:
+        """Every slot: the server's /slots figures where it has them, mlxchat's own otherwise."""
+        self._poll_slots()
+        with self._lock:
+            server = {s.id: s for s in self._server_slots or ()}
+            slots = tuple(self._slot_snapshot(s, server.get(s.id)) for s in self._slots)
+            note = self._slots_note
+        return EngineSnapshot(
+            model=self.info.model,
+            device=self.info.device,
+            blas=self.info.blas,
+            dtype=self.info.dtype,
+            weights_bytes=self.info.weights_bytes,
+            kv_bytes_allocated=0,
+            kv_bytes_used=0,
+            active_bytes=0,
+            peak_bytes=0,
+            aggregate_tok_s=self._aggregate_tok_s(),
+            per_slot=self.plan.per_slot,
+            slots=slots,
+            server=note,
+        )
+
+    # ---- streaming, on a worker thread per reply ----
+
+    def _refusal(self, slot: _Slot | None, messages: Messages | None, tokens: list[int] | None) -> str | None:
+        if self._closed:
+            return "the engine has been shut down"
+        if slot is None:
+            return f"there is no slot: the engine has {len(self._slots)} slots"
+        if slot.reply is not None:
+            return f"slot {slot.id} is still answering: stop its reply first"
+        if tokens is not None:
+            return f"the {self.facts.kind} takes chats, not raw tokens"
+        if not messages:
+            return "there is nothing to answer: the chat is empty"
+        return None
+
+    def _request(self, reply: _Reply, messages: list[dict[str, str]]) -> dict[str, Any]:
+        """The chat completion's arguments: the standard ones, and the server's own in extra_body."""
+        s = reply.sampling
+        extra: dict[str, Any] = {}
+        if s.top_k:
+            extra["top_k"] = s.top_k
+        if s.ignore_eos:
+            extra["ignore_eos"] = True
+        if self.facts.has_slots:
+            # The chat keeps its slot on the server, so the server's prompt cache follows it.
+            extra["id_slot"] = reply.handle.slot_id
+        args: dict[str, Any] = {
+            "model": self.facts.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "extra_body": extra,
+        }
+        if s.seed is not None:
+            args["seed"] = s.seed
+        return args
+
+    def _stream(self, reply: _Reply, messages: list[dict[str, str]]) -> None:
+        """Streams one reply into events; whatever happens, it ends with exactly one Done."""
+        url = self.facts.base_url
+        usage: Any = None
+        finish: str | None = None
+        try:
+            stream = self._client.chat.completions.create(**self._request(reply, messages))
+        except openai.APIStatusError as exc:
+            # 4xx: the server read the request and will not take it as it is (a prompt too long...):
+            # refused, as the local engine refuses what does not fit. 5xx: its failure, worth a retry.
+            client_error = 400 <= exc.status_code < 500
+            suffix = "" if client_error else f"; {RETRY}"
+            self._end(reply, "error", error=describe_error(exc, url) + suffix, refused=client_error)
+            return
+        except Exception as exc:  # cannot connect, timed out: the message stays, to be retried
+            self._end(reply, "error", error=f"{describe_error(exc, url)}; {RETRY}")
+            return
+        reply.stream = stream
+        try:
+            if reply.ended:  # cancelled while connecting
+                return
+            for chunk in stream:
+                if reply.ended:
+                    return
+                if getattr(chunk, "usage", None) is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices or ():
+                    text = getattr(choice.delta, "content", None) if choice.delta else None
+                    if text:
+                        self._delta(reply, text)
+                    finish = choice.finish_reason or finish
+        except Exception as exc:
+            if not reply.ended:
+                self._end(reply, "error", error=self._dropped(reply, exc), usage=usage)
+            return
+        finally:
+            _close(stream)
+        if finish is None:
+            self._end(reply, "error", error=self._dropped(reply, None), usage=usage)
+        else:
+            self._end(reply, *self._reason(reply, finish, usage), usage=usage)
+
+    def _dropped(self, reply: _Reply, exc: BaseException | None) -> str:
+        """Why a stream ended before its reply did: the connection broke, or the server sent an error."""
+        kept = "what came is kept" if reply.chunks else "nothing had come yet"
+        if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
+            return f"the server at {self.facts.base_url} ended the reply with an error ({exc.message}): {kept}; {RETRY}"
+        # The client wraps a broken connection in a bare "Connection error.": the cause says more.
+        cause = (exc.__cause__ or exc) if isinstance(exc, openai.APIConnectionError) else exc
+        why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        return f"the server at {self.facts.base_url} stopped sending before the reply ended{why}: {kept}; {RETRY}"
+
+    def _reason(self, reply: _Reply, finish: str, usage: Any) -> tuple[FinishReason, str | None]:
+        """The local engine's reason for the server's finish_reason (with an error message for an odd one)."""
+        if finish == "length":
+            generated = getattr(usage, "completion_tokens", None) or reply.chunks
+            # Ended short of max_tokens: the server's context for the request is full.
+            return ("length" if generated >= reply.sampling.max_tokens else "context"), None
+        if finish == "content_filter":
+            return "error", "the server filtered the reply (finish_reason content_filter)"
+        return "stop", None  # stop, tool_calls, eos...
+
+    def _delta(self, reply: _Reply, text: str) -> None:
+        now = time.perf_counter()
+        with reply.lock:
+            if reply.ended:
+                return
+            with self._lock:
+                reply.t_first = reply.t_first or now
+                reply.t_last = now
+                reply.chunks += 1
+                reply.text.append(text)
+                self._recent.append((now, 1))
+            _deliver(reply, TextDelta(reply.handle.request_id, reply.handle.slot_id, text, 1))
+
+    def _end(
+        self, reply: _Reply, reason: FinishReason, error: str | None = None, refused: bool = False, usage: Any = None
+    ) -> None:
+        """Ends the reply once: frees its slot, closes its stream if it was stopped, sends its Done."""
+        with reply.lock:
+            if reply.ended:
+                return
+            reply.ended = True
+            stats = _stats(reply, usage)
+            with self._lock:
+                slot = next((s for s in self._slots if s.reply is reply), None)
+                if slot is not None:
+                    slot.reply = None
+                    slot.last_tok_s = stats.decode_tok_s
+                    if usage is not None:
+                        slot.prompt_tokens, slot.cached_tokens = stats.prompt_tokens, stats.cached_tokens
+                        slot.tokens = stats.prompt_tokens + stats.generated_tokens
+            if reason == "cancelled" and reply.stream is not None:
+                # Closing the connection is how a client stops a server's generation; it must not hold
+                # up the caller (the UI) if the socket is slow to close.
+                threading.Thread(target=_close, args=(reply.stream,), daemon=True).start()
+            text = "".join(reply.text)
+            _deliver(reply, Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused))
+
+    # ---- the slot view ----
+
+    def _poll_slots(self) -> None:
+        """Reads llama-server's /slots in the background when the last reading is old (never blocks)."""
+        if not self.facts.has_slots or self._closed:
+            return
+        with self._lock:
+            if self._polling or time.monotonic() - self._polled < SLOTS_POLL_S:
+                return
+            self._polling = True
+
+        def poll() -> None:
+            slots, note = read_slots(self._client, self.facts.base_url)
+            with self._lock:
+                self._server_slots, self._slots_note = slots, note
+                self._polled, self._polling = time.monotonic(), False
+
+        threading.Thread(target=poll, name="mlxchat-remote-slots", daemon=True).start()
+
+    def _slot_snapshot(self, slot: _Slot, theirs: ServerSlot | None) -> SlotSnapshot:
+        reply = slot.reply
+        generated = reply.chunks if reply else 0
+        if theirs is not None:
+            if theirs.processing:
+                state: SlotState = "decoding" if theirs.decoded else "prefill"
+            else:  # a reply the server has not started yet (queued) is waiting for its prompt
+                state = "idle" if reply is None else ("decoding" if reply.chunks else "prefill")
+            return SlotSnapshot(
+                id=slot.id, state=state, capacity=theirs.n_ctx, used=theirs.tokens,
+                prompt_tokens=slot.prompt_tokens if not theirs.processing else theirs.tokens - theirs.decoded,
+                prompt_processed=theirs.prompt_processed, cached_tokens=theirs.cached,
+                generated=theirs.decoded if theirs.processing else generated,
+                tok_s=reply.tok_s() if reply else slot.last_tok_s,
+                sampling=reply.sampling if reply else None,
+                kv_bytes_allocated=0, kv_bytes_used=0, label=slot.label,
+            )
+        state = "idle" if reply is None else ("decoding" if reply.chunks else "prefill")
+        return SlotSnapshot(
+            id=slot.id, state=state, capacity=self.plan.per_slot, used=slot.tokens + generated,
+            prompt_tokens=slot.prompt_tokens, prompt_processed=slot.prompt_tokens, cached_tokens=slot.cached_tokens,
+            generated=generated, tok_s=reply.tok_s() if reply else slot.last_tok_s,
+            sampling=reply.sampling if reply else None, kv_bytes_allocated=0, kv_bytes_used=0, label=slot.label,
+        )
+
+    def _aggregate_tok_s(self) -> float:
+        now = time.perf_counter()
+        with self._lock:
+            while self._recent and now - self._recent[0][0] > RATE_WINDOW_S:
+                self._recent.popleft()
+            recent = list(self._recent)
+        if len(recent) < 2:
+            return 0.0
+        return sum(n for _, n in recent[1:]) / max(recent[-1][0] - recent[0][0], 1e-9)
+
+
+def _stats(reply: _Reply, usage: Any) -> RequestStats:
+    """The request's figures: the server's usage where it sent one, else what mlxchat counted."""
+    prompt = getattr(usage, "prompt_tokens", None) or 0
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return RequestStats(
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        prefilled_tokens=max(prompt - cached, 0),
+        generated_tokens=getattr(usage, "completion_tokens", None) or reply.chunks,
+        ttft_s=(reply.t_first - reply.t_submit) if reply.t_first else 0.0,
+        decode_tok_s=reply.tok_s(),
+    )
+
+
+def _deliver(reply: _Reply, event: Event) -> None:
+    """Queues the event for the handle and calls the callback; a failing callback ends nothing else."""
+    reply.handle.put(event)
+    if reply.on_event is not None:
+        try:
+            reply.on_event(event)
+        except Exception:
+            pass
+
+
+def _close(stream: Any) -> None:
+    try:
+        stream.close()
+    except Exception:  # a connection that is already gone is closed enough
+        pass

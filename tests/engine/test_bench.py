@@ -1,0 +1,195 @@
+"""The bench harness: metrics from traces, the mlx-lm baseline runner, the table and the JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mlxchat.engine.bench.runners import (
+    RUNNERS,
+    RunRecord,
+    RunTrace,
+    StreamTrace,
+    Workload,
+    format_table,
+    make_report,
+    make_workload,
+    median_record,
+    run_bench,
+    summarize,
+    write_json,
+)
+from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
+from mlxchat.engine.bench.shapes import SHAPES, build_shape
+from mlxchat.engine.loading.models import LoadedModel, ModelLoadError, load_model
+from tests.markers import CONSOLE_SCRIPT, needs_console_script
+
+RUN_KEYS = {
+    "engine",
+    "scenario",
+    "slots",
+    "decode_tok_s",
+    "prefill_tok_s",
+    "ttft_ms_p50",
+    "step_ms_p50",
+    "kv_bytes",
+    "peak_bytes",
+}
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir: Path) -> LoadedModel:
+    return load_model(str(tiny_model_dir))
+
+
+def workload(slots: int) -> Workload:
+    return Workload("short", tuple((1,) * 10 for _ in range(slots)), 5)
+
+
+def test_metrics_of_streams_run_one_after_another() -> None:
+    # Two streams of 10 prompt tokens: prefill 1 s, then 4 steps of 0.5 s each, back to back.
+    trace = RunTrace(0.0, [StreamTrace(10, 0.0, [1.0, 1.5, 2.0, 2.5, 3.0]), StreamTrace(10, 3.0, [4.0, 4.5, 5.0, 5.5, 6.0])])
+    record = summarize("seq", workload(2), trace, peak_bytes=123)
+    assert record.prefill_tok_s == pytest.approx(20 / 2.0)
+    assert record.decode_tok_s == pytest.approx(8 / 4.0)
+    assert record.ttft_ms_p50 == pytest.approx(2500)  # the second stream waits for the first
+    assert record.step_ms_p50 == pytest.approx(500)
+    assert (record.slots, record.peak_bytes) == (2, 123)
+
+
+def test_metrics_of_batched_streams_count_overlapping_time_once() -> None:
+    trace = RunTrace(0.0, [StreamTrace(10, 0.0, [1.0, 1.5, 2.0]), StreamTrace(10, 0.0, [1.0, 1.5, 2.0])])
+    record = summarize("batch", workload(2), trace, peak_bytes=0)
+    assert record.prefill_tok_s == pytest.approx(20 / 1.0)
+    assert record.decode_tok_s == pytest.approx(4 / 1.0)
+    assert record.ttft_ms_p50 == pytest.approx(1000)
+
+
+def test_median_record_takes_the_median_of_every_measurement() -> None:
+    runs = [
+        RunRecord("e", "short", 2, d, 10.0 * d, 5.0, 1.0, 100, p) for d, p in ((1.0, 300), (3.0, 100), (2.0, 200))
+    ]
+    median = median_record(runs)
+    assert (median.decode_tok_s, median.prefill_tok_s, median.peak_bytes) == (2.0, 20.0, 200)
+    assert isinstance(median.peak_bytes, int) and (median.engine, median.slots) == ("e", 2)
+
+
+def test_mlx_lm_sequential_decodes_exactly_max_tokens_per_stream(tiny: LoadedModel) -> None:
+    work = make_workload(tiny, "short", 2, 12)
+    assert work.slots == 2 and work.prompts[0] != work.prompts[1]
+    trace = RUNNERS["mlx-lm-sequential"](tiny, work)
+    # End-of-sequence is suppressed, so every run decodes the same count.
+    assert [len(s.token_times) for s in trace.streams] == [12, 12]
+    assert [s.prompt_tokens for s in trace.streams] == [len(p) for p in work.prompts]
+    assert trace.kv_bytes > 0
+
+
+def test_run_bench_report_table_and_json(tiny: LoadedModel, tmp_path: Path) -> None:
+    runs = run_bench(tiny, engines=["mlx-lm-sequential"], slots=[1, 2], max_tokens=6, repeats=1)
+    assert [(r.engine, r.scenario, r.slots) for r in runs] == [("mlx-lm-sequential", "short", 1), ("mlx-lm-sequential", "short", 2)]
+    assert all(r.decode_tok_s > 0 and r.prefill_tok_s > 0 and r.peak_bytes > 0 for r in runs)
+    report = make_report(tiny, runs)
+    table = format_table(report)
+    assert "mlx-lm-sequential" in table and "decode tok/s" in table and report.dtype in table
+    # The header says what ran where: the CPU with its cores (or the GPU), and how the CPU path runs.
+    assert report.machine and report.machine.splitlines()[0] in table
+    if report.device.startswith("cpu"):
+        assert f"{os.cpu_count()} cores" in report.machine and "CPU path: split matmuls" in table
+    write_json(report, tmp_path / "bench.json")
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert set(data) == {"model", "device", "blas", "dtype", "runs", "machine", "tuning"}
+    assert all(set(run) == RUN_KEYS for run in data["runs"])
+    plot = tmp_path / "bench.png"
+    plot_report(report, plot)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+    with pytest.raises(PlotError, match="png or .svg"):
+        check_plot_path(tmp_path / "bench.pdf")
+
+
+def test_a_shape_builds_a_random_llama_that_every_engine_runs() -> None:
+    assert {name: round(shape.parameters() / 1e6) for name, shape in SHAPES.items()} == {
+        "135M": 135, "1B": 1039, "8B": 8030,
+    }
+    loaded = build_shape("135M")
+    inner = loaded.model.model
+    assert (inner.layers[0].mlp.gate_proj.weight.shape, len(inner.layers)) == ((1536, 576), 30)
+    assert loaded.weights_bytes == SHAPES["135M"].parameters() * (4 if loaded.dtype == "float32" else 2)
+    runs = run_bench(loaded, engines=["mlxchat", "mlx-lm-batch"], slots=[2], max_tokens=3, repeats=1)
+    assert all(r.decode_tok_s > 0 for r in runs)
+    # Any id the random model picks decodes; prompts get lengths of real text.
+    detokenizer = loaded.tokenizer.detokenizer
+    detokenizer.reset()
+    for token in (0, SHAPES["135M"].vocab - 1):
+        detokenizer.add_token(token)
+    detokenizer.finalize()
+    assert detokenizer.text == f"t0 t{SHAPES['135M'].vocab - 1}"
+    assert 80 < len(make_workload(loaded, "short", 1, 1).prompts[0]) < 200
+
+
+def test_a_shape_too_big_for_memory_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlxchat.engine import memory
+
+    monkeypatch.setattr(memory, "memory_info", lambda: memory.MemoryInfo(total_bytes=8 * 2**30, available_bytes=4 * 2**30))
+    with pytest.raises(ModelLoadError, match=r"--shape 8B needs .* of (float32|bfloat16) weights and only 4.0 GiB"):
+        build_shape("8B")
+
+
+@needs_console_script
+def test_bench_command_writes_the_json_schema(tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [
+            *(str(CONSOLE_SCRIPT), "bench", "--model", str(tiny_model_dir), "--engines", "mlx-lm-sequential", "--slots", "1"),
+            *("--max-tokens", "4", "--repeats", "1", "--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "mlx-lm-sequential" in done.stdout
+    data = json.loads(out.read_text())
+    assert data["model"] == tiny_model_dir.name and data["dtype"] == "float32"
+    assert [set(run) for run in data["runs"]] == [RUN_KEYS]
+    assert data["runs"][0]["slots"] == 1
+
+
+def test_decode_is_timed_once_every_stream_is_decoding() -> None:
+    # Stream 0 decodes alone until stream 1's prompt is in (t=2): only what follows counts.
+    trace = RunTrace(0.0, [StreamTrace(10, 0.0, [0.5, 1.0, 1.5, 2.5, 3.0]), StreamTrace(30, 0.0, [2.0, 2.5, 3.0])])
+    record = summarize("batched", workload(2), trace, peak_bytes=0)
+    assert record.decode_tok_s == pytest.approx(4 / 1.0)
+
+
+def test_batched_engines_on_the_skewed_scenario(tiny: LoadedModel) -> None:
+    runs = run_bench(
+        tiny, engines=["mlxchat", "mlx-lm-batch"], scenario_name="skewed", slots=[1, 2], max_tokens=4, repeats=1
+    )
+    assert [(r.engine, r.slots) for r in runs] == [("mlxchat", 1), ("mlxchat", 2), ("mlx-lm-batch", 1), ("mlx-lm-batch", 2)]
+    assert all(r.decode_tok_s > 0 and r.prefill_tok_s > 0 for r in runs)
+    long_prompt, short_prompt = make_workload(tiny, "skewed", 2, 4).prompts
+    assert len(long_prompt) > 10 * len(short_prompt)
+
+
+def test_mlxchat_kv_bytes_are_constant_in_slots_for_one_total_context(tiny: LoadedModel) -> None:
+    runs = run_bench(tiny, engines=["mlxchat"], slots=[1, 2, 4, 8], max_tokens=2, repeats=1, ctx_size=4096)
+    sizes = {r.kv_bytes for r in runs}
+    assert len(sizes) == 1 and sizes.pop() == 4096 * tiny.kv_bytes_per_token
+
+
+def test_return_bench_times_a_parked_return_against_a_full_prefill(tiny: LoadedModel) -> None:
+    from mlxchat.engine.bench.returns import format_return_table, run_return_bench
+
+    parked, full = run_return_bench(tiny, slots=1, chats=2, notes=2, rounds=2, max_tokens=4)
+    assert (parked.mode, full.mode) == ("parked", "no parking")
+    assert parked.returns == full.returns == 4 and parked.history_tokens == full.history_tokens
+    # With the store the chat prefills only its new message; without it, all of its history but the
+    # opening it shares with the chat that held the slot (system prompt and template).
+    assert parked.cached_p50 > parked.history_tokens - 20 and parked.prefilled_p50 < 20
+    assert full.cached_p50 < full.history_tokens // 4 and full.parked_bytes == 0 < parked.parked_bytes
+    table = format_return_table("tiny", "cpu", [parked, full])
+    assert "history tok" in table.splitlines()[1] and "sooner than a full prefill" in table.splitlines()[-1]

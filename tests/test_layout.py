@@ -1,0 +1,211 @@
+"""The shape of the code, read from its source: no import cycle, engine free of Textual, app free of MLX
+at import time, CPU-only code in engine/cpu; and the wheel installs one name, mlxchat, with every package."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlxchat.engine
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+# Installed package -> source folder, as pyproject's package-dir maps them.
+PACKAGE_DIRS: dict[str, Path] = {
+    name: ROOT / folder for name, folder in PYPROJECT["tool"]["setuptools"]["package-dir"].items()
+}
+MLX = ("mlx", "mlx_lm")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target module, and whether it runs when its module is imported."""
+
+    target: str
+    module_level: bool
+    line: int
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the installed packages, by dotted name (a package by its __init__)."""
+    found: dict[str, Path] = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+MODULES = modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(node: ast.AST, module_level: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """The import statements under `node` that can run, with whether they run at import time."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            for other in child.orelse:
+                yield from _walk(other, module_level)
+            continue
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, module_level
+        inner = module_level and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        yield from _walk(child, inner)
+
+
+def imports(name: str) -> list[Import]:
+    """What module `name` imports: modules of this project by their dotted name, others by their top name."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+    for node, module_level in _walk(ast.parse(path.read_text(), str(path)), True):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:  # relative: `from . import x` is the package itself, each extra dot one up
+                parents = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parents + ([base] if base else []))
+            targets = [_from_target(base, alias.name) for alias in node.names]
+        found += [Import(target, module_level, node.lineno) for target in targets]
+    return found
+
+
+def _from_target(base: str, name: str) -> str:
+    """The module `from base import name` loads: a submodule, the module defining a lazy public name, or base."""
+    if f"{base}.{name}" in MODULES:
+        return f"{base}.{name}"
+    if base == "mlxchat.engine" and name in mlxchat.engine._NAMES:
+        return mlxchat.engine._NAMES[name]
+    return base
+
+
+def internal(target: str) -> str | None:
+    """The project module `target` names (a dotted path inside one of ours), if it is ours."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+GRAPH: dict[str, list[Import]] = {name: imports(name) for name in MODULES}
+
+
+def test_there_is_no_import_cycle_at_module_or_function_level() -> None:
+    edges = {
+        name: sorted({t for i in found if (t := internal(i.target)) and t != name}) for name, found in GRAPH.items()
+    }
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in edges[node]:
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+    assert len(MODULES) > 60  # the walk found the project
+
+
+def test_the_engine_never_imports_textual() -> None:
+    def ui_or_app(target: str) -> bool:
+        return target.split(".")[0] in ("textual", "rich") or (internal(target) or "").startswith("mlxchat.app")
+
+    bad = [
+        f"{name}:{i.line} imports {i.target}"
+        for name, found in GRAPH.items() if name.startswith("mlxchat.engine")
+        for i in found if ui_or_app(i.target)
+    ]
+    assert not bad
+
+
+def test_the_app_loads_no_mlx_at_import_time() -> None:
+    """Directly or through the engine modules it imports: the CLI must load its BLAS before mlx.core."""
+
+    def chain_to_mlx(name: str, seen: set[str]) -> list[str] | None:
+        for i in GRAPH[name]:
+            if not i.module_level:
+                continue
+            if i.target.split(".")[0] in MLX:
+                return [name, i.target]
+            ours = internal(i.target)
+            if ours and ours not in seen:
+                seen.add(ours)
+                rest = chain_to_mlx(ours, seen)
+                if rest:
+                    return [name, *rest]
+        return None
+
+    bad = [chain for name in MODULES if name.startswith(("mlxchat.app", "mlxchat.themes"))
+           if (chain := chain_to_mlx(name, {name}))]
+    assert not bad, "\n".join(" -> ".join(chain) for chain in bad)
+    script = "import sys, mlxchat.engine, mlxchat.app.cli; assert 'mlx.core' not in sys.modules, 'mlx loaded'"
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+def test_cpu_only_code_lives_in_engine_cpu() -> None:
+    """Outside engine/cpu (and engine/devices, which names the device), no engine module asks for the CPU."""
+    bad = []
+    for name, path in MODULES.items():
+        if not name.startswith("mlxchat.engine") or name.startswith(("mlxchat.engine.cpu", "mlxchat.engine.bench")):
+            continue
+        if name == "mlxchat.engine.devices":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "cpu":
+                bad.append(f"{name}:{node.lineno} uses .cpu")
+            if isinstance(node, ast.Constant) and node.value == "cpu":
+                bad.append(f"{name}:{node.lineno} compares with 'cpu'")
+    assert not bad
+
+
+def test_the_wheel_installs_only_mlxchat_with_every_package_and_stylesheet(tmp_path: Path) -> None:
+    # Built from a copy, so the checkout gets no build/ or egg-info folder.
+    source = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in PACKAGE_DIRS.values():
+        shutil.copytree(folder, source / folder.name, ignore=ignore)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
+         str(source)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("mlxchat-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"mlxchat", wheel.name.split("-py")[0] + ".dist-info"}
+    # Every package folder of the source is in the wheel: pyproject's package list has not drifted.
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert {n.rpartition("/")[0].replace("/", ".") for n in names if n.endswith("/__init__.py")} == packages
+    stylesheets = {p.relative_to(ROOT) for folder in PACKAGE_DIRS.values() for p in folder.rglob("*.tcss")}
+    wheel_sheets = {n for n in names if n.endswith(".tcss")}
+    assert len(stylesheets) >= 9 and len(wheel_sheets) == len(stylesheets)
+    for sheet in stylesheets:
+        assert "mlxchat/" + str(sheet) in wheel_sheets

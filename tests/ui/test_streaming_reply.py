@@ -1,0 +1,98 @@
+"""The streaming reply widget in the real app: incremental Markdown drawn as Rich draws the whole, and
+the conversation kept at the newest line unless the user scrolls away."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.markdown import Markdown as RichMarkdown
+from textual.containers import VerticalScroll
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.widgets.streaming_reply import GROWTH_LINES, StreamingReply, finished_blocks_end
+from tests.pilot import make_app, ready, run
+
+REPLIES = [
+    "# A title\n\nA paragraph with **bold** and `code`.\n\n## Steps\n\n1. First\n\n2. Second, loose\n3. Third\n\n"
+    "Text after the list.\n\n> A quote\n> on two lines\n\nThe end.",
+    "Some code:\n\n```python\ndef f():\n\n    return 1\n```\n\nAnd a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+    "- a bullet\n  continued\n\n      indented code after a blank\n\nLast words.",
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("One.\n\nTwo", 0, 0),  # the next block's first line is not whole yet
+        ("One.\n\nTwo\n", 0, 6),
+        ("```\na\n\nb\n```\n\nNext\n", 0, 14),  # a blank line in a code fence ends nothing
+        ("1. a\n\n2. b\n", 0, 0),  # a list may go on
+        ("Para\n\n  indented\n", 0, 0),  # an indented line may go on with the block
+        ("One.\n\nTwo\n\nThree\n", 6, 11),
+    ],
+)
+def test_a_block_is_finished_once_the_next_one_has_begun(text: str, start: int, end: int) -> None:
+    assert finished_blocks_end(text, start) == end
+
+
+async def _streaming_reply(app: ChatApp, pilot: Pilot, user_turn: str) -> tuple[VerticalScroll, StreamingReply]:
+    """A streaming reply under a user turn in the first chat, as a sent message mounts them."""
+    pane = await ready(app, pilot)
+    conversation = pane.query_one(".conversation", VerticalScroll)
+    reply = StreamingReply(classes="assistant-turn")
+    await conversation.mount_all([Static(user_turn, classes="user-turn"), reply])
+    await pilot.pause()
+    return conversation, reply
+
+
+def _drawn(reply: StreamingReply) -> list[str]:
+    """The reply's lines as the widget draws them, without the blank ones at the end."""
+    lines = [reply.render_line(y).text.rstrip() for y in range(reply.size.height)]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+@pytest.mark.parametrize("text", REPLIES)
+def test_a_reply_streamed_in_pieces_is_drawn_as_rich_draws_the_whole(tiny_model_dir: Path, text: str) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        _, reply = await _streaming_reply(app, pilot, "Show me some Markdown")
+        for end in range(7, len(text) + 7, 7):
+            reply.show(text[:end])
+        await pilot.pause()
+        width = reply.content_region.width
+        console = Console(width=width, color_system=None)
+        whole = console.render_lines(RichMarkdown(text), console.options.update_width(width), pad=False)
+        assert _drawn(reply) == ["".join(segment.text for segment in line).rstrip() for line in whole]
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_the_newest_line_stays_in_view_unless_the_user_scrolls_away(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        conversation, reply = await _streaming_reply(app, pilot, "Tell me a long story")
+        view = conversation.scrollable_content_region
+        text = ""
+        for n in range(1, 40):
+            text += f"Paragraph {n} of the story.\n\n"
+            reply.show(text)
+            await pilot.pause()
+            newest = reply.region.y + len(_drawn(reply)) - 1  # its row on the screen
+            assert view.y <= newest < view.bottom, f"paragraph {n}"
+            if conversation.scroll_y:  # scrolled: a few lines at a time, so few blank lines show
+                assert newest >= view.bottom - GROWTH_LINES, f"paragraph {n}"
+        assert conversation.scroll_y > 0
+
+        conversation.scroll_home(animate=False, immediate=True)
+        for n in range(40, 60):
+            text += f"Paragraph {n} of the story.\n\n"
+            reply.show(text)
+            await pilot.pause()
+            assert conversation.scroll_y == 0
+        assert not reply.following
+
+    run(make_app(tiny_model_dir), scenario)

@@ -1,0 +1,251 @@
+"""The chat app, driven with Pilot on the tiny generated model: start-up, chats, streaming, stop, refusal."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from textual import events
+from textual.command import CommandList
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Markdown, Static
+from textual.widgets._footer import FooterKey
+
+from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.widgets.chat_pane import ChatInput
+from mlxchat.app.config.settings import default_config_path, load_settings
+from mlxchat.app.ui.screens.chat_list import ChatListScreen
+from mlxchat.app.ui.screens.help import HelpScreen
+from mlxchat.app.ui.screens.inspector import InspectorScreen
+from mlxchat.app.ui.screens.slots import SlotsScreen
+from mlxchat.app.ui.widgets.streaming_reply import StreamingReply
+from mlxchat.app.ui.screens.loading import LoadingScreen
+from tests.pilot import make_app, notes, open_second_chat, ready, run, send, submit, wait_for
+
+
+def test_opens_with_one_focused_chat(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        assert len(app.chat_panes) == 1
+        assert isinstance(app.focused, ChatInput) and app.focused is pane.chat_input
+        assert app.session.plan is not None and app.session.plan.per_slot == 1024
+        await wait_for(pilot, lambda: "1024 tokens" in pane.status_text, "the status line")
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_reply_streams_to_done(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, "Hello, how are you today?")
+        assert pane.chat_input.text == ""
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        assert [m.role for m in pane.chat.messages] == ["user", "assistant"]
+        reply = pane.query_one(".assistant-turn", Markdown)
+        assert reply.source == pane.chat.messages[1].text != ""
+        assert not pane.query(StreamingReply)  # the streamed preview gave way to the reply's Markdown
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_two_chats_stream_at_once(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, second = await open_second_chat(app, pilot)
+        assert (first.slot_id, second.slot_id) == (0, 1)
+        assert app.focused is second.chat_input
+        await pilot.press("alt+1")
+        assert app.active_chat is first and app.focused is first.chat_input
+        await pilot.press("alt+2")
+        assert app.active_chat is second
+        await submit(pilot, second, "The quick brown fox")
+        await submit(pilot, first, "Tell me about the terminal app")
+        overlapped = False
+
+        def both_done() -> bool:
+            nonlocal overlapped
+            overlapped |= first.busy and second.busy
+            return not first.busy and not second.busy
+
+        await wait_for(pilot, both_done, "both replies")
+        assert overlapped, "the two replies never streamed at the same time"
+        for pane in (first, second):
+            # Batched numerics may end the random tiny model's reply at once: any clean end counts.
+            assert not [n for n in notes(pane) if n.startswith(("Error", "Not sent"))]
+        # With both slots taken a third chat opens all the same: it borrows a slot when it sends.
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 3, "a third chat, beyond the slots")
+        third = app.chat_panes[2]
+        assert third.slot_id is None and third.status_text.startswith("no slot · it borrows an idle one")
+        # Closing a chat frees its slot, which the chat without one takes.
+        await pilot.press("alt+1", "ctrl+w")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the chat to close")
+        assert [p.slot_id for p in app.chat_panes] == [1, 0]
+
+    # Both prompts get replies of about 700 tokens from the tiny model: long enough to overlap.
+    run(make_app(tiny_model_dir, sampling={"max_tokens": 1000}), scenario)
+
+
+def test_escape_stops_a_reply_and_keeps_it(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await submit(pilot, pane, "Tell me about the terminal app")
+        await wait_for(pilot, lambda: bool(pane.query_one(StreamingReply).text), "reply text on screen")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not pane.busy, "the stop")
+        assert notes(pane) == ["(stopped)"]
+        assert pane.chat.messages[-1].role == "assistant" and pane.chat.messages[-1].text
+
+    # A reply that could run to the end of a 4096-token slot: the stop comes long before.
+    run(make_app(tiny_model_dir, parallel=1, ctx_size=4096, sampling={"max_tokens": 4096}), scenario)
+
+
+def test_overflowing_message_is_refused_and_stays_in_the_input(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        text = "The user asks a question and the assistant answers it. " * 40
+        await send(pilot, pane, text)
+        await wait_for(pilot, lambda: not pane.busy, "the refusal")
+        assert pane.chat_input.text == text
+        assert pane.chat.messages == []
+        assert not pane.query(".user-turn")
+        (note,) = notes(pane)
+        assert note.startswith("Not sent:") and "holds 256" in note
+
+    run(make_app(tiny_model_dir, ctx_size=512), scenario)
+
+
+def test_bad_model_path_shows_what_to_change(tmp_path: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await wait_for(pilot, lambda: app.failed, "the failure")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, LoadingScreen)
+        problem = str(screen.query_one("#loading-problem", Static).render())
+        remedy = str(screen.query_one("#loading-remedy", Static).render())
+        assert "no-such-model" in problem
+        assert "--model" in remedy
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert app.return_code == 1
+
+    run(make_app(tmp_path / "no-such-model"), scenario)
+
+
+def test_refused_slot_plan_says_what_to_change(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await wait_for(pilot, lambda: app.failed, "the failure")
+        await pilot.pause()
+        problem = str(app.screen.query_one("#loading-problem", Static).render())
+        remedy = str(app.screen.query_one("#loading-remedy", Static).render())
+        assert "ctx_size = 40000 (--ctx-size) is more than the model can use" in problem
+        assert "--parallel" in remedy
+        assert app.session.engine is None
+
+    # The tiny model is trained on 4096 tokens: 8 slots of it hold at most 32768.
+    run(make_app(tiny_model_dir, parallel=8, ctx_size=40000), scenario)
+
+
+def test_grid_shows_every_chat_and_follows_the_keyboard(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, second = await open_second_chat(app, pilot)
+        assert not first.display and second.display  # tabs: one chat at a time
+        await pilot.press("f4")
+        assert first.display and second.display
+        assert first.border_title == "Chat 1"
+        await pilot.press("ctrl+pagedown")  # wraps from the last chat to the first
+        assert app.active_chat is first and app.focused is first.chat_input
+        assert first.display and second.display, "switching chats in the grid hid one"
+        # Clicking into a chat makes it the active one, so escape stops that chat's reply.
+        await pilot.click(second.chat_input)
+        assert app.active_chat is second
+        await pilot.press("ctrl+pageup")
+        assert app.active_chat is first
+        await pilot.press("f4")
+        assert first.display and not second.display and first.border_title is None
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "a chat from the remapped key")
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        rows = [tuple(table.get_row_at(i)) for table in app.screen.query(DataTable) for i in range(table.row_count)]
+        assert ("ctrl+t", "Open a new chat", "new_chat") in rows
+        assert ("f6", "Show the chats as tabs or side by side in a grid", "toggle_grid") in rows
+        assert ("enter", "Send the message") in rows
+        await pilot.press("ctrl+n")  # chat keys do nothing over the help
+        assert len(app.chat_panes) == 2
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+    run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f6"}), scenario)
+
+
+def test_every_screen_s_footer_shows_help_slots_and_inspector(tiny_model_dir: Path) -> None:
+    def footer_keys(app: ChatApp) -> set[str]:
+        return {key.key for key in app.screen.query(FooterKey)}
+
+    shown = {"f10", "f2", "f3"}  # help remapped: the modal screens' copies follow the keymap too
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        assert shown <= footer_keys(app)
+        await pilot.press("f2")
+        assert isinstance(app.screen, SlotsScreen) and shown <= footer_keys(app)
+        await pilot.press("f2")  # F2 closes the slots screen it opened
+        assert not isinstance(app.screen, SlotsScreen)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatListScreen), "the chat list")
+        assert shown <= footer_keys(app)
+        await pilot.press("f3")  # F-keys work from a modal screen
+        assert isinstance(app.screen, InspectorScreen) and shown <= footer_keys(app)
+        await pilot.press("f10")
+        assert isinstance(app.screen, HelpScreen) and shown <= footer_keys(app)
+
+    run(make_app(tiny_model_dir, keys={"help": "f10"}), scenario)
+
+
+def test_a_theme_picked_in_the_app_is_saved(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        assert app.theme == "mlxchat-dark"
+        app.theme = "mlxchat-light"
+        await pilot.pause()
+
+    config = default_config_path()
+    config.parent.mkdir(parents=True)
+    config.write_text('system_prompt = "Be brief."\n')
+    run(make_app(tiny_model_dir), scenario)
+    assert tomllib.loads(config.read_text()) == {"system_prompt": "Be brief.", "theme": "mlxchat-light"}
+    assert load_settings().theme == "mlxchat-light"
+
+
+def test_the_palette_goes_to_a_chat(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
+        await pilot.press("ctrl+p", *"go to chat 1")
+        await wait_for(pilot, lambda: any(l.option_count for l in app.screen.query(CommandList)), "the matches")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.active_chat is app.chat_panes[0], "chat 1")
+        assert app.focused is app.chat_panes[0].chat_input
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_keys_typed_right_after_ctrl_n_reach_the_new_chat(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first = await ready(app, pilot)
+        # As a terminal delivers them: all queued before the new chat has been mounted.
+        for key, character in (("ctrl+n", None), ("h", "h"), ("i", "i")):
+            app.post_message(events.Key(key, character))
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2 and app.chat_panes[1].chat_input.text == "hi",
+                       "the keys in the new chat")
+        assert first.chat_input.text == ""
+
+    run(make_app(tiny_model_dir), scenario)
