@@ -1,0 +1,204 @@
+"""Chats that last: the app saves as it goes, restores its tabs on launch, survives kill -9 and failed saves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Markdown, Static
+
+from mlxchat.app.ui.widgets import chat_pane
+from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.chats.store import ChatStore, default_db_path
+from tests.pilot import make_app, ready, run, send, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def turns(app: ChatApp) -> list[list[tuple[str, str]]]:
+    """What each tab shows, in tab order: (kind, text) of every user turn and reply."""
+    shown = []
+    for pane in app.chat_panes:
+        widgets = pane.query(".user-turn, .assistant-turn")
+        shown.append([("user", str(w.render())) if isinstance(w, Static) else ("assistant", w.source)
+                      for w in widgets if isinstance(w, (Static, Markdown))])
+    return shown
+
+
+def test_chats_come_back_after_a_restart(tiny_model_dir: Path) -> None:
+    before: list[list[tuple[str, str]]] = []
+
+    async def first_run(app: ChatApp, pilot: Pilot) -> None:
+        one = await ready(app, pilot)
+        for text in ("Hello there", "Tell me more about it"):
+            await send(pilot, one, text)
+            await wait_for(pilot, lambda: not one.busy, "a reply")
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
+        two = app.chat_panes[1]
+        await send(pilot, two, "The quick brown fox")
+        await wait_for(pilot, lambda: not two.busy, "a reply")
+        await pilot.press("ctrl+n")  # a third chat, left empty: nothing to restore
+        await wait_for(pilot, lambda: len(app.chat_panes) == 3, "the third chat")
+        await pilot.press("alt+1")
+        assert app.active_chat is one
+        before.extend(turns(app)[:2])
+        assert [len(t) for t in before] == [4, 2] and all(text for t in before for _, text in t)
+        await pilot.press("ctrl+q")
+
+    async def second_run(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "both chats")
+        assert turns(app) == before
+        one, two = app.chat_panes
+        assert app.active_chat is one and app.focused is one.chat_input
+        assert [pane.slot_id for pane in app.chat_panes] == [0, 1]
+        assert len(app.chat_panes) == 2
+        tab_label = str(app.query_one("#chats").get_tab(one.id or "").label)  # type: ignore[attr-defined]
+        assert tab_label == "Hello there"
+        # The restored chat goes on: its next prompt holds the whole conversation, prefilled afresh.
+        earlier = one.chat.messages[-1].prompt_tokens
+        await send(pilot, one, "And then?")
+        await wait_for(pilot, lambda: not one.busy, "a reply")
+        assert earlier is not None and one.chat.messages[-1].prompt_tokens > earlier  # type: ignore[operator]
+        assert len(one.chat.messages) == 6
+
+    run(make_app(tiny_model_dir, parallel=3), first_run)
+    run(make_app(tiny_model_dir, parallel=3), second_run)
+    store = ChatStore.open_existing()
+    assert [len(c.messages) for c in store.claim_open_chats()[0]] == [6, 2]
+
+
+def test_a_closed_chat_is_not_reopened(tiny_model_dir: Path) -> None:
+    async def first_run(app: ChatApp, pilot: Pilot) -> None:
+        one = await ready(app, pilot)
+        await send(pilot, one, "Hello there")
+        await wait_for(pilot, lambda: not one.busy, "a reply")
+        await pilot.press("ctrl+w")
+        await wait_for(pilot, lambda: not app.chat_panes, "the chat to close")
+
+    async def second_run(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        assert len(app.chat_panes) == 1 and pane.chat.messages == [] and pane.chat.id is None
+
+    run(make_app(tiny_model_dir), first_run)
+    run(make_app(tiny_model_dir), second_run)
+    assert [c.messages for c in ChatStore.open_existing().list_chats()] == [2]
+
+
+def test_more_open_chats_than_slots_all_come_back(tiny_model_dir: Path) -> None:
+    async def first_run(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await pilot.press("ctrl+n", "ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 3, "three chats")
+        for pane, text in zip(app.chat_panes, ("One", "Two", "Three")):
+            await send(pilot, pane, text)
+            await wait_for(pilot, lambda: not pane.busy, "a reply")
+        await pilot.press("ctrl+q")
+
+    async def second_run(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await wait_for(pilot, lambda: len(app.chat_panes) == 3, "all three chats, on two slots")
+        assert [p.chat.title for p in app.chat_panes] == ["One", "Two", "Three"]
+        assert [p.slot_id for p in app.chat_panes] == [0, 1, None]
+        third = app.chat_panes[2]
+        await send(pilot, third, "Still there?")  # it borrows a slot
+        await wait_for(pilot, lambda: not third.busy, "a reply")
+        assert [m.role for m in third.chat.messages] == ["user", "assistant"] * 2
+
+    run(make_app(tiny_model_dir, parallel=3, sampling={"max_tokens": 8}), first_run)
+    run(make_app(tiny_model_dir, parallel=2, sampling={"max_tokens": 8}), second_run)
+
+
+def test_a_read_only_database_is_shown_and_the_chat_saved_once_it_can_be(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chats.db"
+    ChatStore.open_for_app(path)[0].close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA query_only = ON")  # SQLite refuses writes as for a read-only file
+    monkeypatch.setattr(ChatStore, "open_for_app", classmethod(lambda cls, p=None: (ChatStore(db, path), None)))
+    monkeypatch.setattr(chat_pane, "SAVE_RETRY_S", 0.2)
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, "Hello there " * 100)
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        problem = pane.query_one(".save-problem", Static)
+        assert problem.display and "attempt to write a readonly database" in str(problem.render())
+        assert "kept here" in str(problem.render())
+        assert [m.role for m in pane.chat.messages] == ["user", "assistant"]  # nothing lost in memory
+        assert pane.chat.id is None
+        db.execute("PRAGMA query_only = OFF")  # writable again
+        await wait_for(pilot, lambda: not problem.display, "the retried save")
+        assert pane.chat.id is not None and app.store is not None
+        # The tab is recorded when the app handles the pane's Retitled message, a moment after the save.
+        await wait_for(pilot, lambda: [c.open_here for c in app.store.list_chats()] == [True], "the tab recorded")
+        label = str(app.query_one("#chats").get_tab(pane.id or "").label)  # type: ignore[attr-defined]
+        assert label == pane.chat_title and label.startswith("Hello there")
+
+    run(make_app(tiny_model_dir), scenario)
+    saved = ChatStore(sqlite3.connect(path), path).claim_open_chats()[0]
+    assert [[m.role for m in c.messages] for c in saved] == [["user", "assistant"]]
+
+
+CHILD = """
+import asyncio, dataclasses, sys, time
+from mlxchat.engine.cpu.blas import load_blas
+load_blas("auto")
+from tests.pilot import make_app, ready, submit
+
+async def main() -> None:
+    app = make_app(sys.argv[1], parallel=1, ctx_size=4096, sampling={"max_tokens": 4096})
+    # The tiny model may end a reply early: this one runs until the parent kills the process.
+    app.sampling = dataclasses.replace(app.sampling, ignore_eos=True)
+    async with app.run_test() as pilot:
+        pane = await ready(app, pilot)
+        await submit(pilot, pane, "Tell me about the terminal app")
+        while pane.busy:  # how much of the reply the app holds, and when
+            print(f"{time.monotonic():.3f} {len(pane.reply_text)}", flush=True)
+            await pilot.pause(0.05)
+
+asyncio.run(main())
+"""
+
+
+def test_kill_9_while_streaming_loses_at_most_the_last_second(tiny_model_dir: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tiny_model_dir)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    seen: list[tuple[float, int]] = []
+    try:
+        assert child.stdout is not None
+        deadline = time.monotonic() + 120
+        # Let it stream for several save intervals, then kill it mid-reply.
+        while not seen or seen[-1][1] == 0 or seen[-1][0] - next(t for t, n in seen if n) < 3.5:
+            assert time.monotonic() < deadline, "the child never streamed"
+            line = child.stdout.readline()
+            assert line, f"the reply or the child ended before the kill (status {child.wait()})"
+            at, length = line.split()
+            seen.append((float(at), int(length)))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    killed_at, streamed = seen[-1]
+    assert streamed > 0
+    store, notice = ChatStore.open_for_app(default_db_path())
+    assert notice is None  # the file is sound: nothing set aside
+    (chat,) = store.list_chats()
+    loaded = store.load(chat.id)
+    assert loaded is not None
+    user, reply = loaded.messages
+    assert (user.role, user.text) == ("user", "Tell me about the terminal app")
+    assert reply.role == "assistant" and reply.finish_reason is None  # interrupted, and known to be
+    # Saved at most a second apart (plus a little for the child's own pauses).
+    known_before = max(n for t, n in seen if t <= killed_at - 1.3)
+    assert len(reply.text) >= known_before
