@@ -11,7 +11,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult, InvalidThemeError, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Header, TabbedContent
+from textual.widgets import ContentSwitcher, Header, TabbedContent
 
 from mlxchat.app.ui import keys
 from mlxchat.app.chats.code_blocks import CodeBlock, chat_code_blocks
@@ -23,6 +23,7 @@ from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.screens.code_picker import CodePickerScreen
 from mlxchat.app.ui.screens.find import FindScreen
 from mlxchat.app.ui.widgets.chat_pane import INPUT_KEYS, ChatPane
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.screens.chat_settings import ChatSettings, ChatSettingsScreen
 from mlxchat.app.chats.store import KEEP_ALIVE_S, Chat, ChatStore, StoreError, StoreWriteError
 from mlxchat.app.ui.screens.confirm import ConfirmScreen

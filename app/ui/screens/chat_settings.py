@@ -9,10 +9,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.widgets import Button, Footer, Input, Label, Static, TextArea
+from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.text_area import TextArea
 from mlxchat.engine.events import SamplingParams
 
 # The form's fields, in order: the Sampling field each sets.

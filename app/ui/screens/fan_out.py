@@ -11,11 +11,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.widgets import Button, Footer, Input, Label, Static, TextArea
+from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.chats.fanout import MAX_VARIANTS, MIN_VARIANTS, Variant
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.text_area import TextArea
 
 COLUMNS = ("temperature", "seed", "system prompt")
 
