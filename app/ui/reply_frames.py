@@ -1,23 +1,29 @@
 """Streaming replies reach the screen in frames, not token by token.
 
 The engine thread drops each reply's text into its ReplyFeed (no message per token). One clock,
-ReplyFrames, then draws the new text of every streaming chat in the same frame: each redraw of a
-growing reply lays out the whole screen, so eight chats redrawn together cost one layout, not eight.
+ReplyFrames, takes every streaming chat's new text each frame but repaints one shown chat per frame,
+in turn: the screen update after a frame then renders one pane, not the whole grid. Rendering is the
+cost (8 panes repainted at once took 150-200 ms of CPU, and no key is read meanwhile); one pane at a
+time keeps each update short, and each chat is still repainted as often. Replies that end together
+(as a grid of chats often does) are likewise shown ended one after another, a moment apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from textual.message_pump import MessagePump
 from textual.timer import Timer
 
-FRAME_INTERVAL_S = 1 / 30  # one streaming chat is redrawn at most this often
-# With several chats streaming on screen, a frame redraws all of them and costs more: the frames
-# come at most this many times a second divided by the chats shown streaming, so the UI keeps
-# its share of a CPU the engine needs small.
+# Frames a second, each repainting one shown chat: 8 chats in the grid are each repainted once a
+# second, one chat alone 8 times; the UI keeps its share of a CPU the engine needs small.
 CHAT_FRAMES_PER_S = 8
+FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
+# Between two replies shown ended: each ending lays out and repaints its pane (15-20 ms of CPU),
+# and seven at once kept a key waiting over 100 ms.
+ENDING_INTERVAL_S = 1 / 30
 
 
 class FramedChat(Protocol):
@@ -29,11 +35,11 @@ class FramedChat(Protocol):
     @property
     def display(self) -> bool: ...
 
-    def draw_frame(self, shown: bool) -> None: ...
+    def draw_frame(self, repaint: bool) -> None: ...
 
 
 class ReplyFrames:
-    """The clock that redraws every streaming chat at once; it sleeps while none streams."""
+    """The clock that redraws the streaming chats and shows replies ended; it sleeps while none streams."""
 
     def __init__(
         self, owner: MessagePump, chats: Callable[[], Sequence[FramedChat]], also: Callable[[], None]
@@ -42,6 +48,9 @@ class ReplyFrames:
         self._chats = chats
         self._also = also  # what else a frame redraws (the status lines): one screen update for all
         self._next: Timer | None = None
+        self._turn = 0  # counts frames: whose turn it is to be repainted among the chats shown
+        self._endings: deque[Callable[[], Awaitable[None]]] = deque()
+        self._ending = False  # whether an ending is being shown or waits for its moment
 
     @property
     def running(self) -> bool:
@@ -51,18 +60,35 @@ class ReplyFrames:
     def wake(self) -> None:
         """Starts the clock (a reply has started)."""
         if self._next is None:
-            self._next = self._owner.set_timer(FRAME_INTERVAL_S, self._frame)
+            self._next = self._owner.set_timer(FIRST_FRAME_S, self._frame)
 
     def _frame(self) -> None:
         streaming = [chat for chat in self._chats() if chat.busy]
         if not streaming:
             self._next = None
             return
-        shown = 0
+        shown = [chat for chat in streaming if chat.display]
+        turn = shown[self._turn % len(shown)] if shown else None
+        self._turn += 1
         with self._owner.app.batch_update():
             for chat in streaming:
-                chat.draw_frame(chat.display)
-                shown += chat.display
+                chat.draw_frame(chat is turn)
             self._also()
         # One timer per frame, set for when the next is due: no wake-ups in between.
-        self._next = self._owner.set_timer(max(FRAME_INTERVAL_S, shown / CHAT_FRAMES_PER_S), self._frame)
+        self._next = self._owner.set_timer(1 / CHAT_FRAMES_PER_S, self._frame)
+
+    def end(self, ending: Callable[[], Awaitable[None]]) -> None:
+        """Shows a reply ended by calling `ending`: at once, or ENDING_INTERVAL_S after the one before."""
+        self._endings.append(ending)
+        if not self._ending:
+            self._ending = True
+            self._owner.call_later(self._end_next)
+
+    async def _end_next(self) -> None:
+        try:
+            await self._endings.popleft()()
+        finally:  # (an ending that failed must not hold up the others)
+            if self._endings:
+                self._owner.set_timer(ENDING_INTERVAL_S, self._end_next)
+            else:
+                self._ending = False

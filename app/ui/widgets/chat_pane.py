@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from textual import events, on
@@ -13,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Markdown, Static, TabPane, TextArea
+from textual.widgets import Markdown, Static, TabPane
 
 from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, FORK_SUFFIX, fork
 from mlxchat.app.chats.store import Chat, ChatMessage, ChatStore, StoreWriteError, now, title_from
@@ -23,6 +24,7 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui.keys import KeyHelp
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.streaming_reply import StreamingReply
+from mlxchat.app.ui.widgets.text_area import TextArea
 from mlxchat.app.ui.widgets.usage_bar import usage_bar
 from mlxchat.engine.events import Done, RequestStats, SamplingParams, SlotSnapshot
 
@@ -442,26 +444,30 @@ class ChatPane(TabPane):
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(), self.chat.sampling, self._feed)
         self._frames.wake()
 
-    def draw_frame(self, shown: bool) -> None:
-        """Shows the reply with the text that came since the last frame (later, while the chat is not
-        shown); saves the reply every second."""
+    def draw_frame(self, repaint: bool) -> None:
+        """Takes the text that came since the last frame and, when `repaint` (this chat's turn on the
+        screen), shows the reply with it; saves the reply every second."""
         if self._reply is None:  # the reply has ended: its end is being shown
             return
         text = self._feed.take()
         if text:
             self._reply_parts.append(text)
             self._undrawn = True
-        if shown and self._undrawn:
+        if repaint and self._undrawn:
             self._undrawn = False
             self._reply.show(self.reply_text)
         if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
             self.save_reply()
 
     @on(ReplyDone)
-    async def _on_done(self, event: ReplyDone) -> None:
+    def _on_done(self, event: ReplyDone) -> None:
         event.stop()
-        done = event.done
-        if event.request != self.request_id or self._reply is None:
+        if event.request == self.request_id and self._reply is not None:
+            self._frames.end(partial(self._end_reply, event.request, event.done))
+
+    async def _end_reply(self, request: int, done: Done) -> None:
+        """Shows how the reply ended (when the frames give this chat its moment)."""
+        if request != self.request_id or self._reply is None or not self.is_attached:
             return
         streamed, self._reply = self._reply, None  # the frames stop drawing and saving this reply
         self.last_stats = done.stats
