@@ -21,7 +21,6 @@ from textual.message_pump import MessagePump
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.feed import ReplyFeed
-from mlxchat.app.session.full_collections import FullCollections
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.session.start import ModelFacts, start_engine
@@ -70,7 +69,6 @@ class Session:
         self.model_name = ""
         self._seats: dict[str, Seat] = {}  # in the order the chats were opened
         self._queue: list[str] = []  # the chats waiting for a slot, first in line first
-        self._collections = FullCollections()
         self._requests = itertools.count(1)
         self._clock = itertools.count(1)
         self._repartitioning = False  # no request starts while the slots are rebuilt
@@ -101,7 +99,6 @@ class Session:
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.shutdown()
-        self._collections.streaming(False)
 
     # ---- seating ----
 
@@ -221,7 +218,6 @@ class Session:
             if seat.place != place and seat.request is not None:
                 seat.place = place
                 seat.target.post_message(Queued(key, seat.request, place))
-        self._collections.streaming(any(seat.request is not None for seat in self._seats.values()))
 
     def _lend(self) -> int | None:
         """A slot for a chat that has none: a free one, else the least recently used idle one, whose

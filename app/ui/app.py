@@ -736,6 +736,7 @@ class ChatApp(App[int]):
                                     partial(self.action_goto_chat, number))
 
     def on_unmount(self) -> None:
+        self._frames.stop()
         self.session.shutdown()
         if self.store is not None:
             self.store.close()

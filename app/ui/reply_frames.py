@@ -17,6 +17,8 @@ from typing import Protocol
 from textual.message_pump import MessagePump
 from textual.timer import Timer
 
+from mlxchat.app.ui.full_collections import FullCollections
+
 # Frames a second, each repainting one shown chat: 8 chats in the grid are each repainted once a
 # second, one chat alone 8 times; the UI keeps its share of a CPU the engine needs small.
 CHAT_FRAMES_PER_S = 8
@@ -51,6 +53,7 @@ class ReplyFrames:
         self._turn = 0  # counts frames: whose turn it is to be repainted among the chats shown
         self._endings: deque[Callable[[], Awaitable[None]]] = deque()
         self._ending = False  # whether an ending is being shown or waits for its moment
+        self._collections = FullCollections()
 
     @property
     def running(self) -> bool:
@@ -59,6 +62,7 @@ class ReplyFrames:
 
     def wake(self) -> None:
         """Starts the clock (a reply has started)."""
+        self._collections.streaming(True)
         if self._next is None:
             self._next = self._owner.set_timer(FIRST_FRAME_S, self._frame)
 
@@ -66,6 +70,7 @@ class ReplyFrames:
         streaming = [chat for chat in self._chats() if chat.busy]
         if not streaming:
             self._next = None
+            self._settle()
             return
         shown = [chat for chat in streaming if chat.display]
         turn = shown[self._turn % len(shown)] if shown else None
@@ -92,3 +97,14 @@ class ReplyFrames:
                 self._owner.set_timer(ENDING_INTERVAL_S, self._end_next)
             else:
                 self._ending = False
+                self._settle()
+
+    def _settle(self) -> None:
+        """Lets full collections run again (and runs the one owed) once no reply streams or waits to
+        be shown ended."""
+        if self._next is None and not self._ending:
+            self._collections.streaming(False)
+
+    def stop(self) -> None:
+        """Lets full collections run again (the app is closing)."""
+        self._collections.streaming(False)

@@ -38,12 +38,16 @@ def test_a_closed_chat_and_a_closed_dialog_are_freed(tiny_model_dir: Path) -> No
             return [ref() for ref in closed] == [None, None, None]
 
         await wait_for(pilot, freed, "the closed chat and dialog to be freed")
-        # The footer makes its keys anew at each change of focus; only the shown ones stay.
+        # The footer makes its keys anew at each change of focus (about 30 each time): they do not pile up.
+        before = footer_keys_alive()
         for _ in range(5):
             await pilot.press("alt+1", "alt+2")
         await pilot.pause()
-        gc.collect()
-        keys = [o for o in gc.get_objects() if isinstance(o, FooterKey)]
-        assert len(keys) == len(app.screen.query(FooterKey)), "replaced footer keys are still alive"
+        assert footer_keys_alive() <= before + len(app.screen.query(FooterKey)), "replaced footer keys are alive"
 
     run(make_app(tiny_model_dir, parallel=2), scenario)
+
+
+def footer_keys_alive() -> int:
+    gc.collect()
+    return sum(isinstance(o, FooterKey) for o in gc.get_objects())

@@ -189,23 +189,3 @@ def test_a_chat_without_a_slot_borrows_the_least_recently_used_idle_one_or_waits
         await until(lambda: len(c.of(ReplyDone)) == 2, "chat C's endless reply to stop")
 
     run_session(tiny_model_dir, scenario)
-
-
-def test_full_collections_wait_while_a_reply_streams_and_run_when_none_does(tiny_model_dir: Path) -> None:
-    import gc
-
-    from mlxchat.app.session.full_collections import HELD_THRESHOLD
-
-    async def scenario(host: Host) -> None:
-        session = host.session
-        a = host.listener("a")
-        session.open_chat("a", "Chat A", a)
-        before = gc.get_threshold()
-        assert before[2] != HELD_THRESHOLD
-        session.submit("a", HELLO, ENDLESS, ReplyFeed())
-        assert gc.get_threshold() == (before[0], before[1], HELD_THRESHOLD)
-        assert session.stop("a")
-        await until(lambda: bool(a.of(ReplyDone)), "the stopped reply's end")
-        assert gc.get_threshold() == before
-
-    run_session(tiny_model_dir, scenario)

@@ -456,6 +456,8 @@ class ChatPane(TabPane):
         if repaint and self._undrawn:
             self._undrawn = False
             self._reply.show(self.reply_text)
+        elif repaint and not self._reply_parts:
+            self._reply.make_room()
         if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
             self.save_reply()
 

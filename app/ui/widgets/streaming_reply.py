@@ -93,13 +93,10 @@ class StreamingReply(Widget):
         self.text = text
         self._render_lines()
 
-    def _on_mount(self) -> None:
-        self.call_after_refresh(self._make_room)
-
-    def _make_room(self) -> None:
-        """Once laid out, before any text: where the pane has little room left under the user's
-        message, reserves a pane's height now, while the engine reads the prompt."""
-        if self.is_attached and not self._lines:
+    def make_room(self) -> None:
+        """Before any text (at the chat's first frame, once laid out): where the pane has little room
+        left under the user's message, reserves a pane's height now, while the engine reads the prompt."""
+        if self.is_attached and self.size.height and not self._lines:
             self._repaint([])
 
     def _on_resize(self, event: Resize) -> None:

@@ -1,0 +1,79 @@
+"""The clock that draws streaming replies: one shown chat repainted per frame, endings shown apart,
+full garbage collections held off from the first reply until the last is shown ended."""
+
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.full_collections import HELD_THRESHOLD
+from mlxchat.app.ui.reply_frames import ENDING_INTERVAL_S, ReplyFrames
+from tests.pilot import make_app, ready, run, submit, wait_for
+
+
+class Chat:
+    """A chat as the clock sees it, which notes the frames it was repainted in."""
+
+    def __init__(self, shown: bool = True) -> None:
+        self.busy, self.display, self.repainted, self.frames = True, shown, 0, 0
+
+    def draw_frame(self, repaint: bool) -> None:
+        self.frames += 1
+        self.repainted += repaint
+
+
+def test_each_frame_repaints_one_shown_chat_in_turn(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        chats = [Chat(), Chat(), Chat(), Chat(shown=False)]
+        frames = ReplyFrames(app, lambda: chats, lambda: None)
+        frames.wake()
+        await wait_for(pilot, lambda: chats[0].frames >= 7, "seven frames")
+        for chat in chats:
+            chat.busy = False
+        frames.stop()
+        assert len({chat.frames for chat in chats}) == 1  # every chat takes its text each frame
+        assert sorted(chat.repainted for chat in chats[:3]) in ([2, 2, 3], [2, 3, 3], [3, 3, 3])
+        assert chats[3].repainted == 0  # (a chat out of view is repainted when shown)
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_replies_that_end_together_are_shown_ended_one_after_another(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        frames = ReplyFrames(app, lambda: [], lambda: None)
+        shown: list[tuple[int, float]] = []
+        for number in range(3):
+            async def ending(number: int = number) -> None:
+                shown.append((number, time.monotonic()))
+            frames.end(ending)
+        await wait_for(pilot, lambda: len(shown) == 3, "three endings")
+        assert [number for number, _ in shown] == [0, 1, 2]
+        gaps = [b - a for (_, a), (_, b) in zip(shown, shown[1:])]
+        assert min(gaps) >= ENDING_INTERVAL_S * 0.9
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_full_collections_wait_while_a_reply_streams_and_run_once_it_is_shown_ended(
+    endless_model_dir: Path,
+) -> None:
+    before = gc.get_threshold()
+    assert before[2] != HELD_THRESHOLD
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await submit(pilot, pane, "Hello")
+        await wait_for(pilot, lambda: pane.reply_text != "", "the reply to stream")
+        assert pane.busy and gc.get_threshold() == (before[0], before[1], HELD_THRESHOLD)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not pane.busy, "the stopped reply")
+        await wait_for(pilot, lambda: gc.get_threshold() == before, "full collections to run again")
+
+    run(make_app(endless_model_dir, sampling={"max_tokens": 4000}), scenario)
+    assert gc.get_threshold() == before
