@@ -4,8 +4,9 @@ The engine thread drops each reply's text into its ReplyFeed (no message per tok
 ReplyFrames, takes every streaming chat's new text each frame but repaints one shown chat per frame,
 in turn: the screen update after a frame then renders one pane, not the whole grid. Rendering is the
 cost (8 panes repainted at once took 150-200 ms of CPU, and no key is read meanwhile); one pane at a
-time keeps each update short, and each chat is still repainted as often. Replies that end together
-(as a grid of chats often does) are likewise shown ended one after another, a moment apart.
+time keeps each update short, and each chat is still repainted as often. Turns that start or end
+together (a fan-out sends several messages at once, a grid of chats often ends together) are likewise
+mounted one after another, a moment apart.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from mlxchat.app.ui.full_collections import FullCollections
 # second, one chat alone 8 times; the UI keeps its share of a CPU the engine needs small.
 CHAT_FRAMES_PER_S = 8
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
-# Between two replies shown ended: each ending lays out and repaints its pane (15-20 ms of CPU),
-# and seven at once kept a key waiting over 100 ms.
-ENDING_INTERVAL_S = 1 / 30
+# Between two changes of turns (a message sent, a reply ended): each lays out and repaints its
+# pane (10-20 ms of CPU), and eight at once kept a key waiting over 100 ms.
+CHANGE_INTERVAL_S = 1 / 30
 
 
 class FramedChat(Protocol):
@@ -51,8 +52,8 @@ class ReplyFrames:
         self._also = also  # what else a frame redraws (the status lines): one screen update for all
         self._next: Timer | None = None
         self._turn = 0  # counts frames: whose turn it is to be repainted among the chats shown
-        self._endings: deque[Callable[[], Awaitable[None]]] = deque()
-        self._ending = False  # whether an ending is being shown or waits for its moment
+        self._changes: deque[Callable[[], Awaitable[None]]] = deque()
+        self._changing = False  # whether a change is being shown or waits for its moment
         self._collections = FullCollections()
 
     @property
@@ -78,31 +79,33 @@ class ReplyFrames:
         with self._owner.app.batch_update():
             for chat in streaming:
                 chat.draw_frame(chat is turn)
-            self._also()
+            if self._turn % max(1, len(shown)) == 1 or len(shown) <= 1:  # once a round of the chats shown
+                self._also()
         # One timer per frame, set for when the next is due: no wake-ups in between.
         self._next = self._owner.set_timer(1 / CHAT_FRAMES_PER_S, self._frame)
 
-    def end(self, ending: Callable[[], Awaitable[None]]) -> None:
-        """Shows a reply ended by calling `ending`: at once, or ENDING_INTERVAL_S after the one before."""
-        self._endings.append(ending)
-        if not self._ending:
-            self._ending = True
-            self._owner.call_later(self._end_next)
+    def change(self, change: Callable[[], Awaitable[None]]) -> None:
+        """Changes the turns shown (mounts a sent message, shows a reply ended) by calling `change`: at
+        once, or CHANGE_INTERVAL_S after the one before; in the order asked."""
+        self._changes.append(change)
+        if not self._changing:
+            self._changing = True
+            self._owner.call_later(self._change_next)
 
-    async def _end_next(self) -> None:
+    async def _change_next(self) -> None:
         try:
-            await self._endings.popleft()()
-        finally:  # (an ending that failed must not hold up the others)
-            if self._endings:
-                self._owner.set_timer(ENDING_INTERVAL_S, self._end_next)
+            await self._changes.popleft()()
+        finally:  # (a change that failed must not hold up the others)
+            if self._changes:
+                self._owner.set_timer(CHANGE_INTERVAL_S, self._change_next)
             else:
-                self._ending = False
+                self._changing = False
                 self._settle()
 
     def _settle(self) -> None:
         """Lets full collections run again (and runs the one owed) once no reply streams or waits to
         be shown ended."""
-        if self._next is None and not self._ending:
+        if self._next is None and not self._changing:
             self._collections.streaming(False)
 
     def stop(self) -> None:

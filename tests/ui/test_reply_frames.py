@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.full_collections import HELD_THRESHOLD
-from mlxchat.app.ui.reply_frames import ENDING_INTERVAL_S, ReplyFrames
+from mlxchat.app.ui.reply_frames import CHANGE_INTERVAL_S, ReplyFrames
 from tests.pilot import make_app, ready, run, submit, wait_for
 
 
@@ -51,11 +51,11 @@ def test_replies_that_end_together_are_shown_ended_one_after_another(tiny_model_
         for number in range(3):
             async def ending(number: int = number) -> None:
                 shown.append((number, time.monotonic()))
-            frames.end(ending)
+            frames.change(ending)
         await wait_for(pilot, lambda: len(shown) == 3, "three endings")
         assert [number for number, _ in shown] == [0, 1, 2]
         gaps = [b - a for (_, a), (_, b) in zip(shown, shown[1:])]
-        assert min(gaps) >= ENDING_INTERVAL_S * 0.9
+        assert min(gaps) >= CHANGE_INTERVAL_S * 0.9
 
     run(make_app(tiny_model_dir), scenario)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -176,6 +177,7 @@ class ChatPane(TabPane):
         self._edit_from: int | None = None  # the user message being edited, replaced when the input is sent
         self._keep_branch = False  # whether sending that edit first saves the conversation as it was, as a chat
         self.request_id: int | None = None
+        self._turns_mounted = asyncio.Event()  # set once the last turns sent are on the screen
         self.last_stats: RequestStats | None = None  # the counts and speeds of the last reply
         self._sent_text = ""
         self._user_turn: Static | None = None
@@ -337,6 +339,7 @@ class ChatPane(TabPane):
     @on(Queued)
     async def _queued(self, event: Queued) -> None:
         """Shows the message's place in line where its reply will be."""
+        await self._turns_mounted.wait()
         if event.request != self.request_id or self._reply is None:
             return
         self._reply.display = False  # (an empty reply still takes room)
@@ -360,6 +363,7 @@ class ChatPane(TabPane):
     async def _withdrawn(self, event: Withdrawn) -> None:
         """The message left the queue before it started: it goes back to the input, as if never sent."""
         event.stop()
+        await self._turns_mounted.wait()
         if event.request != self.request_id or self._reply is None:
             return
         streamed, self._reply = self._reply, None
@@ -418,8 +422,7 @@ class ChatPane(TabPane):
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
         self._user_turn = Static(text, classes="user-turn", markup=False)
-        await self.query_one(".conversation", VerticalScroll).mount(self._user_turn)
-        await self._start_reply()
+        await self._start_reply(self._user_turn)
         return True
 
     def _keep_old_branch(self) -> None:
@@ -432,10 +435,12 @@ class ChatPane(TabPane):
             return
         self.notify(f"The conversation before the edit is kept as “{old.title}” in the chat list.")
 
-    async def _start_reply(self) -> None:
-        """Mounts an empty reply and asks the engine for it, with the conversation as it now stands."""
+    async def _start_reply(self, *above: Widget) -> None:
+        """Asks the engine for a reply to the conversation as it now stands, and has the frames mount
+        it, empty, under `above` (one layout for both, in this chat's moment)."""
         self._reply = StreamingReply(classes="assistant-turn")
-        await self.query_one(".conversation", VerticalScroll).mount(self._reply)
+        self._turns_mounted = asyncio.Event()
+        self._frames.change(partial(self._mount_turns, [*above, self._reply], self._turns_mounted))
         self._undrawn = False
         self._reply_parts.clear()
         self._reply_message = None
@@ -443,6 +448,13 @@ class ChatPane(TabPane):
         self._feed = ReplyFeed()
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(), self.chat.sampling, self._feed)
         self._frames.wake()
+
+    async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
+        try:
+            if self.is_attached:
+                await self.query_one(".conversation", VerticalScroll).mount_all(turns)
+        finally:
+            mounted.set()
 
     def draw_frame(self, repaint: bool) -> None:
         """Takes the text that came since the last frame and, when `repaint` (this chat's turn on the
@@ -465,7 +477,7 @@ class ChatPane(TabPane):
     def _on_done(self, event: ReplyDone) -> None:
         event.stop()
         if event.request == self.request_id and self._reply is not None:
-            self._frames.end(partial(self._end_reply, event.request, event.done))
+            self._frames.change(partial(self._end_reply, event.request, event.done))
 
     async def _end_reply(self, request: int, done: Done) -> None:
         """Shows how the reply ended (when the frames give this chat its moment)."""
