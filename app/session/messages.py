@@ -30,12 +30,13 @@ class EngineReady(Message):
 
 
 class StartFailed(Message):
-    """Start-up failed: what went wrong and what the user should change."""
+    """Start-up failed: what went wrong, what the user should change, and the exit status it ends with."""
 
-    def __init__(self, problem: str, remedy: str) -> None:
+    def __init__(self, problem: str, remedy: str, status: int) -> None:
         super().__init__()
         self.problem = problem
         self.remedy = remedy
+        self.status = status
 
 
 class PlanChanged(Message, bubble=False):

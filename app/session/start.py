@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mlxchat.app.config.settings import Settings, refusals
+from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.engine.loading.models import ModelLoadError, Progress, load_model
 from mlxchat.engine.memory import check_memory
@@ -32,12 +33,14 @@ class ModelFacts:
 
 
 class StartFailure(Exception):
-    """A start-up problem with the change that fixes it."""
+    """A start-up problem with the change that fixes it, and the exit status it ends the app with:
+    EXIT_USAGE for settings or a model the engine refuses (as the command line does), else EXIT_FAILURE."""
 
-    def __init__(self, problem: str, remedy: str) -> None:
+    def __init__(self, problem: str, remedy: str, status: int = EXIT_FAILURE) -> None:
         super().__init__(problem)
         self.problem = problem
         self.remedy = remedy
+        self.status = status
 
 
 PLAN_REMEDY = (
@@ -66,20 +69,20 @@ def start_engine(
     except ModelLoadError as exc:
         from mlxchat.engine.loading.families import UnsupportedFamily
 
-        remedy = (
-            "Set --model or `model` in the config file to a model whose layers `mlxchat models` lists."
-            if isinstance(exc.__cause__, UnsupportedFamily)
-            else "Set --model or `model` in the config file to a model that exists."
-        )
-        raise StartFailure(str(exc), remedy) from None
+        if isinstance(exc.__cause__, UnsupportedFamily):
+            raise StartFailure(
+                str(exc), "Set --model or `model` in the config file to a model whose layers `mlxchat models` lists.",
+                EXIT_USAGE,
+            ) from None
+        raise StartFailure(str(exc), "Set --model or `model` in the config file to a model that exists.") from None
     facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint)
     plan = facts.evaluate(settings.slot_request())
     refused = [*refusals(settings, loaded.trained_ctx), *plan.errors]
     if refused:
-        raise StartFailure("\n".join(refused), PLAN_REMEDY)
+        raise StartFailure("\n".join(refused), PLAN_REMEDY, EXIT_USAGE)
     memory = check_memory(loaded.weights_bytes, plan.kv_bytes)
     if memory.error:
-        raise StartFailure(memory.error, PLAN_REMEDY)
+        raise StartFailure(memory.error, PLAN_REMEDY, EXIT_USAGE)
     progress(Progress("Starting the engine", 0, 0))
     info = EngineInfo(
         model=loaded.source.display_name,

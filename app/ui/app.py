@@ -30,6 +30,7 @@ from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.fan_out import FanOut, FanOutScreen
 from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
 from mlxchat.app.config.settings import ConfigError, Settings, save_settings
+from mlxchat.app.exit_codes import EXIT_FAILURE
 from mlxchat.app.session.messages import EngineReady, LoadProgress, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
 from mlxchat.app.session.start import StartFailure
@@ -42,7 +43,6 @@ from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.themes import DEFAULT_THEME, THEMES
 
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
-EXIT_FAILED = 1
 CHAT_ACTIONS = frozenset({
     "new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid", "goto_finished",
     "regenerate", "edit_last", "copy_reply", "copy_code", "export_chat", "chat_list", "chat_settings",
@@ -67,6 +67,7 @@ class ChatApp(App[int]):
             self.register_theme(theme)
         self.session = Session(self)
         self.failed = False
+        self._failed_status = EXIT_FAILURE  # the exit status start-up's failure ends the app with
         self.store: ChatStore | None = None
         self._chat_numbers = itertools.count(1)
         self._fan_outs = itertools.count(1)  # each fan-out's number: its chats share it
@@ -127,10 +128,11 @@ class ChatApp(App[int]):
         try:
             warnings = self.session.start(self.settings, lambda p: self.post_message(LoadProgress(p)))
         except StartFailure as exc:
-            self.post_message(StartFailed(exc.problem, exc.remedy))
+            self.post_message(StartFailed(exc.problem, exc.remedy, exc.status))
             return
         except Exception as exc:  # anything else unexpected still deserves words rather than a traceback
-            self.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up."))
+            self.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up.",
+                                          EXIT_FAILURE))
             return
         if not self.post_message(EngineReady(warnings)):
             # The app closed while the model loaded: nobody else will stop this engine.
@@ -143,7 +145,7 @@ class ChatApp(App[int]):
 
     @on(StartFailed)
     def _on_failed(self, event: StartFailed) -> None:
-        self.failed = True
+        self.failed, self._failed_status = True, event.status
         if isinstance(self.screen, LoadingScreen):
             self.screen.show_failure(event.problem, event.remedy)
 
@@ -689,7 +691,7 @@ class ChatApp(App[int]):
             if pane.busy:
                 pane.save_reply("cancelled")
         self._record_open_chats()
-        self.exit(return_code=EXIT_FAILED if self.failed else 0)
+        self.exit(return_code=self._failed_status if self.failed else 0)
 
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:

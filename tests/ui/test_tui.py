@@ -140,6 +140,9 @@ def test_refused_slot_plan_says_what_to_change(tiny_model_dir: Path) -> None:
         assert "ctx_size = 40000 (--ctx-size) is more than the model can use" in problem
         assert "--parallel" in remedy
         assert app.session.engine is None
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert app.return_code == 2  # refused settings end the app as they end every command
 
     # The tiny model is trained on 4096 tokens: 8 slots of it hold at most 32768.
     run(make_app(tiny_model_dir, parallel=8, ctx_size=40000), scenario)
