@@ -9,7 +9,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
@@ -34,9 +34,9 @@ from mlxchat.engine.loading.lazy import materialize
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.chat_engine import Messages
 from mlxchat.engine.slots import Request, RequestHandle, Slot
 
-Messages = Sequence[dict[str, str]]
 _STOP = object()
 RATE_WINDOW_S = 2.0  # aggregate tok/s is measured over the last steps in this window
 # Most prompt tokens in one prefill pass (all rows together): bounds how long decoding slots

@@ -29,7 +29,7 @@ from mlxchat.engine.loading.models import Progress
 from mlxchat.engine.plan import SlotPlan, SlotRequest
 
 if TYPE_CHECKING:
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.chat_engine import ChatEngine
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -63,7 +63,7 @@ class Session:
 
     def __init__(self, app: MessagePump) -> None:
         self._app = app  # where session-wide messages go, and whose queue brings engine news to the UI thread
-        self.engine: Engine | None = None
+        self.engine: ChatEngine | None = None  # the local Engine, or a RemoteEngine over a server
         self.plan: SlotPlan | None = None
         self.facts: ModelFacts | None = None
         self.model_name = ""

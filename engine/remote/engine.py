@@ -15,7 +15,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import openai
 
@@ -30,11 +30,11 @@ from mlxchat.engine.events import (
     SlotState,
     TextDelta,
 )
+from mlxchat.engine.chat_engine import Messages
 from mlxchat.engine.handle import RequestHandle
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
 
-Messages = Sequence[dict[str, str]]
 SLOTS_POLL_S = 0.5  # how often /slots is read while someone looks at the snapshot
 RATE_WINDOW_S = 2.0  # as the local engine: aggregate tok/s over the last seconds
 RETRY = "regenerate (ctrl+r) to try again"
