@@ -66,8 +66,7 @@ class ChatApp(App[int]):
         for theme in THEMES:
             self.register_theme(theme)
         self.session = Session(self)
-        self.failed = False
-        self._failed_status = EXIT_FAILURE  # the exit status start-up's failure ends the app with
+        self._failed_status: int | None = None  # the exit status start-up's failure ends the app with
         self.store: ChatStore | None = None
         self._chat_numbers = itertools.count(1)
         self._fan_outs = itertools.count(1)  # each fan-out's number: its chats share it
@@ -76,6 +75,11 @@ class ChatApp(App[int]):
         self._tab_labels: dict[str, str] = {}  # each tab's label as last set
         self._frames = ReplyFrames(self, lambda: self.chat_panes, self._show_slots)
         self.sampling = settings.sampling.params()  # what new chats start with
+
+    @property
+    def failed(self) -> bool:
+        """Whether start-up failed (the app then only says why and quits)."""
+        return self._failed_status is not None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -145,7 +149,7 @@ class ChatApp(App[int]):
 
     @on(StartFailed)
     def _on_failed(self, event: StartFailed) -> None:
-        self.failed, self._failed_status = True, event.status
+        self._failed_status = event.status
         if isinstance(self.screen, LoadingScreen):
             self.screen.show_failure(event.problem, event.remedy)
 
@@ -691,7 +695,7 @@ class ChatApp(App[int]):
             if pane.busy:
                 pane.save_reply("cancelled")
         self._record_open_chats()
-        self.exit(return_code=self._failed_status if self.failed else 0)
+        self.exit(return_code=self._failed_status or 0)
 
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
@@ -714,7 +718,7 @@ class ChatApp(App[int]):
                     pass
 
     def _refresh_status(self) -> None:
-        if not self._frames.running:  # (while replies stream, each of their frames does it)
+        if not self._frames.running:  # (while replies stream, the frames do it once a round of the chats shown)
             self._show_slots()
 
     def _show_slots(self) -> None:

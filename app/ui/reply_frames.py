@@ -74,12 +74,11 @@ class ReplyFrames:
             self._settle()
             return
         shown = [chat for chat in streaming if chat.display]
-        turn = shown[self._turn % len(shown)] if shown else None
-        self._turn += 1
+        turn, self._turn = self._turn % max(1, len(shown)), self._turn + 1
         with self._owner.app.batch_update():
             for chat in streaming:
-                chat.draw_frame(chat is turn)
-            if self._turn % max(1, len(shown)) == 1 or len(shown) <= 1:  # once a round of the chats shown
+                chat.draw_frame(bool(shown) and chat is shown[turn])
+            if turn == 0:  # once a round of the chats shown
                 self._also()
         # One timer per frame, set for when the next is due: no wake-ups in between.
         self._next = self._owner.set_timer(1 / CHAT_FRAMES_PER_S, self._frame)

@@ -422,7 +422,7 @@ class ChatPane(TabPane):
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
         self._user_turn = Static(text, classes="user-turn", markup=False)
-        await self._start_reply(self._user_turn)
+        self._start_reply(self._user_turn)
         return True
 
     def _keep_old_branch(self) -> None:
@@ -435,7 +435,7 @@ class ChatPane(TabPane):
             return
         self.notify(f"The conversation before the edit is kept as “{old.title}” in the chat list.")
 
-    async def _start_reply(self, *above: Widget) -> None:
+    def _start_reply(self, *above: Widget) -> None:
         """Asks the engine for a reply to the conversation as it now stands, and has the frames mount
         it, empty, under `above` (one layout for both, in this chat's moment)."""
         self._reply = StreamingReply(classes="assistant-turn")
@@ -576,7 +576,7 @@ class ChatPane(TabPane):
         self._edit_from, self._keep_branch = None, False
         self._user_turn = None
         await self._show_history()
-        await self._start_reply()
+        self._start_reply()
 
     @property
     def user_messages(self) -> list[int]:
