@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from mlxchat.app.ui.widgets import chat_pane
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.chats.store import ChatStore, default_db_path
+from mlxchat.app.ui.widgets.reply_view import ReplyView
 from tests.pilot import make_app, ready, run, send, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,8 +28,8 @@ def turns(app: ChatApp) -> list[list[tuple[str, str]]]:
     shown = []
     for pane in app.chat_panes:
         widgets = pane.query(".user-turn, .assistant-turn")
-        shown.append([("user", str(w.render())) if isinstance(w, Static) else ("assistant", w.source)
-                      for w in widgets if isinstance(w, (Static, Markdown))])
+        shown.append([("user", str(w.render())) if isinstance(w, Static) else ("assistant", w.text)
+                      for w in widgets if isinstance(w, (Static, ReplyView))])
     return shown
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from textual import events
 from textual.command import CommandList
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Markdown, Static
+from textual.widgets import DataTable, Static
 from textual.widgets._footer import FooterKey
 
 from mlxchat.app.ui.app import ChatApp
@@ -18,7 +18,7 @@ from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.screens.help import HelpScreen
 from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.slots import SlotsScreen
-from mlxchat.app.ui.widgets.streaming_reply import StreamingReply
+from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from tests.pilot import make_app, notes, open_second_chat, ready, run, send, submit, wait_for
 
@@ -41,9 +41,10 @@ def test_reply_streams_to_done(tiny_model_dir: Path) -> None:
         assert pane.chat_input.text == ""
         await wait_for(pilot, lambda: not pane.busy, "the reply")
         assert [m.role for m in pane.chat.messages] == ["user", "assistant"]
-        reply = pane.query_one(".assistant-turn", Markdown)
-        assert reply.source == pane.chat.messages[1].text != ""
-        assert not pane.query(StreamingReply)  # the streamed preview gave way to the reply's Markdown
+        reply = pane.query_one(".assistant-turn", ReplyView)
+        assert reply.text == pane.chat.messages[1].text != ""
+        assert not reply.streaming and reply.size.height == reply.get_content_height(
+            reply.size, reply.size, reply.content_region.width)  # as tall as its lines, no room reserved
 
     run(make_app(tiny_model_dir), scenario)
 
@@ -89,7 +90,7 @@ def test_escape_stops_a_reply_and_keeps_it(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
         await submit(pilot, pane, "Tell me about the terminal app")
-        await wait_for(pilot, lambda: bool(pane.query_one(StreamingReply).text), "reply text on screen")
+        await wait_for(pilot, lambda: bool(pane.query_one(ReplyView).text), "reply text on screen")
         await pilot.press("escape")
         await wait_for(pilot, lambda: not pane.busy, "the stop")
         assert notes(pane) == ["(stopped)"]

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.ui.widgets.reply_view import ReplyView
 from tests.pilot import make_app, ready, run, send, wait_for
 
 FIRST = "Tell me about the terminal app and the model that runs inside it"
@@ -100,8 +101,8 @@ def test_copy_and_export_the_shown_chat(
         await send(pilot, pane, "Hello there")
         await wait_for(pilot, lambda: not pane.busy, "a reply")
         await pilot.press("alt+c")
-        reply = pane.query(".assistant-turn").results(Markdown)
-        assert app.clipboard == next(reply).source == pane.chat.messages[1].text
+        reply = pane.query(".assistant-turn").results(ReplyView)
+        assert app.clipboard == next(reply).text == pane.chat.messages[1].text
         await pilot.press("alt+e")
         exported = tmp_path / f"mlxchat-chat-{pane.chat.id}.md"
         assert exported.read_text() == to_markdown(pane.chat)

@@ -13,13 +13,14 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.geometry import Offset
+from textual.geometry import Offset, Region
 from textual.screen import Screen
 from textual.selection import Selection
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.reply_view import ReplyView
 
 WATCH_S = 0.3  # how often an open find bar looks for text the chat has shown since
 
@@ -40,7 +41,7 @@ def find_matches(conversation: Widget, query: str) -> list[Match]:
     if not needle or "\n" in needle:
         return []
     matches = []
-    for widget in conversation.query(Static):
+    for widget in searched(conversation):
         shown = widget.get_selection(Selection(None, None))
         for line_number, line in enumerate(shown[0].splitlines() if shown else ()):
             # casefold keeps the length of most text; where it does not, offsets would drift: skip that line.
@@ -52,6 +53,11 @@ def find_matches(conversation: Widget, query: str) -> list[Match]:
                 matches.append(Match(widget, line_number, start, start + len(needle)))
                 start = folded.find(needle, start + 1)
     return matches
+
+
+def searched(conversation: Widget) -> list[Widget]:
+    """The widgets whose text is searched: the turns and notes, and the replies that have ended."""
+    return [w for w in conversation.query("Static, ReplyView") if not (isinstance(w, ReplyView) and w.streaming)]
 
 
 class FindScreen(AppModalScreen[None]):
@@ -113,14 +119,14 @@ class FindScreen(AppModalScreen[None]):
     def _search(self) -> None:
         """Finds the bar's text afresh and shows the newest match: the reader is most often at the end."""
         self._matches = find_matches(self._conversation, self.query_one(Input).value)
-        self._shown = len(self._conversation.query(Static))
+        self._shown = len(searched(self._conversation))
         self._index = len(self._matches) - 1
         self._show()
 
     def _watch(self) -> None:
         """Searches again when the chat shows other text (a reply ended, a chat just opened drew its
         turns), staying on the match shown if it is still there."""
-        if len(self._conversation.query(Static)) == self._shown:
+        if len(searched(self._conversation)) == self._shown:
             return
         current = self.current
         self._search()
@@ -150,7 +156,10 @@ class FindScreen(AppModalScreen[None]):
         self._chats.selections = {
             match.widget: Selection(Offset(match.start, match.line), Offset(match.end, match.line))
         }
-        self._conversation.scroll_to_center(match.widget, animate=False, immediate=True)
+        # The match's line, not its widget: one reply can be many screens tall.
+        widget = match.widget
+        y = widget.virtual_region.y + widget.styles.gutter.top + match.line
+        self._conversation.scroll_to_region(Region(0, y, 1, 1), center=True, animate=False, immediate=True)
 
     def action_close(self) -> None:
         self._chats.selections = {}

@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Markdown, Static, TabPane
+from textual.widgets import Static, TabPane
 
 from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, FORK_SUFFIX, fork
 from mlxchat.app.chats.store import Chat, ChatMessage, ChatStore, StoreWriteError, now, title_from
@@ -24,7 +24,7 @@ from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdraw
 from mlxchat.app.session.session import Session
 from mlxchat.app.ui.keys import KeyHelp
 from mlxchat.app.ui.reply_frames import ReplyFrames
-from mlxchat.app.ui.widgets.streaming_reply import StreamingReply
+from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.text_area import TextArea
 from mlxchat.app.ui.widgets.usage_bar import usage_bar
 from mlxchat.engine.events import Done, RequestStats, SamplingParams, SlotSnapshot
@@ -146,7 +146,6 @@ class ChatPane(TabPane):
     }
     ChatPane .user-turn.-editing { border-left: thick $warning; }
     ChatPane .assistant-turn { margin: 1 8 0 0; padding: 0 1; border-left: thick $primary; }
-    ChatPane .assistant-turn MarkdownBlock:last-child { margin-bottom: 0; }
     ChatPane .turn-note { margin: 0 8 0 0; padding: 0 1; color: $text-muted; text-style: italic; }
     ChatPane .turn-note.-error { color: $error; text-style: none; }
     ChatPane .turn-note.-refused { color: $warning; text-style: none; }
@@ -181,7 +180,7 @@ class ChatPane(TabPane):
         self.last_stats: RequestStats | None = None  # the counts and speeds of the last reply
         self._sent_text = ""
         self._user_turn: Static | None = None
-        self._reply: StreamingReply | None = None
+        self._reply: ReplyView | None = None
         self._feed = ReplyFeed()
         self._status = ""  # what the status line shows
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
@@ -205,7 +204,11 @@ class ChatPane(TabPane):
     def _reply_widgets(self, text: str, reason: str | None, error: str | None = None) -> Iterator[Widget]:
         """A finished reply as Markdown (none when nothing was written) and the note on how it ended."""
         if text:
-            yield Markdown(text, classes="assistant-turn")
+            yield ReplyView(text, classes="assistant-turn")
+        yield from self._end_note(text, reason, error)
+
+    def _end_note(self, text: str, reason: str | None, error: str | None) -> Iterator[Widget]:
+        """The note under a reply on how it ended, where it says more than that it is done."""
         note = self._note(reason, text, error)
         if note is not None:
             yield Static(note[0], classes=f"turn-note {note[1]}", markup=False)
@@ -438,7 +441,7 @@ class ChatPane(TabPane):
     def _start_reply(self, *above: Widget) -> None:
         """Asks the engine for a reply to the conversation as it now stands, and has the frames mount
         it, empty, under `above` (one layout for both, in this chat's moment)."""
-        self._reply = StreamingReply(classes="assistant-turn")
+        self._reply = ReplyView(streaming=True, classes="assistant-turn")
         self._turns_mounted = asyncio.Event()
         self._frames.change(partial(self._mount_turns, [*above, self._reply], self._turns_mounted))
         self._undrawn = False
@@ -507,26 +510,31 @@ class ChatPane(TabPane):
         if not following:
             conversation.scroll_to(y=y, animate=False, immediate=True)
 
-    async def _finish(self, done: Done, streamed: StreamingReply) -> None:
-        """Saves the reply and shows it, from the engine's own text, as saved replies are shown."""
+    async def _finish(self, done: Done, streamed: ReplyView) -> None:
+        """Saves the reply and shows it whole, from the engine's own text, as saved replies are shown."""
         self._reply_parts = [done.text] if done.text else []
         self.save_reply(done.reason, done.stats)
         self._reply_parts.clear()
         self._reply_message = None
-        widgets = list(self._reply_widgets(done.text, done.reason, done.error))
+        # The streamed widget stays, drawn whole: a new one would cost a widget and a layout more.
+        if done.text:
+            streamed.finish(done.text)
+        widgets = list(self._end_note(done.text, done.reason, done.error))
         if done.stats.lost:
             widgets.append(Static(lost_note(done.stats), classes="turn-note", markup=False))
-        await self.query_one(".conversation").mount_all(widgets, after=streamed)
-        await streamed.remove()
+        if widgets:
+            await self.query_one(".conversation").mount_all(widgets, after=streamed)
+        if not done.text:
+            await streamed.remove()
 
-    async def _refused(self, done: Done, streamed: StreamingReply) -> None:
+    async def _refused(self, done: Done, streamed: ReplyView) -> None:
         """Undoes a message the engine would not take: the text goes back to the input with the reason."""
         await self._take_back(streamed)
         await self.query_one(".conversation").mount(
             Static(f"Not sent: {done.error}", classes="turn-note -refused", markup=False)
         )
 
-    async def _take_back(self, streamed: StreamingReply) -> None:
+    async def _take_back(self, streamed: ReplyView) -> None:
         """Undoes the message just sent (its text goes back to the input) and removes its empty reply."""
         if self._user_turn is not None:  # (a regenerated reply has no new message to take back)
             refused = self.chat.messages.pop()

@@ -1,4 +1,4 @@
-"""The streaming reply widget in the real app: incremental Markdown drawn as Rich draws the whole, and
+"""The reply widget in the real app: incremental Markdown drawn as Rich draws the whole, and
 the conversation kept at the newest line unless the user scrolls away."""
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ import pytest
 from rich.console import Console
 from rich.markdown import Markdown as RichMarkdown
 from textual.containers import VerticalScroll
+from textual.geometry import Offset
 from textual.pilot import Pilot
+from textual.selection import Selection
 from textual.widgets import Static
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.widgets.streaming_reply import GROWTH_LINES, StreamingReply, finished_blocks_end
+from mlxchat.app.ui.widgets.reply_view import GROWTH_LINES, ReplyView, finished_blocks_end
 from tests.pilot import make_app, ready, run
 
 REPLIES = [
@@ -39,17 +41,17 @@ def test_a_block_is_finished_once_the_next_one_has_begun(text: str, start: int, 
     assert finished_blocks_end(text, start) == end
 
 
-async def _streaming_reply(app: ChatApp, pilot: Pilot, user_turn: str) -> tuple[VerticalScroll, StreamingReply]:
+async def _streaming_reply(app: ChatApp, pilot: Pilot, user_turn: str) -> tuple[VerticalScroll, ReplyView]:
     """A streaming reply under a user turn in the first chat, as a sent message mounts them."""
     pane = await ready(app, pilot)
     conversation = pane.query_one(".conversation", VerticalScroll)
-    reply = StreamingReply(classes="assistant-turn")
+    reply = ReplyView(streaming=True, classes="assistant-turn")
     await conversation.mount_all([Static(user_turn, classes="user-turn"), reply])
     await pilot.pause()
     return conversation, reply
 
 
-def _drawn(reply: StreamingReply) -> list[str]:
+def _drawn(reply: ReplyView) -> list[str]:
     """The reply's lines as the widget draws them, without the blank ones at the end."""
     lines = [reply.render_line(y).text.rstrip() for y in range(reply.size.height)]
     while lines and not lines[-1]:
@@ -94,5 +96,30 @@ def test_the_newest_line_stays_in_view_unless_the_user_scrolls_away(tiny_model_d
             await pilot.pause()
             assert conversation.scroll_y == 0
         assert not reply.following
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+@pytest.mark.parametrize("text", REPLIES)
+def test_an_ended_reply_is_as_tall_as_its_lines_and_its_text_can_be_selected(tiny_model_dir: Path, text: str) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        conversation, reply = await _streaming_reply(app, pilot, "Show me some Markdown")
+        reply.show(text[: len(text) // 2])
+        await pilot.pause()
+        reply.finish(text)
+        await pilot.pause()
+        width = reply.content_region.width
+        console = Console(width=width, color_system=None)
+        whole = console.render_lines(RichMarkdown(text), console.options.update_width(width), pad=False)
+        lines = ["".join(segment.text for segment in line).rstrip() for line in whole]
+        assert not reply.streaming and reply.size.height == len(lines)  # no room reserved below it
+        assert [reply.render_line(y).text.rstrip() for y in range(reply.size.height)] == lines
+        # As it is reopened from a saved chat: the same lines.
+        saved = ReplyView(text, classes="assistant-turn")
+        await conversation.mount(saved)
+        await pilot.pause()
+        assert [saved.render_line(y).text.rstrip() for y in range(saved.size.height)] == lines
+        selected = saved.get_selection(Selection(Offset(0, 0), Offset(width, len(lines) - 1)))
+        assert selected is not None and selected[0] == "\n".join(lines)
 
     run(make_app(tiny_model_dir), scenario)

@@ -1,4 +1,4 @@
-"""A reply while it streams: one widget that draws the Markdown itself.
+"""A reply drawn as Markdown by one widget, however long: while it streams, and once it has ended.
 
 Textual's Markdown widget makes a widget of every block, and each redraw that changes a widget's
 height lays out the whole screen: with eight replies streaming in the grid that was most of the
@@ -11,7 +11,10 @@ UI's CPU, taken from the engine. This widget renders the reply with Rich's Markd
   reserved a pane's height ahead and the conversation is scrolled so that the newest line is at
   its bottom: the reserve stays out of view, and a layout comes once a screenful.
 
-When the reply ends, the chat shows it with Textual's Markdown widget.
+A reply that has ended stays this widget, its height that of its lines: swapping it for Textual's
+Markdown widget took 60-130 ms of the UI thread per reply (a widget and a style pass for every
+block), and replies often end together. Saved replies are drawn by it too, so a reply looks the
+same streaming, ended and reopened. Its text can be selected (mouse, find) as Textual's own.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from rich.style import Style
 from rich.theme import Theme
 from textual.color import Color
 from textual.events import Resize
-from textual.geometry import Region
+from textual.geometry import Region, Size
+from textual.selection import Selection
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -56,15 +60,17 @@ def finished_blocks_end(text: str, start: int) -> int:
     return end
 
 
-class StreamingReply(Widget):
-    """The text of a reply being written, drawn as Markdown."""
+class ReplyView(Widget):
+    """The text of a reply, drawn as Markdown: streaming until `finish`, or ended from the start."""
 
-    # The room left in the pane, from the start: the first lines need no layout.
-    DEFAULT_CSS = "StreamingReply { height: 1fr; }"
+    # While it streams, the room left in the pane from the start: the first lines need no layout.
+    DEFAULT_CSS = "ReplyView { height: auto; } ReplyView.-streaming { height: 1fr; }"
 
-    def __init__(self, classes: str | None = None) -> None:
+    def __init__(self, text: str = "", *, streaming: bool = False, classes: str | None = None) -> None:
         super().__init__(classes=classes)
-        self.text = ""
+        self.text = text
+        self.streaming = streaming
+        self.set_class(streaming, "-streaming")
         self._lines: list[Strip] = []
         self._finished: list[Strip] = []  # the lines of the blocks that can no longer change
         self._finished_end = 0  # where those blocks end in the text
@@ -93,6 +99,26 @@ class StreamingReply(Widget):
         self.text = text
         self._render_lines()
 
+    def finish(self, text: str) -> None:
+        """The reply has ended with `text`: drawn whole, as tall as its lines from now on."""
+        if not text.startswith(self.text[: self._finished_end]):  # (the blocks drawn are not this text's)
+            self._rendered_for = None
+        self.text, self.streaming = text, False
+        self.remove_class("-streaming")
+        self._reserved = 0
+        self.styles.height = None  # (back to the stylesheet's: auto)
+        self._render_lines()
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines_at(width))
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The text shown under `selection`, line by line as drawn (for copying and for find)."""
+        return selection.extract("\n".join(line.text.rstrip() for line in self._lines)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()
+
     def make_room(self) -> None:
         """Before any text (at the chat's first frame, once laid out): where the pane has little room
         left under the user's message, reserves a pane's height now, while the engine reads the prompt."""
@@ -105,16 +131,23 @@ class StreamingReply(Widget):
 
     def _render_lines(self) -> None:
         width = self.content_region.width
+        if width and self.text:
+            self._repaint(self._lines_at(width))
+
+    def _lines_at(self, width: int) -> list[Strip]:
+        """The reply's lines at `width` columns, rendering only the blocks that may still change."""
         if not width or not self.text:
-            return
+            return []
         if self._rendered_for != (width, self.app.theme):
             self._rendered_for, self._finished, self._finished_end = (width, self.app.theme), [], 0
             self._blank = Strip.blank(width, self.rich_style)
-        end = finished_blocks_end(self.text, self._finished_end)
+        # An ended reply can no longer change anywhere: all of it joins the finished blocks.
+        end = finished_blocks_end(self.text, self._finished_end) if self.streaming else len(self.text)
         if end > self._finished_end:
             self._finished = self._joined(self._finished, self._render(self.text[self._finished_end:end], width))
             self._finished_end = end
-        self._repaint(self._joined(self._finished, self._render(self.text[self._finished_end:], width)))
+        rest = self.text[self._finished_end:]
+        return self._joined(self._finished, self._render(rest, width)) if rest else self._finished
 
     def _render(self, markdown: str, width: int) -> list[Strip]:
         console = self.app.console
@@ -142,6 +175,10 @@ class StreamingReply(Widget):
         first = next((y for y, (a, b) in enumerate(zip(old, lines)) if a is not b and a != b), min(len(old), len(lines)))
         if changed := max(len(old), len(lines)) - first:
             self.refresh(Region(0, first, self.content_region.width, changed))
+        if not self.streaming:
+            if len(lines) != len(old) or not self.size.height:
+                self.refresh(layout=True)
+            return
         following = self.following
         shown = -(-len(lines) // GROWTH_LINES) * GROWTH_LINES  # the lines in view under the reply's top
         grows = self._reserve(shown)
@@ -177,7 +214,20 @@ class StreamingReply(Widget):
         return True
 
     def render_line(self, y: int) -> Strip:
-        return self._lines[y] if y < len(self._lines) else self._blank
+        if self._rendered_for is not None and self._rendered_for[1] != self.app.theme:
+            self._lines = self._lines_at(self._rendered_for[0])  # (the theme changed: its colours)
+        if y >= len(self._lines):
+            return self._blank
+        line = self._lines[y]
+        selection = self.text_selection
+        if selection is not None and (span := selection.get_span(y)) is not None:
+            start, end = span
+            end = line.cell_length if end == -1 else end
+            before, chosen, after = line.divide([start, end, line.cell_length])
+            style = self.screen.get_component_rich_style("screen--selection")
+            chosen = Strip(Segment.apply_style(chosen, post_style=style), chosen.cell_length)
+            line = Strip.join([before, chosen, after])
+        return line.apply_offsets(0, y)
 
     def _theme(self) -> Theme:
         """Rich's Markdown styles in the app theme's colours, as Textual's Markdown widget draws them."""
