@@ -185,8 +185,15 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
         await app.action_new_chat()
     if not app.query_one("#chats").has_class("-grid"):
         app.action_toggle_grid()
-    await pilot.pause()
     panes = app.chat_panes
+    # The keys go to the first chat: focused now, as a user types in the chat they are in (moving
+    # the focus repaints the whole screen, which is not what a key press costs).
+    panes[0].focus_input()
+    for _ in range(100):  # (its tab becomes the active one: a repaint of every chat)
+        if app.active_chat is panes[0] and app.focused is panes[0].chat_input:
+            break
+        await pilot.pause(0.05)
+        panes[0].focus_input()
     assert app.session.engine is not None
     start = time.perf_counter()
     steady = SteadyRate(app.session.engine, len(prompts))

@@ -718,16 +718,19 @@ class ChatApp(App[int]):
                     pass
 
     def _refresh_status(self) -> None:
-        if not self._frames.running:  # (while replies stream, the frames do it once a round of the chats shown)
+        if not self._frames.running:  # (while replies stream, each frame does it)
             self._show_slots()
 
-    def _show_slots(self) -> None:
-        """Shows each chat's slot in its status line, and its badge in its tab."""
+    def _show_slots(self, only: ChatPane | None = None) -> None:
+        """Shows each chat's badge in its tab, and its slot in its status line; of the chats answering,
+        `only`'s where given (a frame's: the others' lines are redrawn in their own frames)."""
         if not self.session.ready:
             return
         slots = self.session.snapshot().slots
         for pane in self.chat_panes:
             self._show_tab(pane)
+            if pane.busy and only not in (None, pane):
+                continue
             if pane.slot_id is not None and pane.slot_id < len(slots) and not pane.queued:
                 pane.show_slot(slots[pane.slot_id])
 

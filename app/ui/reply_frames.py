@@ -2,7 +2,9 @@
 
 The engine thread drops each reply's text into its ReplyFeed (no message per token). One clock,
 ReplyFrames, takes every streaming chat's new text each frame but repaints one shown chat per frame,
-in turn: the screen update after a frame then renders one pane, not the whole grid. Rendering is the
+in turn, with its status line: the screen update after a frame then renders one pane, not the whole
+grid (the screen renders the rows that span every region changed: status lines all over the grid
+took as long as the grid). Rendering is the
 cost (8 panes repainted at once took 150-200 ms of CPU, and no key is read meanwhile); one pane at a
 time keeps each update short, and each chat is still repainted as often. Turns that start or end
 together (a fan-out sends several messages at once, a grid of chats often ends together) are likewise
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from textual.message_pump import MessagePump
 from textual.timer import Timer
@@ -24,9 +26,10 @@ from mlxchat.app.ui.full_collections import FullCollections
 # second, one chat alone 8 times; the UI keeps its share of a CPU the engine needs small.
 CHAT_FRAMES_PER_S = 8
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
-# Between two changes of turns (a message sent, a reply ended): each lays out and repaints its
-# pane (10-20 ms of CPU), and eight at once kept a key waiting over 100 ms.
-CHANGE_INTERVAL_S = 1 / 30
+# Between two changes of turns (a message sent, a reply ended), from when the screen has shown the
+# first: each lays out the screen and repaints its pane (25-45 ms of CPU, 40-80 ms while the engine
+# keeps both cores busy); eight at once, or 1/30 s apart, kept a key waiting 90-150 ms.
+CHANGE_INTERVAL_S = 1 / 10
 
 
 class FramedChat(Protocol):
@@ -41,15 +44,18 @@ class FramedChat(Protocol):
     def draw_frame(self, repaint: bool) -> None: ...
 
 
-class ReplyFrames:
+F = TypeVar("F", bound=FramedChat)
+
+
+class ReplyFrames(Generic[F]):
     """The clock that redraws the streaming chats and shows replies ended; it sleeps while none streams."""
 
     def __init__(
-        self, owner: MessagePump, chats: Callable[[], Sequence[FramedChat]], also: Callable[[], None]
+        self, owner: MessagePump, chats: Callable[[], Sequence[F]], also: Callable[[F], None]
     ) -> None:
         self._owner = owner
         self._chats = chats
-        self._also = also  # what else a frame redraws (the status lines): one screen update for all
+        self._also = also  # what else a frame redraws of the chat it repaints (its status line)
         self._next: Timer | None = None
         self._turn = 0  # counts frames: whose turn it is to be repainted among the chats shown
         self._changes: deque[Callable[[], Awaitable[None]]] = deque()
@@ -75,11 +81,12 @@ class ReplyFrames:
             return
         shown = [chat for chat in streaming if chat.display]
         turn, self._turn = self._turn % max(1, len(shown)), self._turn + 1
+        painted = shown[turn] if shown else None
         with self._owner.app.batch_update():
             for chat in streaming:
-                chat.draw_frame(bool(shown) and chat is shown[turn])
-            if turn == 0:  # once a round of the chats shown
-                self._also()
+                chat.draw_frame(chat is painted)
+            if painted is not None:
+                self._also(painted)
         # One timer per frame, set for when the next is due: no wake-ups in between.
         self._next = self._owner.set_timer(1 / CHAT_FRAMES_PER_S, self._frame)
 
@@ -95,8 +102,8 @@ class ReplyFrames:
         try:
             await self._changes.popleft()()
         finally:  # (a change that failed must not hold up the others)
-            if self._changes:
-                self._owner.set_timer(CHANGE_INTERVAL_S, self._change_next)
+            if self._changes:  # (the interval counts from when the screen has shown this change)
+                self._owner.call_after_refresh(self._owner.set_timer, CHANGE_INTERVAL_S, self._change_next)
             else:
                 self._changing = False
                 self._settle()

@@ -30,7 +30,8 @@ def test_each_frame_repaints_one_shown_chat_in_turn(tiny_model_dir: Path) -> Non
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await ready(app, pilot)
         chats = [Chat(), Chat(), Chat(), Chat(shown=False)]
-        frames = ReplyFrames(app, lambda: chats, lambda: None)
+        statuses: list[Chat] = []
+        frames = ReplyFrames(app, lambda: chats, statuses.append)
         frames.wake()
         await wait_for(pilot, lambda: chats[0].frames >= 7, "seven frames")
         for chat in chats:
@@ -39,6 +40,8 @@ def test_each_frame_repaints_one_shown_chat_in_turn(tiny_model_dir: Path) -> Non
         assert len({chat.frames for chat in chats}) == 1  # every chat takes its text each frame
         assert sorted(chat.repainted for chat in chats[:3]) in ([2, 2, 3], [2, 3, 3], [3, 3, 3])
         assert chats[3].repainted == 0  # (a chat out of view is repainted when shown)
+        # Its status line is redrawn with it: one pane changes per frame.
+        assert [statuses.count(chat) for chat in chats] == [chat.repainted for chat in chats]
 
     run(make_app(tiny_model_dir), scenario)
 
@@ -46,7 +49,7 @@ def test_each_frame_repaints_one_shown_chat_in_turn(tiny_model_dir: Path) -> Non
 def test_replies_that_end_together_are_shown_ended_one_after_another(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await ready(app, pilot)
-        frames = ReplyFrames(app, lambda: [], lambda: None)
+        frames = ReplyFrames(app, lambda: [], lambda _: None)
         shown: list[tuple[int, float]] = []
         for number in range(3):
             async def ending(number: int = number) -> None:
