@@ -30,6 +30,7 @@ from textual.events import Resize
 from textual.geometry import Region, Size
 from textual.selection import Selection
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
 GROWTH_LINES = 4  # the conversation scrolls this many lines at a time; the least room reserved ahead
@@ -224,8 +225,13 @@ class ReplyView(Widget):
             start, end = span
             end = line.cell_length if end == -1 else end
             before, chosen, after = line.divide([start, end, line.cell_length])
-            style = self.screen.get_component_rich_style("screen--selection")
-            chosen = Strip(Segment.apply_style(chosen, post_style=style), chosen.cell_length)
+            # Over each cell's own style, as Textual draws a selection: its colour blended on the background.
+            selected = VisualStyle.from_styles(self.screen.get_component_styles("screen--selection"))
+            chosen = Strip(
+                [Segment(text, (VisualStyle.from_rich_style(style or Style()) + selected).rich_style, control)
+                 for text, style, control in chosen],
+                chosen.cell_length,
+            )
             line = Strip.join([before, chosen, after])
         return line.apply_offsets(0, y)
 
