@@ -121,5 +121,13 @@ def test_an_ended_reply_is_as_tall_as_its_lines_and_its_text_can_be_selected(tin
         assert [saved.render_line(y).text.rstrip() for y in range(saved.size.height)] == lines
         selected = saved.get_selection(Selection(Offset(0, 0), Offset(width, len(lines) - 1)))
         assert selected is not None and selected[0] == "\n".join(lines)
+        # Drawn selected: the selection's background, the text's own colour.
+        y = next(y for y, line in enumerate(lines) if len(line.strip()) > 3)
+        x = len(lines[y]) - len(lines[y].lstrip())
+        plain = [s for s in saved.render_line(y) if s.text.strip()][0].style
+        app.screen.selections = {saved: Selection(Offset(x, y), Offset(x + 3, y))}
+        chosen = [s for s in saved.render_line(y) if s.text.strip()][0]
+        assert chosen.text == lines[y][x : x + 3] and chosen.style is not None and plain is not None
+        assert chosen.style.bgcolor != plain.bgcolor and chosen.style.color == plain.color
 
     run(make_app(tiny_model_dir), scenario)
