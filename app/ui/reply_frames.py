@@ -20,7 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from textual.message_pump import MessagePump
 from textual.timer import Timer
 
-from mlxchat.app.ui.full_collections import FullCollections
+from mlxchat.app.ui.full_collections import COLLECT_AFTER_S, FullCollections
 
 # Frames a second, each repainting one shown chat: 8 chats in the grid are each repainted once a
 # second, one chat alone 8 times; the UI keeps its share of a CPU the engine needs small.
@@ -69,7 +69,7 @@ class ReplyFrames(Generic[F]):
 
     def wake(self) -> None:
         """Starts the clock (a reply has started)."""
-        self._collections.streaming(True)
+        self._collections.hold()
         if self._next is None:
             self._next = self._owner.set_timer(FIRST_FRAME_S, self._frame)
 
@@ -109,11 +109,19 @@ class ReplyFrames(Generic[F]):
                 self._settle()
 
     def _settle(self) -> None:
-        """Lets full collections run again (and runs the one owed) once no reply streams or waits to
-        be shown ended."""
-        if self._next is None and not self._changing:
-            self._collections.streaming(False)
+        """Lets full collections run again (and runs the one owed) a moment after no reply streams or
+        waits to be shown ended."""
+        if self._idle:
+            self._owner.set_timer(COLLECT_AFTER_S, self._collect)
+
+    @property
+    def _idle(self) -> bool:
+        return self._next is None and not self._changing
+
+    def _collect(self) -> None:
+        if self._idle:  # (else a reply streams again: its own end will settle)
+            self._collections.release()
 
     def stop(self) -> None:
         """Lets full collections run again (the app is closing)."""
-        self._collections.streaming(False)
+        self._collections.release()

@@ -1,5 +1,5 @@
 """The clock that draws streaming replies: one shown chat repainted per frame, endings shown apart,
-full garbage collections held off from the first reply until the last is shown ended."""
+full garbage collections held off from the first reply until a moment after the last is shown ended."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.full_collections import HELD_THRESHOLD
+from mlxchat.app.ui.full_collections import COLLECT_AFTER_S, HELD_THRESHOLD
 from mlxchat.app.ui.reply_frames import CHANGE_INTERVAL_S, ReplyFrames
 from tests.pilot import make_app, ready, run, submit, wait_for
 
@@ -63,7 +63,7 @@ def test_replies_that_end_together_are_shown_ended_one_after_another(tiny_model_
     run(make_app(tiny_model_dir), scenario)
 
 
-def test_full_collections_wait_while_a_reply_streams_and_run_once_it_is_shown_ended(
+def test_full_collections_wait_while_a_reply_streams_and_run_a_moment_after_it_is_shown_ended(
     endless_model_dir: Path,
 ) -> None:
     before = gc.get_threshold()
@@ -76,7 +76,10 @@ def test_full_collections_wait_while_a_reply_streams_and_run_once_it_is_shown_en
         assert pane.busy and gc.get_threshold() == (before[0], before[1], HELD_THRESHOLD)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not pane.busy, "the stopped reply")
+        ended = time.monotonic()
+        assert gc.get_threshold()[2] == HELD_THRESHOLD  # (not at the moment it is shown ended)
         await wait_for(pilot, lambda: gc.get_threshold() == before, "full collections to run again")
+        assert time.monotonic() - ended >= COLLECT_AFTER_S / 2
 
     run(make_app(endless_model_dir, sampling={"max_tokens": 4000}), scenario)
     assert gc.get_threshold() == before
