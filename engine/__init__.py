@@ -51,6 +51,7 @@ _NAMES: dict[str, str] = {
     "cpu_summary": "mlxchat.engine.devices",
     "device_kind": "mlxchat.engine.devices",
     "device_name": "mlxchat.engine.devices",
+    "release_thread_streams": "mlxchat.engine.devices",
 }
 
 __all__ = sorted(_NAMES)
@@ -70,7 +71,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.cpu.blas import BlasError, BlasInfo, blas_in_use, load_blas, remedy
-    from mlxchat.engine.devices import cpu_summary, device_kind, device_name
+    from mlxchat.engine.devices import cpu_summary, device_kind, device_name, release_thread_streams
     from mlxchat.engine.events import (
         Done,
         EngineSnapshot,

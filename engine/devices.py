@@ -87,3 +87,13 @@ def _cpuinfo(text: str | None) -> str:
         return Path("/proc/cpuinfo").read_text()
     except OSError:
         return ""
+
+
+def release_thread_streams() -> None:
+    """Releases the MLX streams the calling thread made, as MLX asks of every thread that used it
+    before the thread ends: else the process can abort at exit ("terminate called without an active
+    exception"). Nothing when MLX was never imported."""
+    if "mlx.core" in sys.modules:
+        import mlx.core as mx
+
+        mx.clear_streams()

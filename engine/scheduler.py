@@ -16,6 +16,7 @@ from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.forward import Forward
+from mlxchat.engine.devices import release_thread_streams
 from mlxchat.engine.events import (
     Done,
     EngineSnapshot,
@@ -227,9 +228,7 @@ class Engine:
             for s in self.slots:
                 if s.request:
                     self._finish(s, "cancelled")
-            # MLX asks every thread that used it to release its streams before it ends;
-            # otherwise the process can abort at exit ("terminate called without an active exception").
-            mx.clear_streams()
+            release_thread_streams()
 
     def _busy(self) -> bool:
         return self._pass is not None or any(s.request for s in self.slots)

@@ -34,6 +34,7 @@ from mlxchat.app.exit_codes import EXIT_FAILURE
 from mlxchat.app.session.messages import EngineReady, LoadProgress, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
 from mlxchat.app.session.start import StartFailure
+from mlxchat.engine import release_thread_streams
 from mlxchat.app.ui.screens.help import HelpScreen, HelpSection, bindings_section
 from mlxchat.app.ui.screens.inspector import InspectorScreen, SlotTable
 from mlxchat.app.ui.screens.loading import LoadingScreen
@@ -138,6 +139,8 @@ class ChatApp(App[int]):
             self.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up.",
                                           EXIT_FAILURE))
             return
+        finally:  # (this thread, which loaded the model, ends here)
+            release_thread_streams()
         if not self.post_message(EngineReady(warnings)):
             # The app closed while the model loaded: nobody else will stop this engine.
             self.session.shutdown()
