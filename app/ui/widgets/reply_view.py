@@ -70,7 +70,6 @@ class ReplyView(Widget):
     def __init__(self, text: str = "", *, streaming: bool = False, classes: str | None = None) -> None:
         super().__init__(classes=classes)
         self.text = text
-        self.streaming = streaming
         self.set_class(streaming, "-streaming")
         self._lines: list[Strip] = []
         self._finished: list[Strip] = []  # the lines of the blocks that can no longer change
@@ -81,6 +80,11 @@ class ReplyView(Widget):
         self._styles: tuple[str, Theme] | None = None  # the Rich theme made for the app theme named
         self._edge: float | None = None  # where the conversation shows the newest line (see _live_edge)
         self._scroll_due = False  # a scroll to the edge waits for the layout that makes room for it
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the reply is still being written (its class, which also sets its height)."""
+        return self.has_class("-streaming")
 
     @property
     def following(self) -> bool:
@@ -104,7 +108,7 @@ class ReplyView(Widget):
         """The reply has ended with `text`: drawn whole, as tall as its lines from now on."""
         if not text.startswith(self.text[: self._finished_end]):  # (the blocks drawn are not this text's)
             self._rendered_for = None
-        self.text, self.streaming = text, False
+        self.text = text
         self.remove_class("-streaming")
         self._reserved = 0
         self.styles.height = None  # (back to the stylesheet's: auto)
