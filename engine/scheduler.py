@@ -16,6 +16,8 @@ from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.forward import Forward
+from mlxchat.engine.cpu.blas import blas_workers
+from mlxchat.engine.cpu.priority import run_below_ui
 from mlxchat.engine.devices import release_thread_streams
 from mlxchat.engine.events import (
     Done,
@@ -87,8 +89,10 @@ class Engine:
         prefill_chunk: int = 256,
         split: bool | None = None,
         park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
+        nice: int = 0,
     ) -> None:
-        """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default)."""
+        """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default).
+        `nice`: on Linux, the nice value the engine's threads run at (engine.cpu.priority; 0: the caller's)."""
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
         self.model = model
@@ -113,6 +117,7 @@ class Engine:
         self._rr = 0
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
         self._memory = (0, 0)
+        self._nice = nice
         self._thread = threading.Thread(target=self._run, name="mlxchat-engine", daemon=True)
         self._thread.start()
 
@@ -213,6 +218,7 @@ class Engine:
     # ---- the engine thread ----
 
     def _run(self) -> None:
+        run_below_ui(self._nice, blas_workers())
         try:
             while True:
                 if not self._busy():

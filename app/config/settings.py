@@ -50,6 +50,9 @@ CONFIG_ENV_VAR = "MLXCHAT_CONFIG"
 
 WeightsDtype = Literal["auto", "float32", "float16", "bfloat16", "keep"]
 EngineKind = Literal["local", "remote"]
+# Linux: the local engine's threads run at this nice value, so the UI thread takes a core from them
+# as soon as it wakes (engine.cpu.priority): measured with `mlxchat bench --ui`, see the README.
+DEFAULT_ENGINE_NICE = 10
 
 
 class ConfigError(Exception):
@@ -171,6 +174,13 @@ class Settings(BaseSettings):
     """Linux CPU only: the BLAS library MLX multiplies matrices with. "auto" prefers Intel MKL
     installed in this environment, then the system's OpenBLAS; a path loads that library; "off"
     keeps MLX's bundled reference BLAS, which is several times slower."""
+
+    engine_nice: int = Field(DEFAULT_ENGINE_NICE, ge=0, le=19)
+    """Linux only: the nice value (0-19) the local engine's threads run at. Above the interface's
+    0, the interface takes a core from the engine as soon as it has work (a key press, a screen
+    update), which keeps typing quick while chats generate on the CPU; the engine loses nothing
+    while the interface is idle, but other programs wanting the CPU come before it too. 0: the
+    engine runs at the interface's priority."""
 
     exact: bool = True
     """CUDA only: multiply float32 in full float32 (MLX_ENABLE_TF32=0), so that a float32 model's

@@ -96,7 +96,7 @@ def start_engine(
         tuned = load_tuning(loaded.model, tuning_file())
         engine = Engine(
             loaded.model, loaded.tokenizer, plan, info=info, split=tuned.split if tuned else None,
-            park_budget_bytes=settings.park_budget_mb * 2**20,
+            park_budget_bytes=settings.park_budget_mb * 2**20, nice=settings.engine_nice,
         )
     except MemoryError:
         raise StartFailure(

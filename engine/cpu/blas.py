@@ -21,9 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
+from mlxchat.engine.cpu.priority import thread_ids
+
 BlasKind = Literal["mkl", "openblas", "custom", "reference", "accelerate"]
 # The routine float32 matmuls go through; whichever library provides it does the work.
 PROBE_SYMBOL = b"cblas_sgemm"
+# The threads the loaded BLAS started as it loaded (OpenBLAS does; MKL starts its own later, from
+# the thread that first multiplies): the engine lowers their priority (engine.cpu.priority).
+_workers: tuple[int, ...] = ()
 OPENBLAS_GLOBS = ("/usr/lib/*/openblas-pthread/libopenblas.so.0", "/usr/lib/*/libopenblas.so*", "/usr/lib64/libopenblas*.so*")
 
 
@@ -74,11 +79,19 @@ def load_blas(choice: str) -> BlasInfo:
         path = find_optimized_blas()
         if path is None:
             return BlasInfo("reference", None, f"no optimized BLAS found; install one with: {fix_command()}")
+    before = thread_ids()
     try:
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
         raise BlasError(f'blas = "{choice}": the library does not load: {exc}') from None
+    global _workers
+    _workers = tuple(sorted(thread_ids() - before))
     return BlasInfo(_kind_of(path), path)
+
+
+def blas_workers() -> tuple[int, ...]:
+    """The kernel's ids of the threads the BLAS loaded by `load_blas` started as it loaded."""
+    return _workers
 
 
 def find_optimized_blas() -> str | None:

@@ -1,0 +1,62 @@
+"""The engine's threads run below the UI thread's priority (Linux), so a key press does not wait for a matmul.
+
+Runs in a fresh interpreter: the BLAS must load (and start its workers) before anything imports mlx.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import json, os, sys, threading
+from mlxchat.engine.cpu.blas import blas_workers, load_blas
+from mlxchat.engine.cpu.priority import thread_ids
+blas = load_blas("auto")
+from mlx_lm import load
+from mlxchat.engine.events import SamplingParams
+from mlxchat.engine.plan import SlotRequest, plan_slots
+from mlxchat.engine.scheduler import Engine
+model, tokenizer = load(sys.argv[1])
+plan = plan_slots(SlotRequest(2, 256, per_slot_floor=64, per_slot_min=32), trained_ctx=None, kv_bytes_per_token=0)
+before = thread_ids()
+engine = Engine(model, tokenizer, plan, nice=int(sys.argv[2]))
+engine.submit(0, tokens=[1, 2, 3], sampling=SamplingParams(max_tokens=3, ignore_eos=True)).result(timeout=60)
+nice = lambda tid: os.getpriority(os.PRIO_PROCESS, tid)
+print(json.dumps({
+    "blas": blas.kind, "main": nice(threading.get_native_id()), "engine": nice(engine._thread.native_id),
+    "workers": [nice(t) for t in blas_workers()],
+    "started_by_engine": [nice(t) for t in thread_ids() - before - {engine._thread.native_id}],
+}))
+engine.shutdown()
+"""
+
+
+def engine_threads(model_dir: Path, nice: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), str(nice)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice values per thread are Linux's")
+def test_the_engine_its_threads_and_the_blas_workers_run_below_the_caller(tiny_model_dir: Path) -> None:
+    seen = engine_threads(tiny_model_dir, 7)
+    assert seen["main"] == 0
+    assert seen["engine"] == 7
+    # MLX's stream threads start from the engine's thread, so they run at its nice value.
+    assert seen["started_by_engine"] and set(seen["started_by_engine"]) == {7}
+    if seen["blas"] == "openblas":
+        assert seen["workers"] and set(seen["workers"]) == {7}
+
+
+def test_nice_zero_leaves_every_thread_at_the_callers_priority(tiny_model_dir: Path) -> None:
+    seen = engine_threads(tiny_model_dir, 0)
+    assert seen["engine"] == seen["main"] == 0
+    assert set(seen["workers"] + seen["started_by_engine"]) <= {0}
