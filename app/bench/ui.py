@@ -34,6 +34,7 @@ KEY_INTERVAL_S = 0.2
 TYPED = (("x", "x"), ("backspace", None))
 SAMPLE_INTERVAL_S = 0.05
 READY_TIMEOUT_S = 600.0
+KEY_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -199,7 +200,8 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
     steady = SteadyRate(app.session.engine, len(prompts))
     for pane, prompt in zip(panes, prompts):
         pane.chat_input.post_message(ChatInput.Submitted(prompt))
-    while not any(p.busy for p in panes):
+    # The typed-in chat clears its input as it sends: keys typed before then could be cleared away.
+    while not panes[0].busy:
         await asyncio.sleep(0.01)
     typed = itertools.cycle(TYPED)
     while any(p.busy for p in panes):
@@ -221,5 +223,7 @@ async def _key_latency(app: ChatApp, pane: ChatPane, key: str, character: str | 
     start = time.perf_counter()
     app.post_message(events.Key(key, character))
     while box.text == before:
+        if time.perf_counter() - start > KEY_TIMEOUT_S:
+            raise RuntimeError(f"the key {key!r} did not reach the chat's input in {KEY_TIMEOUT_S:.0f} s")
         await asyncio.sleep(0.001)
     return time.perf_counter() - start
