@@ -11,6 +11,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult, InvalidThemeError, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Header, TabbedContent
 
 from mlxchat.app.ui import keys
@@ -703,15 +704,26 @@ class ChatApp(App[int]):
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
         # A late event for a tab shown earlier must not take the focus back: that would show it again.
-        if isinstance(event.pane, ChatPane) and event.pane is self.active_chat:
+        # Nor from another chat shown in the grid: the focus went there after this tab was shown, and
+        # it is on its way to make that chat the shown tab (two such moves in flight bounced the focus
+        # between two chats for good).
+        typing_in = self._chat_of(self.focused)
+        if isinstance(event.pane, ChatPane) and event.pane is self.active_chat and (
+            typing_in is None or typing_in is event.pane or not typing_in.display
+        ):
             event.pane.focus_input()
             self._seen(event.pane)
             self._record_open_chats()
         self._lay_out_chats()
 
+    @staticmethod
+    def _chat_of(widget: Widget | None) -> ChatPane | None:
+        """The chat `widget` is in, if any."""
+        return None if widget is None else next((a for a in widget.ancestors if isinstance(a, ChatPane)), None)
+
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """In the grid, the chat the keyboard is in becomes the shown tab (escape stops its reply)."""
-        pane = next((a for a in event.widget.ancestors if isinstance(a, ChatPane)), None)
+        pane = self._chat_of(event.widget)
         # query, not query_one: focus still moves while the app is being torn down.
         for tabs in self.query("#chats").results(TabbedContent):
             if pane is not None and pane.id and tabs.active != pane.id and pane in self.chat_panes:

@@ -170,6 +170,28 @@ def test_grid_shows_every_chat_and_follows_the_keyboard(tiny_model_dir: Path) ->
     run(make_app(tiny_model_dir), scenario)
 
 
+def test_the_focus_stays_in_the_chat_it_moved_to_while_another_was_being_shown(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, second = await open_second_chat(app, pilot)
+        await pilot.press("f4")
+        for _ in range(3):
+            await app.action_new_chat()
+        panes = app.chat_panes
+        await pilot.pause()
+        # Chat 4 is being shown (its tab events are still on their way) when the keyboard moves to
+        # chat 1, as a click into it would: the focus must stay there, and not bounce back and forth.
+        app.action_goto_chat(4)
+        panes[0].focus_input()
+        seen = []
+        for _ in range(20):
+            await pilot.pause(0.02)
+            seen.append(app.chat_panes.index(app._chat_of(app.focused)) + 1)
+        assert seen[-10:] == [1] * 10, f"the focus went from chat to chat: {seen}"
+        assert app.active_chat is panes[0]
+
+    run(make_app(tiny_model_dir), scenario)
+
+
 def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await ready(app, pilot)
