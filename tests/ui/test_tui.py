@@ -211,6 +211,23 @@ def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
     run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f6"}), scenario)
 
 
+def test_the_footer_is_made_anew_only_when_its_keys_change(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, second = await open_second_chat(app, pilot)
+        await pilot.pause()
+        keys = list(app.screen.query(FooterKey))
+        for pane in (first, second, first):  # one chat's message box to another's: the same keys
+            pane.focus_input()
+            await pilot.pause()
+            await pilot.pause()
+        assert app.focused is first.chat_input
+        assert list(app.screen.query(FooterKey)) == keys, "the footer made the same keys anew"
+        app.set_keymap({"help": "f10"})
+        await wait_for(pilot, lambda: "f10" in {key.key for key in app.screen.query(FooterKey)}, "the remapped key")
+
+    run(make_app(tiny_model_dir), scenario)
+
+
 def test_every_screen_s_footer_shows_help_slots_and_inspector(tiny_model_dir: Path) -> None:
     def footer_keys(app: ChatApp) -> set[str]:
         return {key.key for key in app.screen.query(FooterKey)}
