@@ -55,6 +55,7 @@ def test_a_config_path_that_is_not_a_file_is_refused(
          "c.toml: sampling.seed = 18446744073709551616 is not allowed: must be at most"),
         ([], "", {"MLXCHAT_PER_SLOT_FLOOR": "99999999999"},
          "MLXCHAT_PER_SLOT_FLOOR=99999999999 is not allowed: must be at most"),
+        ([], "engine_nice = 20\n", {}, "c.toml: engine_nice = 20 is not allowed: must be at most 19"),
     ],
 )
 def test_numbers_no_type_or_machine_can_hold_are_refused(
