@@ -19,6 +19,20 @@ def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return out + err
 
 
+def refused_with(
+    path: Path, file: str, env: dict[str, str], flags: list[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> str:
+    """`refused` with config file `path` holding `file`, the variables `env` and the `flags`; checks the
+    file is left as it was."""
+    path.write_text(file)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    message = refused(["--config", str(path), *flags], capsys)
+    assert path.read_text() == file
+    return message
+
+
 def test_a_config_file_that_is_not_utf8_text_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "c.toml"
     data = "theme = 'caf\u00e9'\n".encode("latin-1")
@@ -62,12 +76,7 @@ def test_numbers_no_type_or_machine_can_hold_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
     flags: list[str], file: str, env: dict[str, str], expected: str,
 ) -> None:
-    path = tmp_path / "c.toml"
-    path.write_text(file)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    assert expected in refused(["--config", str(path), *flags], capsys)
-    assert path.read_text() == file
+    assert expected in refused_with(tmp_path / "c.toml", file, env, flags, capsys, monkeypatch)
 
 
 @pytest.mark.parametrize(
@@ -93,13 +102,9 @@ def test_settings_that_contradict_each_other_are_refused(
     flags: list[str], file: str, env: dict[str, str], expected: str,
 ) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(file)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    message = refused(["--config", str(path), *flags], capsys)
+    message = refused_with(path, file, env, flags, capsys, monkeypatch)
     assert expected.replace("FILE", str(path)) in message
     assert len(message.strip().splitlines()) == 1  # one clear message
-    assert path.read_text() == file
 
 
 def test_sizes_the_model_can_never_use_are_refused_when_it_loads(
