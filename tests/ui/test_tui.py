@@ -172,7 +172,7 @@ def test_grid_shows_every_chat_and_follows_the_keyboard(tiny_model_dir: Path) ->
 
 def test_the_focus_stays_in_the_chat_it_moved_to_while_another_was_being_shown(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        first, second = await open_second_chat(app, pilot)
+        await open_second_chat(app, pilot)
         await pilot.press("f4")
         for _ in range(3):
             await app.action_new_chat()
