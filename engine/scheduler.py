@@ -33,7 +33,7 @@ from mlxchat.engine.events import (
 from mlxchat.engine.kv.parked import ParkedEntry, ParkedStore
 from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, slot_store
-from mlxchat.engine.loading.lazy import materialize
+from mlxchat.engine.loading.lazy import STREAM_HELP, is_stream_error, materialize
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.plan import SlotPlan
@@ -104,7 +104,12 @@ class Engine:
             layer_kinds(model)
         except UnsupportedFamily as exc:
             raise ValueError(str(exc)) from exc
-        materialize(model)
+        try:
+            materialize(model)
+        except RuntimeError as exc:
+            if is_stream_error(exc):
+                raise ValueError(STREAM_HELP) from exc
+            raise
         self.per_slot_dispatch = slot_attention.install(model)
         self._forward = Forward(model, split)
         self._pass: _DecodePass | None = None

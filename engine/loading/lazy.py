@@ -1,18 +1,60 @@
-"""Evaluates the arrays mlx-lm's modules build lazily at construction (scaled-RoPE frequencies and the like)."""
+"""Evaluates every array a model holds, on the thread that built them, before the engine's thread sees it.
+
+MLX gives each thread its own streams: an array whose graph was built on one thread cannot be
+evaluated on another ("There is no Stream(cpu, 1) in current thread"). mlx-lm's modules build
+some arrays lazily where `parameters()` does not look: Llama 3 / YaRN / longrope RoPE keep
+`_freqs` (a name with `_` is not a parameter), others keep tables in lists, nested objects or
+caches filled on their first call.
+"""
 
 from __future__ import annotations
 
+import inspect
+import types
 from typing import Any
 
 import mlx.core as mx
+import mlx.nn as nn
+
+STREAM_ERROR = "in current thread"  # what MLX says when a graph made on another thread is evaluated
+
+
+def held_arrays(model: Any) -> list[mx.array]:
+    """Every mx.array reachable from `model`: module items and attributes, lists, tuples, dicts, and the
+    attributes of the objects they hold (not functions, classes or Python modules)."""
+    found: list[mx.array] = []
+    seen: set[int] = set()
+    stack = [model]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, mx.array):
+            found.append(obj)
+        elif isinstance(obj, dict):  # nn.Module is a dict: its arrays and children are items
+            stack.extend(obj.values())
+            if isinstance(obj, nn.Module):
+                stack.extend(vars(obj).values())
+        elif isinstance(obj, (list, tuple, set)):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__") and not (inspect.isroutine(obj) or isinstance(obj, (type, types.ModuleType))):
+            stack.extend(vars(obj).values())
+    return found
 
 
 def materialize(model: Any) -> None:
-    """Evaluates every array a module holds outside its parameters, on the calling thread.
+    """Evaluates every array the model holds, on the calling thread (which must be the one that built them)."""
+    mx.eval(held_arrays(model))
 
-    Llama 3 / YaRN / longrope RoPE keep `_freqs` as a lazy graph made on the loading thread's
-    stream; the engine's thread cannot evaluate it ("There is no Stream(cpu, 0) in current
-    thread"), so it must be computed before the model is handed over.
-    """
-    hidden = [v for m in model.modules() for v in vars(m).values() if isinstance(v, mx.array)]
-    mx.eval(hidden, model.parameters())
+
+def is_stream_error(exc: BaseException) -> bool:
+    """Whether `exc` is MLX refusing a graph that was built on another thread."""
+    return isinstance(exc, RuntimeError) and "Stream(" in str(exc) and STREAM_ERROR in str(exc)
+
+
+STREAM_HELP = (
+    "the model holds an array that was computed lazily on another thread, which MLX cannot evaluate here; "
+    "load it with mlxchat's load_model, or evaluate everything it holds (engine.loading.lazy.materialize) "
+    "on the thread that loaded it"
+)

@@ -236,8 +236,9 @@ def load_model(
     if target is not None:
         report(Progress(f"Converting weights to {target}", 0, 0))
         _convert(model, target)
-    materialize(model)
     kv = kv_footprint(model)
+    # After the footprint's forward: a module that fills a table on its first call has done so by now.
+    materialize(model)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
