@@ -31,9 +31,11 @@ _RULES: list[tuple[tuple[str, ...], Any]] = [
     (("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_transformer_layers"), LAYERS),
     (
         ("num_attention_heads", "n_head", "n_heads", "num_heads", "num_query_heads", "swa_num_attention_heads",
-         "swa_num_heads", "linear_num_value_heads", "mamba_n_heads", "mamba_num_heads", "n_shared_head"),
+         "swa_num_heads", "linear_num_value_heads", "n_shared_head"),
         HEADS,
     ),
+    # SSM heads span width x 2 (the expand factor transformers assumes when it checks a config).
+    (("mamba_n_heads", "mamba_num_heads", "num_heads"), 2 * WIDTH // HEAD_DIM),
     (
         ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "n_head_kv", "swa_num_key_value_heads",
          "num_global_key_value_heads", "linear_num_key_heads", "multi_query_group_num", "num_attention_groups"),
@@ -78,7 +80,7 @@ _RULES: list[tuple[tuple[str, ...], Any]] = [
     (("mamba_d_state", "state_size", "ssm_state_size", "d_state"), 16),
     (("q_lora_rank",), 16),
     (("index_topk",), 16),
-    (("mamba_d_ssm",), HEADS * HEAD_DIM),
+    (("mamba_d_ssm",), 2 * WIDTH),
     (("mamba_chunk_size", "chunk_size"), 16),
     (("num_kv_shared_layers", "num_kv_reuse_layers", "num_nextn_predict_layers"), 0),
     (("hidden_size_per_layer_input",), 16),
@@ -127,7 +129,11 @@ _REQUIRED_BY_SUFFIX: list[tuple[str, Any]] = [
 ]
 # Fields that list each layer's kind: filled in turn with the kinds the module's own code tests for.
 LAYER_KIND_FIELDS = ("layer_types", "hybrid_layer_pattern", "layers_block_type", "block_types")
-_KIND_LITERAL = re.compile(r"""["']([a-z_]*(?:attention|mamba|linear|conv|ssm|recurrent)[a-z_]*)["']""")
+# A kind name where the code compares with it, looks it up, or lists it.
+_KIND_LITERAL = re.compile(
+    r"""(?:[=!]=\s*|index\(|\[)["']([a-z_]*(?:attention|mamba|linear|conv|ssm|recurrent)[a-z_]*)["']"""
+    r"""|["']([a-z_]*(?:attention|mamba|linear|conv|ssm|recurrent)[a-z_]*)["']\s*(?:[=!]=|in\b|not in\b|\]|:)"""
+)
 
 
 class NotTiny(Exception):
@@ -232,7 +238,13 @@ def _required_value(field: dataclasses.Field) -> Any:
 
 def _layer_kinds(field: dataclasses.Field, source: str) -> list[Any]:
     """One kind per layer, in turn: 0 and 1 for a list of ints, else the kind names the module's code tests for."""
-    kinds: list[Any] = [0, 1] if "int" in str(field.type) else sorted(set(_KIND_LITERAL.findall(source)))
+    kinds: list[Any] = [0, 1] if "int" in str(field.type) else sorted({a or b for a, b in _KIND_LITERAL.findall(source)})
+    try:  # the folder's config.json must also pass transformers' checks, as a real model's does
+        from transformers.configuration_utils import ALLOWED_LAYER_TYPES
+
+        kinds = [k for k in kinds if k in ALLOWED_LAYER_TYPES or isinstance(k, int)]
+    except ImportError:
+        pass
     if not kinds:
         raise NotTiny(f"required argument '{field.name}' lists layer kinds, and the module names none")
     return [kinds[i % len(kinds)] for i in range(LAYERS)]
@@ -277,12 +289,33 @@ def _check_small(args: Any) -> None:
 
 
 def _model(config: dict[str, Any]) -> Any:
+    """The model for `config`, once it has run a few tokens as mlx-lm runs them (else it is not a tiny model)."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
     from mlx_lm.utils import _get_classes
 
     model_class, args_class = _get_classes(config)
     args = args_class.from_dict(config)
     _check_small(args)
-    return model_class(args)
+    model = model_class(args)
+    mx.eval(model(mx.array([[1, 2, 3]]), cache=make_prompt_cache(model)))
+    _check_transformers_accepts(config)
+    return model
+
+
+def _check_transformers_accepts(config: dict[str, Any]) -> None:
+    """Loading the folder's tokenizer reads config.json through transformers, which checks some families' fields."""
+    try:
+        from huggingface_hub.errors import StrictDataclassClassValidationError
+        from transformers import AutoConfig
+    except ImportError:
+        return
+    try:
+        AutoConfig.for_model(**config)
+    except StrictDataclassClassValidationError as exc:
+        raise NotTiny(f"transformers refuses the generated config: {str(exc).splitlines()[-1].strip()}") from None
+    except (ValueError, KeyError):
+        pass  # a family transformers does not know: it reads the folder without checking it
 
 
 def build(config: dict[str, Any], seed: int = 0, scale: float = 1.0) -> Any:
