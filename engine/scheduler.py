@@ -32,6 +32,7 @@ from mlxchat.engine.events import (
 )
 from mlxchat.engine.kv.parked import ParkedEntry, ParkedStore
 from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.loading.batch_check import check_batching
 from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, slot_store
 from mlxchat.engine.loading.lazy import STREAM_HELP, is_stream_error, materialize
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
@@ -90,9 +91,12 @@ class Engine:
         split: bool | None = None,
         park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
         nice: int = 0,
+        padded_prefill: bool | None = None,
     ) -> None:
         """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default).
-        `nice`: on Linux, the nice value the engine's threads run at (engine.cpu.priority; 0: the caller's)."""
+        `nice`: on Linux, the nice value the engine's threads run at (engine.cpu.priority; 0: the caller's).
+        `padded_prefill`: whether prompts of different lengths may share a prefill pass (LoadedModel.batching;
+        None: checked here, on the calling thread, as load_model does)."""
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
         self.model = model
@@ -102,8 +106,11 @@ class Engine:
         self.plan = plan
         try:
             layer_kinds(model)
+            if padded_prefill is None:
+                padded_prefill = check_batching(model).padded_prefill
         except UnsupportedFamily as exc:
             raise ValueError(str(exc)) from exc
+        self.padded_prefill = padded_prefill
         try:
             materialize(model)
         except RuntimeError as exc:
@@ -438,6 +445,8 @@ class Engine:
         self._rr = (self._rr + 1) % len(prefilling)
         order = prefilling[self._rr :] + prefilling[: self._rr]
         width = self._chunk_width(order)
+        if not self.padded_prefill:  # this model's states would take in the padding: rows of one width only
+            order = [s for s in order if self._chunk_width([s]) == width]
         capacity = self.store.capacity
         fits = [s for s in order if self.store.lengths[s.id] + width <= capacity]
         return (fits or order[:1])[: max(1, PREFILL_BUDGET // width)]

@@ -97,6 +97,7 @@ def start_engine(
         engine = Engine(
             loaded.model, loaded.tokenizer, plan, info=info, split=tuned.split if tuned else None,
             park_budget_bytes=settings.park_budget_mb * 2**20, nice=settings.engine_nice,
+            padded_prefill=loaded.padded_prefill,
         )
     except MemoryError:
         raise StartFailure(

@@ -94,7 +94,9 @@ def _play(
     request = SlotRequest(slots, slots * per_slot, parallel_max=slots, per_slot_floor=0, per_slot_min=per_slot)
     plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token,
                       kv_footprint=loaded.kv_footprint)
-    engine = Engine(loaded.model, loaded.tokenizer, plan, park_budget_bytes=budget_mb * 2**20)
+    engine = Engine(
+        loaded.model, loaded.tokenizer, plan, park_budget_bytes=budget_mb * 2**20, padded_prefill=loaded.padded_prefill
+    )
     sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     try:
         # Warm-up: lazy initialisation and compilation, in a slot every chat's first turn then clears.

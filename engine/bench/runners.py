@@ -448,7 +448,9 @@ def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
     engine = _ENGINES.get(id(loaded.model))
     if engine is None:
         split = loaded.tuning.split if loaded.tuning else None
-        engine = _ENGINES[id(loaded.model)] = Engine(loaded.model, loaded.tokenizer, plan, split=split)
+        engine = _ENGINES[id(loaded.model)] = Engine(
+            loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill
+        )
     else:
         engine.repartition(plan).result()
     for slot in range(n):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
+from mlx_lm.models.cache import ArraysCache
 
 from mlxchat.engine.kv.layout import PassLayout
 
@@ -77,14 +78,16 @@ class RecurrentStore:
         return RecurrentPass(self, layout)
 
 
-class RecurrentPass:
+class RecurrentPass(ArraysCache):
     """mlx-lm's ArraysCache protocol for one layer in one pass: reads and writes the rows' states.
 
-    Right-padded prefill rows set `lengths`, which mlx-lm's recurrent layers use to stop each
-    row's state at its last real token (as in its BatchGenerator).
+    An ArraysCache by class too: some layers write their state back only to one (Mamba's
+    `isinstance(cache, ArraysCache)`). Right-padded prefill rows set `lengths`, which most of
+    mlx-lm's recurrent layers use to stop each row's state at its last real token (as in its
+    BatchGenerator); engine.loading.batch_check finds the models that do not.
     """
 
-    def __init__(self, store: RecurrentStore, layout: PassLayout) -> None:
+    def __init__(self, store: RecurrentStore, layout: PassLayout) -> None:  # noqa: super() holds no state here
         self.store = store
         self.layout = layout
         self._rows = mx.array(layout.rows)
@@ -94,6 +97,10 @@ class RecurrentPass:
     @property
     def offset(self) -> int | mx.array:
         return self.layout.offset
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.layout.rows)
 
     def __getitem__(self, i: int) -> mx.array | None:
         state = self.store.states[i]

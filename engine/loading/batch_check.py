@@ -1,0 +1,106 @@
+"""Checks, when a model loads, that its layers give in the engine's slots what they give alone.
+
+Two slots run a prefill pass of rows of different lengths (the shorter right-padded), two decode
+passes, and a chunk pass with rows at different offsets; every row's logits are compared with
+mlx-lm running that row's tokens alone. A model whose recurrent layers fold the padding into
+their state (they ignore the cache's `lengths`) passes with rows of one width only: the engine
+then never pads them. A model that still differs, or whose layers reach into their caches in ways
+slots cannot serve, is refused with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+
+from mlxchat.engine.kv import attention
+from mlxchat.engine.loading.families import UnsupportedFamily, model_type, slot_store
+
+# Two rows of token ids every vocabulary has: prompts of 3 and 6 tokens, one token each in two
+# decode passes, then chunks of 2 and 3 tokens (rows at different offsets).
+_PROMPTS = ([5, 9, 3], [7, 1, 2, 6, 4, 3])
+_STEPS = (([4], [2]), ([6], [1]), ([3, 5], [2, 6, 1]))
+# float32 logits agree to rounding; half-precision or quantized ones round differently by batch size.
+TIGHT, LOOSE = 1e-3, 5e-2
+
+
+@dataclass(frozen=True)
+class BatchCheck:
+    """How the engine may batch this model's prefill."""
+
+    padded_prefill: bool  # rows of different lengths may share a pass (right-padded)
+    difference: float  # the largest logit difference from mlx-lm alone, relative to the logits' size
+
+
+def check_batching(model: Any) -> BatchCheck:
+    """Runs the check on the calling thread; raises UnsupportedFamily with the reason when slots cannot serve it."""
+    try:
+        wanted = _alone(model)
+    except Exception as exc:
+        raise UnsupportedFamily(
+            f"model type '{model_type(model)}' cannot run on this device: mlx-lm's own forward pass fails "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
+    tolerance = TIGHT if wanted[0].dtype == mx.float32 else LOOSE
+    dispatch = attention.install(model)
+    try:
+        padded = _difference(_in_slots(model, dispatch, padded=True), wanted)
+        if padded <= tolerance:
+            return BatchCheck(True, padded)
+        unpadded = _difference(_in_slots(model, dispatch, padded=False), wanted)
+    except Exception as exc:
+        raise UnsupportedFamily(
+            f"model type '{model_type(model)}' is not supported by mlxchat's engine: its layers use their cache "
+            f"in a way the slots cannot serve ({type(exc).__name__}: {exc})"
+        ) from exc
+    if unpadded <= tolerance:
+        return BatchCheck(False, unpadded)
+    raise UnsupportedFamily(
+        f"model type '{model_type(model)}' is not supported by mlxchat's engine: in slots its output differs "
+        f"from the model alone (logits off by {unpadded:.3g} of their size), so its replies would be wrong"
+    )
+
+
+def _alone(model: Any) -> list[mx.array]:
+    """Each row's last logits after its prompt and after each step, mlx-lm running the tokens alone."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    out = []
+    for row, prompt in enumerate(_PROMPTS):
+        tokens = list(prompt)
+        for step in (None, *_STEPS):
+            tokens += step[row] if step else []
+            out.append(model(mx.array([tokens]), cache=make_prompt_cache(model))[0, -1])
+    mx.eval(out)
+    return out
+
+
+def _in_slots(model: Any, dispatch: bool, padded: bool) -> list[mx.array]:
+    """The same logits from two slots of the engine's store, rows sharing passes (right-padded if `padded`)."""
+    store = slot_store(model, len(_PROMPTS), 32, dispatch)
+    rows = list(range(len(_PROMPTS)))
+    got: list[list[mx.array]] = [[] for _ in rows]
+    for step in (_PROMPTS, *_STEPS):
+        chunks = [list(c) for c in step]
+        groups = [rows] if padded or len({len(c) for c in chunks}) == 1 else [[r] for r in rows]
+        for group in groups:
+            width = max(len(chunks[r]) for r in group)
+            counts = [len(chunks[r]) for r in group]
+            inputs = mx.array([chunks[r] + chunks[r][-1:] * (width - len(chunks[r])) for r in group])
+            logits = model(inputs, cache=store.batch(group, width, counts))
+            store.commit(group, counts)
+            for i, r in enumerate(group):
+                got[r].append(logits[i, counts[i] - 1])
+        mx.eval([a for row in got for a in row], store.arrays)
+    return [a for row in got for a in row]
+
+
+def _difference(got: list[mx.array], wanted: list[mx.array]) -> float:
+    """The largest difference between two lists of logits, relative to the size of the wanted ones."""
+    worst = 0.0
+    for g, w in zip(got, wanted):
+        scale = 1.0 + mx.abs(w.astype(mx.float32)).max().item()
+        worst = max(worst, mx.abs(g.astype(mx.float32) - w.astype(mx.float32)).max().item() / scale)
+    return worst
