@@ -239,7 +239,10 @@ class Engine:
                     break
                 if self._busy():
                     self._forward.working(True)
-                    self._step()
+                    try:
+                        self._step()
+                    except Exception as exc:  # never a silent end: every reply in the step ends with the error
+                        self._fail_all(exc)
         finally:
             self._settle()
             self._forward.working(False)
@@ -267,7 +270,11 @@ class Engine:
             block = False
             if cmd is _STOP:
                 return False
-            self._handle(cmd)
+            try:
+                self._handle(cmd)
+            except Exception as exc:  # a command that fails answers its caller; the thread goes on
+                if cmd[0] == "submit":
+                    self._submit_failed(cmd[1], cmd[5], exc)
 
     def _handle(self, cmd: tuple) -> None:
         kind = cmd[0]
@@ -293,6 +300,14 @@ class Engine:
             _resolve(cmd[2], lambda: self._repartition(cmd[1]))
         elif kind == "call":
             _resolve(cmd[2], cmd[1])
+
+    def _submit_failed(self, handle: RequestHandle, on_event: Callable[[Event], None] | None, exc: Exception) -> None:
+        """A request that failed before it started ends with the error; its slot starts over (its cache may be half-moved)."""
+        done = Done(handle.request_id, handle.slot_id, "error", "", error=_message(exc))
+        _deliver(handle, on_event, done, quiet=True)
+        slot = self._slot(handle.slot_id)
+        if slot is not None and slot.request is None:
+            self._rollback(slot, 0)
 
     def _slot(self, slot_id: int) -> Slot | None:
         return self.slots[slot_id] if 0 <= slot_id < len(self.slots) else None
@@ -435,10 +450,18 @@ class Engine:
         try:
             fn(slots)
         except Exception as exc:
-            for s in slots:
-                if s.request:
-                    self._rollback(s, len(s.history))
-                    self._finish(s, "error", f"{type(exc).__name__}: {exc}")
+            self._fail(slots, exc)
+
+    def _fail(self, slots: list[Slot], exc: Exception) -> None:
+        for s in slots:
+            if s.request:
+                self._rollback(s, len(s.history))
+                self._finish(s, "error", _message(exc))
+
+    def _fail_all(self, exc: Exception) -> None:
+        """A step failed outside its passes: the pass in flight is dropped and every reply ends with the error."""
+        self._pass = None
+        self._fail([s for s in self.slots if s.request], exc)
 
     def _prefill_batch(self, prefilling: list[Slot]) -> list[Slot]:
         """The prefilling slots to take in one pass: round-robin, within the pass's token budget."""
@@ -678,6 +701,11 @@ def _deliver(
         except Exception:
             if not quiet:
                 raise
+
+
+def _message(exc: Exception) -> str:
+    """What a failure says to the user: MLX refusing another thread's graph gets its reason in words."""
+    return STREAM_HELP if is_stream_error(exc) else f"{type(exc).__name__}: {exc}"
 
 
 def _resolve(future: Future, fn: Callable[[], Any]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxchat.app.config.settings import Settings
-from mlxchat.app.exit_codes import EXIT_USAGE
+from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.engine.bench.returns import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
 from mlxchat.engine.bench.runners import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
@@ -34,7 +34,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     from mlxchat.app.commands.console_progress import ConsoleProgress
     from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
-    from mlxchat.engine.bench.runners import format_table, make_report, run_bench, write_json
+    from mlxchat.engine.bench.runners import BenchError, BenchRefused, format_table, make_report, write_json
     from mlxchat.engine.bench.shapes import build_shape
     from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine import load_model
@@ -56,17 +56,11 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     loaded.tuning = load_tuning(loaded.model, tuning_file())
     if args.scenario == RETURN_SCENARIO:
         return _return_bench(args, settings, loaded)
-    runs = run_bench(
-        loaded,
-        engines=args.engines,
-        scenario_name=args.scenario,
-        slots=args.slots,
-        max_tokens=args.max_tokens,
-        repeats=args.repeats,
-        # Only an explicit --ctx-size fixes the total: by default the bench fits it to the scenario.
-        ctx_size=settings.ctx_size if "ctx_size" in vars(args) else None,
-        on_case=lambda case: print(f"bench: {case}...", file=sys.stderr, flush=True),
-    )
+    try:
+        runs = _run(args, settings, loaded)
+    except BenchError as exc:
+        print(f"mlxchat bench: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, BenchRefused) else EXIT_FAILURE
     report = make_report(loaded, runs)
     print(format_table(report))
     if args.json:
@@ -76,6 +70,23 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         plot_report(report, args.plot)
         print(f"bench: drew {args.plot}", file=sys.stderr)
     return 0
+
+
+def _run(args: argparse.Namespace, settings: Settings, loaded: Any) -> list[Any]:
+    from mlxchat.engine.bench.runners import run_bench
+
+    return run_bench(
+        loaded,
+        engines=args.engines,
+        scenario_name=args.scenario,
+        slots=args.slots,
+        max_tokens=args.max_tokens,
+        repeats=args.repeats,
+        # Only an explicit --ctx-size fixes the total: by default the bench fits it to the scenario.
+        ctx_size=settings.ctx_size if "ctx_size" in vars(args) else None,
+        per_slot_min=settings.per_slot_min,
+        on_case=lambda case: print(f"bench: {case}...", file=sys.stderr, flush=True),
+    )
 
 
 def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:

@@ -10,6 +10,7 @@ the same definitions.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +30,9 @@ DEFAULT_REPEATS = 3
 # The warm-up run only has to trigger lazy initialisation and compilation, not measure anything.
 WARMUP_TOKENS = 8
 CTX_ROUNDING = 256  # a chosen per-slot context is rounded up to this many tokens
+# A decode rate needs a window this long with this many tokens a stream, else it is no measurement.
+MIN_DECODE_S = 0.005
+MIN_DECODE_TOKENS = 2
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer carefully, in plain prose."
 CONTEXT = (
@@ -133,6 +137,14 @@ RUNNERS: dict[str, Runner] = {}
 SCENARIOS: dict[str, ChatBuilder] = {}
 
 
+class BenchError(Exception):
+    """An engine failed a run: the bench stops and says which engine and why, instead of printing figures."""
+
+
+class BenchRefused(BenchError):
+    """The bench's settings cannot run (the command exits 2, as for any refused setting)."""
+
+
 def runner(name: str) -> Callable[[Runner], Runner]:
     """Registers an engine's runner under `name` (the name `--engines` and the report use)."""
 
@@ -199,6 +211,7 @@ def run_bench(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     repeats: int = DEFAULT_REPEATS,
     ctx_size: int | None = None,
+    per_slot_min: int = 0,
     on_case: Callable[[str], None] | None = None,
 ) -> list[RunRecord]:
     """Runs every engine for every slot count: one warm-up run, then `repeats` measured runs.
@@ -207,13 +220,27 @@ def run_bench(
     if given, else the least that fits the scenario's longest prompt and reply at the most slots.
     """
     workloads = {n: make_workload(loaded, scenario_name, n, max_tokens) for n in slots}
+    need = max(len(p) for w in workloads.values() for p in w.prompts) + max_tokens + 1
     if ctx_size is None:
-        need = max(len(p) for w in workloads.values() for p in w.prompts) + max_tokens + 1
         ctx_size = max(slots) * -(-need // CTX_ROUNDING) * CTX_ROUNDING
+    _check_context(ctx_size, slots, max(need, per_slot_min), max_tokens)
     try:
         return _run_cases(loaded, engines, scenario_name, workloads, ctx_size, repeats, on_case)
     finally:
         close_engines()
+
+
+def _check_context(ctx_size: int, slots: Sequence[int], need: int, max_tokens: int) -> None:
+    """Refuses a total context that gives some slot count fewer tokens per slot than a run needs."""
+    from mlxchat.engine.plan import SlotRequest, plan_slots
+
+    for n in slots:
+        plan = plan_slots(SlotRequest(n, ctx_size, parallel_max=MAX_SLOTS, per_slot_floor=0, per_slot_min=need), None, 0)
+        if plan.errors:
+            raise BenchRefused(
+                f"{'; '.join(plan.errors)} (a slot of this run holds its longest prompt, {max_tokens} new tokens "
+                f"and one more; --ctx-size {need * n} fits {n} slots)"
+            )
 
 
 def _run_cases(
@@ -238,13 +265,27 @@ def _run_cases(
         for engine in engines:
             if on_case:
                 on_case(f"{engine}, {scenario_name}, {n} slot{'s' if n > 1 else ''}")
-            RUNNERS[engine](loaded, replace(workload, max_tokens=min(workload.max_tokens, WARMUP_TOKENS)))
+            _play(engine, loaded, replace(workload, max_tokens=min(workload.max_tokens, WARMUP_TOKENS)))
         for _ in range(repeats):
             for engine in engines:
                 mx.reset_peak_memory()
-                trace = RUNNERS[engine](loaded, workload)
+                trace = _play(engine, loaded, workload)
                 measured[engine, n].append(summarize(engine, workload, trace, mx.get_peak_memory()))
     return [median_record(runs) for runs in measured.values()]
+
+
+def _play(engine: str, loaded: LoadedModel, workload: Workload) -> RunTrace:
+    """One run of `engine`; a failure, or a run in which a stream produced nothing, is a BenchError naming it."""
+    try:
+        trace = RUNNERS[engine](loaded, workload)
+    except BenchError as exc:
+        raise BenchError(f"{engine}: {exc}") from exc
+    except Exception as exc:
+        raise BenchError(f"{engine} failed on {workload.slots} slots: {type(exc).__name__}: {exc}") from exc
+    silent = sum(1 for s in trace.streams if not s.token_times)
+    if silent or len(trace.streams) < workload.slots:
+        raise BenchError(f"{engine}: {silent or workload.slots - len(trace.streams)} of {workload.slots} streams produced no token")
+    return trace
 
 
 def summarize(engine: str, workload: Workload, trace: RunTrace, peak_bytes: int) -> RunRecord:
@@ -261,14 +302,20 @@ def summarize(engine: str, workload: Workload, trace: RunTrace, peak_bytes: int)
     prefill_tokens = sum(s.prompt_tokens for s in streams)
     windows = [_steady_decode(s, streams) for s in streams]
     decode_tokens = sum(sum(1 for t in s.token_times if t > start) for s, (start, _) in zip(streams, windows))
-    prefill_s = _covered([(s.started, s.token_times[0]) for s in streams])
     decode_s = _covered(windows)
+    if decode_tokens < MIN_DECODE_TOKENS * len(streams) or decode_s < MIN_DECODE_S:
+        # Too short a steady window to time (streams that never all decode at once): from each first token on.
+        windows = [(s.token_times[0], s.token_times[-1]) for s in streams]
+        decode_tokens = sum(len(s.token_times) - 1 for s in streams)
+        decode_s = _covered(windows)
+    prefill_s = _covered([(s.started, s.token_times[0]) for s in streams])
     steps = [b - a for s in streams for a, b in zip(s.token_times, s.token_times[1:])]
     return RunRecord(
         engine=engine,
         scenario=workload.scenario,
         slots=workload.slots,
-        decode_tok_s=decode_tokens / decode_s if decode_s else 0.0,
+        # No figure rather than an impossible one: NaN prints as "-" and says why under the table.
+        decode_tok_s=decode_tokens / decode_s if decode_s >= MIN_DECODE_S and decode_tokens else math.nan,
         prefill_tok_s=prefill_tokens / prefill_s if prefill_s else 0.0,
         ttft_ms_p50=1000 * statistics.median(s.token_times[0] - trace.started for s in streams) if streams else 0.0,
         step_ms_p50=1000 * statistics.median(steps) if steps else 0.0,
@@ -337,7 +384,7 @@ def format_table(report: BenchReport) -> str:
             r.engine,
             r.scenario,
             str(r.slots),
-            f"{r.decode_tok_s:.1f}",
+            "-" if math.isnan(r.decode_tok_s) else f"{r.decode_tok_s:.1f}",
             f"{r.prefill_tok_s:.1f}",
             f"{r.ttft_ms_p50:.0f}",
             f"{r.step_ms_p50:.1f}",
@@ -352,6 +399,8 @@ def format_table(report: BenchReport) -> str:
         "  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
         for row in [columns, *rows]
     ]
+    if any(math.isnan(r.decode_tok_s) for r in report.runs):
+        lines.append(f"-: the streams decoded for less than {MIN_DECODE_S * 1000:.0f} ms: no rate to give (raise --max-tokens)")
     return "\n".join([header, *lines])
 
 
@@ -469,7 +518,9 @@ def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
 
         handles.append(engine.submit(slot, tokens=list(prompt), sampling=sampling, on_event=on_event))
     for handle in handles:
-        handle.result()
+        done = handle.result()
+        if done.reason == "error":
+            raise BenchError(f"mlxchat's engine failed: {done.error}")
     trace.kv_bytes = engine.snapshot().kv_bytes_allocated
     return trace
 
