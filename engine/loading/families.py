@@ -104,7 +104,8 @@ def describe() -> list[str]:
     lines += [f"  {name:<16} {note}" for name, note in KIND_NOTES.items()]
     lines.append("Families checked token for token against mlx-lm alone: " + ", ".join(TESTED_FAMILIES) + ".")
     lines.append(
-        "Any other mlx-lm family whose layers are all of these kinds runs too; "
-        "one with another kind is refused when it loads, naming what is missing."
+        "Any other mlx-lm family whose layers are all of these kinds runs too, once a check at load has "
+        "found its batched output equal to the model alone; one that differs, or asks for another kind, "
+        "is refused when it loads, naming what is missing."
     )
     return lines

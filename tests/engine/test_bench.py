@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -193,3 +195,35 @@ def test_return_bench_times_a_parked_return_against_a_full_prefill(tiny: LoadedM
     assert full.cached_p50 < full.history_tokens // 4 and full.parked_bytes == 0 < parked.parked_bytes
     table = format_return_table("tiny", "cpu", [parked, full])
     assert "history tok" in table.splitlines()[1] and "sooner than a full prefill" in table.splitlines()[-1]
+
+
+def test_a_decode_too_short_to_time_gives_no_figure_rather_than_an_impossible_one() -> None:
+    # Every token of a stream in one event (the same instant, give or take): no window to divide by.
+    trace = RunTrace(0.0, [StreamTrace(10, 0.0, [1.0, 1.0 + 1e-7, 1.0 + 2e-7]) for _ in range(2)])
+    record = summarize("batched", workload(2), trace, peak_bytes=0)
+    assert math.isnan(record.decode_tok_s)
+    table = format_table(replace(make_report_stub(), runs=[record]))
+    assert "  -  " in table and "no rate to give" in table
+
+
+def test_streams_that_never_all_decode_at_once_are_timed_from_their_first_tokens() -> None:
+    # Stream 0 ends before stream 1 has its first token: no steady window, so each stream's own decode counts.
+    trace = RunTrace(0.0, [StreamTrace(10, 0.0, [1.0, 1.5, 2.0]), StreamTrace(10, 0.0, [3.0, 3.5, 4.0])])
+    record = summarize("batched", workload(2), trace, peak_bytes=0)
+    assert record.decode_tok_s == pytest.approx(4 / 2.0)
+
+
+def make_report_stub():
+    """A report header for format_table (what ran where is not under test)."""
+    from mlxchat.engine.bench.runners import BenchReport
+
+    return BenchReport(model="m", device="cpu", blas="openblas", dtype="float32", runs=[])
+
+
+def test_bench_refuses_a_context_too_small_for_its_slots(tiny_model_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    from mlxchat.app.cli import main
+
+    args = ["bench", "--model", str(tiny_model_dir), "--engines", "mlxchat", "--repeats", "1", "--max-tokens", "4"]
+    assert main([*args, "--ctx-size", "1024", "--slots", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "1024 / 8 = 128 tokens per slot is below the minimum" in err and "Traceback" not in err
