@@ -174,7 +174,8 @@ def tiny_config(name: str) -> dict[str, Any]:
     """The tiny config of module `name`: ModelArgs' defaults with every sized field shrunk by the rules.
 
     Where the defaults leave every per-layer list empty and the model does not build so, the first
-    list is filled (one layer of each kind in turn).
+    list is filled (one layer of each kind in turn). Where the model reads a RoPE dict the defaults
+    leave out, the dict is given the keys it asks for (ROPE_KEYS), one failure at a time.
     """
     if name in CRASHES:
         raise NotTiny(CRASHES[name])
@@ -184,14 +185,54 @@ def tiny_config(name: str) -> dict[str, Any]:
         config = _fill(module.ModelArgs, name, fill_layers)
         if any(f.name == "text_config" for f in dataclasses.fields(module.ModelArgs)) and not config.get("text_config"):
             config["text_config"] = _text_config(module)
-        try:
-            _model(config)
-            return config
-        except NotTiny:
-            raise
-        except Exception as exc:
-            failure = failure or exc
+        for _ in range(len(ROPE_KEYS) + 1):
+            try:
+                _model(config)
+                return config
+            except NotTiny:
+                raise
+            except Exception as exc:
+                failure = failure or exc
+                if not _give_rope_what_it_asks(config, module.ModelArgs, exc):
+                    break
     raise NotTiny(f"its model does not build: {type(failure).__name__}: {failure}")
+
+
+# The keys a RoPE dict may be asked for, with values that leave positions as plain RoPE's.
+ROPE_KEYS = {
+    "rope_theta": 10000.0,
+    "rope_type": "default",
+    "type": "default",
+    "factor": 1.0,
+    "original_max_position_embeddings": 4096,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+    "llama_4_scaling_beta": 0.0,
+    "short_factor": 1.0,
+    "long_factor": 1.0,
+    "alpha": 1.0,
+}
+ROPE_FIELDS = ("rope_parameters", "rope_scaling")
+
+
+def _give_rope_what_it_asks(config: dict[str, Any], args_class: type, exc: Exception) -> bool:
+    """After a failed build: a RoPE dict where the model found None, or the key it missed; False if neither."""
+    fields = [f.name for f in dataclasses.fields(args_class) if f.name in ROPE_FIELDS]
+    if not fields:
+        return False
+    if isinstance(exc, (TypeError, AttributeError)) and "NoneType" in str(exc):
+        missing = [f for f in fields if not config.get(f)]
+        for f in missing:
+            config[f] = {"rope_theta": ROPE_KEYS["rope_theta"], "type": "default", "rope_type": "default"}
+        return bool(missing)
+    key = exc.args[0] if isinstance(exc, KeyError) and exc.args else None
+    if key in ROPE_KEYS and any(key not in (config.get(f) or {}) for f in fields):
+        for f in fields:
+            config[f] = {**(config.get(f) or {}), key: ROPE_KEYS[key]}
+        return True
+    return False
 
 
 def _fill(args_class: type, model_type: str, fill_layers: bool = False) -> dict[str, Any]:
@@ -251,7 +292,7 @@ def _layer_kinds(field: dataclasses.Field, source: str) -> list[Any]:
     try:  # the folder's config.json must also pass transformers' checks, as a real model's does
         from transformers.configuration_utils import ALLOWED_LAYER_TYPES
 
-        kinds = [k for k in kinds if k in ALLOWED_LAYER_TYPES or isinstance(k, int)]
+        kinds = [k for k in kinds if k in ALLOWED_LAYER_TYPES or isinstance(k, int)] or kinds
     except ImportError:
         pass
     if not kinds:
