@@ -1,8 +1,8 @@
 """Checks, when a model loads, that its layers give in the engine's slots what they give alone.
 
-Two slots run a prefill pass of rows of different lengths (the shorter right-padded), two decode
-passes, and a chunk pass with rows at different offsets; every row's logits are compared with
-mlx-lm running that row's tokens alone. A model whose recurrent layers fold the padding into
+Two slots run a prefill pass of rows of different lengths (the shorter right-padded), a decode
+pass, and a chunk pass with rows at different offsets (it reads what the decode pass stored);
+every row's logits are compared with mlx-lm running that row's tokens alone, through its own cache. A model whose recurrent layers fold the padding into
 their state (they ignore the cache's `lengths`) passes with rows of one width only: the engine
 then never pads them. A model that still differs, or whose layers reach into their caches in ways
 slots cannot serve, is refused with the reason.
@@ -18,10 +18,11 @@ import mlx.core as mx
 from mlxchat.engine.kv import attention
 from mlxchat.engine.loading.families import UnsupportedFamily, model_type, slot_store
 
-# Two rows of token ids every vocabulary has: prompts of 3 and 6 tokens, one token each in two
-# decode passes, then chunks of 2 and 3 tokens (rows at different offsets).
+# Two rows of token ids every vocabulary has: prompts of 3 and 6 tokens, one token each in a
+# decode pass, then chunks of 2 and 3 tokens (rows at different offsets). Each pass reads what the
+# one before stored. (On SmolLM2 on a 2-core CPU the whole check takes about 0.7 s.)
 _PROMPTS = ([5, 9, 3], [7, 1, 2, 6, 4, 3])
-_STEPS = (([4], [2]), ([6], [1]), ([3, 5], [2, 6, 1]))
+_STEPS = (([4], [2]), ([3, 5], [2, 6, 1]))
 # float32 logits agree to rounding; half-precision or quantized ones round differently by batch size.
 TIGHT, LOOSE = 1e-3, 5e-2
 
@@ -64,16 +65,15 @@ def check_batching(model: Any) -> BatchCheck:
 
 
 def _alone(model: Any) -> list[mx.array]:
-    """Each row's last logits after its prompt and after each step, mlx-lm running the tokens alone."""
+    """Each row's last logits after its prompt and after each step, mlx-lm running the row alone."""
     from mlx_lm.models.cache import make_prompt_cache
 
     out = []
     for row, prompt in enumerate(_PROMPTS):
-        tokens = list(prompt)
-        for step in (None, *_STEPS):
-            tokens += step[row] if step else []
-            out.append(model(mx.array([tokens]), cache=make_prompt_cache(model))[0, -1])
-    mx.eval(out)
+        cache = make_prompt_cache(model)
+        for tokens in (prompt, *(step[row] for step in _STEPS)):
+            out.append(model(mx.array([tokens]), cache=cache)[0, -1])
+            mx.eval(out[-1])
     return out
 
 
