@@ -8,36 +8,18 @@ import mlx.core as mx
 
 from mlxchat.engine.kv.attention import attend_per_slot, rows_upto
 from mlxchat.engine.kv.layout import PassLayout
+from mlxchat.engine.kv.regions import KVRegions
 
 
-class FullAttentionStore:
+class FullAttentionStore(KVRegions):
     """K/V buffers of shape (slots, kv_heads, per_slot, head_dim) for one layer, allocated on first use."""
 
     def __init__(self, n_slots: int, capacity: int) -> None:
-        self.n_slots = n_slots
+        super().__init__(n_slots, capacity)
         self.capacity = capacity
-        self.keys: mx.array | None = None
-        self.values: mx.array | None = None
-
-    @property
-    def arrays(self) -> list[mx.array]:
-        return [a for a in (self.keys, self.values) if a is not None]
-
-    def bytes_held(self, length: int) -> int:
-        """Bytes one slot of `length` tokens fills."""
-        return sum(a.nbytes // (self.n_slots * self.capacity) for a in self.arrays) * length
 
     def exact_after_rollback(self, length: int, keep: int) -> bool:
         return True  # K/V past `keep` are simply overwritten later
-
-    def reset(self, slot: int) -> None:
-        pass
-
-    def snapshot(self) -> None:
-        pass
-
-    def undo(self, slot: int) -> None:
-        pass
 
     def copy_slot(self, other: "FullAttentionStore", slot: int, length: int) -> None:
         """Takes slot `slot`'s first `length` tokens from `other` (a store of another plan)."""
@@ -48,29 +30,8 @@ class FullAttentionStore:
         self.keys[slot : slot + 1, :, :length] = k  # type: ignore[index]
         self.values[slot : slot + 1, :, :length] = v  # type: ignore[index]
 
-    def save(self, slot: int, length: int) -> tuple[mx.array, mx.array] | None:
-        """A copy of the slot's first `length` tokens' K/V (for the parked store)."""
-        if self.keys is None or self.values is None:
-            return None
-        return mx.array(self.keys[slot : slot + 1, :, :length]), mx.array(self.values[slot : slot + 1, :, :length])
-
-    def load(self, slot: int, saved: tuple[mx.array, mx.array] | None, length: int) -> None:
-        """Puts K/V from `save` back as the slot's first `length` tokens."""
-        if saved is None:
-            return
-        k, v = saved
-        self._ensure(k, v)
-        self.keys[slot : slot + 1, :, :length] = k[:, :, :length]  # type: ignore[index]
-        self.values[slot : slot + 1, :, :length] = v[:, :, :length]  # type: ignore[index]
-
     def pass_cache(self, layout: PassLayout, array_masks: bool) -> "FullAttentionPass":
         return FullAttentionPass(self, layout, array_masks)
-
-    def _ensure(self, keys: mx.array, values: mx.array) -> None:
-        if self.keys is None:
-            _, h, _, kd = keys.shape
-            self.keys = mx.zeros((self.n_slots, h, self.capacity, kd), keys.dtype)
-            self.values = mx.zeros((self.n_slots, h, self.capacity, values.shape[-1]), values.dtype)
 
 
 class FullAttentionPass:

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
 
 import mlx.core as mx
+from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
 
 from mlxchat.engine.kv.composite import CompositeStore
 from mlxchat.engine.kv.full import FullAttentionStore
 from mlxchat.engine.kv.layout import PassLayout
 from mlxchat.engine.kv.recurrent import RecurrentStore
 from mlxchat.engine.kv.window import WindowStore
-
-# How each supported mlx-lm cache class is held per slot (what `mlxchat models` prints).
-KIND_NOTES = {
-    "KVCache": "full attention: a K/V region of per-slot context tokens in each slot",
-    "RotatingKVCache": "sliding window: a ring of min(window, per-slot context) tokens in each slot, exact window mask",
-    "ArraysCache": "recurrent state (convolution, SSM, DeltaNet): one state per slot, reset on clear",
-    "CacheList": "composite: each part held as its own kind",
-}
 
 
 class SlotStore(Protocol):
@@ -51,30 +44,93 @@ class UnsupportedCache(Exception):
     """A layer asks for a cache kind the slot stores cannot hold; the message names it."""
 
 
+@dataclass(frozen=True)
+class CacheKind:
+    """How the slots hold one mlx-lm cache class: what `mlxchat models` says, the store, and its cost."""
+
+    note: str
+    store: Callable[[Any, int, int], SlotStore]  # (the layer's own cache, slots, per-slot capacity)
+    cost: Callable[[Any, "_Costs"], None]  # adds the cost of a cache after a one-token forward
+    refuse: Callable[[Any], str | None] = lambda proto: None  # why this instance cannot be held, if it cannot
+
+
+def _attention_cost(window: bool) -> Callable[[Any, "_Costs"], None]:
+    def cost(c: Any, costs: _Costs) -> None:
+        if c.keys is not None:  # (batch 1, heads, allocated tokens, head dim) arrays
+            per_token = sum(a.nbytes // a.shape[-2] for a in (c.keys, c.values))
+            if window:
+                costs.windows.append((c.max_size, per_token))
+            else:
+                costs.full += per_token
+
+    return cost
+
+
+def _state_cost(c: Any, costs: _Costs) -> None:
+    costs.recurrent += sum(a.nbytes for a in c.cache if a is not None)
+
+
+def _parts_cost(c: Any, costs: _Costs) -> None:
+    for part in c.caches:
+        kind_of(part).cost(part, costs)
+
+
+def _refuse_parts(proto: Any) -> str | None:
+    for part in proto.caches:
+        kind_of(part)  # raises for a part no store holds
+    return None
+
+
+# Every mlx-lm cache class the slots can hold, by class: the one place a kind is named.
+KINDS: dict[type, CacheKind] = {
+    KVCache: CacheKind(
+        "full attention: a K/V region of per-slot context tokens in each slot",
+        lambda proto, n, capacity: FullAttentionStore(n, capacity),
+        _attention_cost(window=False),
+    ),
+    RotatingKVCache: CacheKind(
+        "sliding window: a ring of min(window, per-slot context) tokens in each slot, exact window mask",
+        lambda proto, n, capacity: WindowStore(n, capacity, proto.max_size),
+        _attention_cost(window=True),
+        lambda proto: f"a sliding window that keeps {proto.keep} first tokens (attention sinks by position)"
+        if proto.keep
+        else None,
+    ),
+    ArraysCache: CacheKind(
+        "recurrent state (convolution, SSM, DeltaNet): one state per slot, reset on clear",
+        lambda proto, n, capacity: RecurrentStore(n, len(proto.cache)),
+        _state_cost,
+    ),
+    CacheList: CacheKind(
+        "composite: each part held as its own kind",
+        lambda proto, n, capacity: CompositeStore([kind_of(p).store(p, n, capacity) for p in proto.caches]),
+        _parts_cost,
+        _refuse_parts,
+    ),
+}
+KIND_NOTES = {cls.__name__: kind.note for cls, kind in KINDS.items()}
+
+
+def kind_of(proto: Any) -> CacheKind:
+    """How the slots hold `proto`'s class (the exact class: subclasses change behaviour), or raises."""
+    kind = KINDS.get(type(proto))
+    if kind is None:
+        raise UnsupportedCache(f"layer cache {type(proto).__name__} is not one the engine can divide into slots")
+    why = kind.refuse(proto)
+    if why:
+        raise UnsupportedCache(why)
+    return kind
+
+
 def cache_kind(proto: Any) -> str:
-    """The supported mlx-lm cache class `proto` is (exact class, subclasses change behaviour), or raises."""
-    name = type(proto).__name__
-    module = type(proto).__module__
-    if module != "mlx_lm.models.cache" or name not in KIND_NOTES:
-        raise UnsupportedCache(f"layer cache {name} is not one the engine can divide into slots")
-    if name == "RotatingKVCache" and proto.keep:
-        raise UnsupportedCache(f"a sliding window that keeps {proto.keep} first tokens (attention sinks by position)")
-    if name == "CacheList":
-        for part in proto.caches:
-            cache_kind(part)
-    return name
+    """The name of the supported mlx-lm cache class `proto` is, or raises UnsupportedCache."""
+    kind_of(proto)
+    return type(proto).__name__
 
 
 def store_for(proto: Any, n_slots: int, capacity: int) -> SlotStore:
     """A slot store for one layer whose single-sequence cache would be `proto`."""
-    kind = cache_kind(proto)
-    if kind == "KVCache":
-        return FullAttentionStore(n_slots, capacity)
-    if kind == "RotatingKVCache":
-        return WindowStore(n_slots, capacity, proto.max_size)
-    if kind == "ArraysCache":
-        return RecurrentStore(n_slots, len(proto.cache))
-    return CompositeStore([store_for(p, n_slots, capacity) for p in proto.caches])
+    return kind_of(proto).store(proto, n_slots, capacity)
 
 
 @dataclass(frozen=True)
@@ -97,27 +153,16 @@ class KVFootprint:
         return self.full_bytes_per_token * per_slot + windows + self.recurrent_bytes_per_slot
 
 
+@dataclass
+class _Costs:
+    full: int = 0
+    windows: list[tuple[int, int]] = field(default_factory=list)
+    recurrent: int = 0
+
+
 def footprint(cache: list[Any]) -> KVFootprint:
     """The footprint of mlx-lm caches after a one-token forward (shapes only: nothing is evaluated)."""
-    full, recurrent = 0, 0
-    windows: list[tuple[int, int]] = []
-
-    def add(c: Any) -> None:
-        nonlocal full, recurrent
-        kind = cache_kind(c)
-        if kind == "CacheList":
-            for part in c.caches:
-                add(part)
-        elif kind == "ArraysCache":
-            recurrent += sum(a.nbytes for a in c.cache if a is not None)
-        elif c.keys is not None:
-            # (batch 1, heads, allocated tokens, head dim) arrays.
-            per_token = sum(a.nbytes // a.shape[-2] for a in (c.keys, c.values))
-            if kind == "RotatingKVCache":
-                windows.append((c.max_size, per_token))
-            else:
-                full += per_token
-
+    costs = _Costs()
     for c in cache:
-        add(c)
-    return KVFootprint(full, tuple(windows), recurrent)
+        kind_of(c).cost(c, costs)
+    return KVFootprint(costs.full, tuple(costs.windows), costs.recurrent)

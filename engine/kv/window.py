@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-
 import mlx.core as mx
 
 from mlxchat.engine.kv.attention import rows_upto
 from mlxchat.engine.kv.layout import PassLayout
+from mlxchat.engine.kv.regions import KVRegions
 
 
-class WindowStore:
+class WindowStore(KVRegions):
     """K/V rings of shape (slots, kv_heads, size, head_dim) for one layer; size = min(window, per slot).
 
     Position p of a slot lives at ring index p mod size. A query sees exactly the keys
@@ -17,32 +17,12 @@ class WindowStore:
     """
 
     def __init__(self, n_slots: int, capacity: int, window: int) -> None:
-        self.n_slots = n_slots
+        super().__init__(n_slots, min(window, capacity))
         self.window = window
-        self.size = min(window, capacity)
-        self.keys: mx.array | None = None
-        self.values: mx.array | None = None
-
-    @property
-    def arrays(self) -> list[mx.array]:
-        return [a for a in (self.keys, self.values) if a is not None]
-
-    def bytes_held(self, length: int) -> int:
-        """Bytes one slot of `length` tokens fills: its ring stops growing at `size` tokens."""
-        return sum(a.nbytes // (self.n_slots * self.size) for a in self.arrays) * min(length, self.size)
 
     def exact_after_rollback(self, length: int, keep: int) -> bool:
         """Whether the ring still holds every key a query at `keep` needs (nothing overwritten yet)."""
         return length <= self.size or keep >= length - 1
-
-    def reset(self, slot: int) -> None:
-        pass  # entries before a slot's start are masked by position
-
-    def snapshot(self) -> None:
-        pass
-
-    def undo(self, slot: int) -> None:
-        pass  # the wasted write replaced position p - size, which no later query at p can see
 
     def copy_slot(self, other: "WindowStore", slot: int, length: int) -> None:
         """Takes slot `slot`'s ring from `other`, if the positions it holds land at the same indices."""
@@ -60,31 +40,8 @@ class WindowStore:
             flat[idx] = mx.take(old[slot], src, axis=1)
             setattr(self, name, flat.reshape(buffer.shape))
 
-    def save(self, slot: int, length: int) -> tuple[mx.array, mx.array] | None:
-        """A copy of the slot's ring as it holds `length` tokens (for the parked store)."""
-        if self.keys is None or self.values is None:
-            return None
-        held = min(length, self.size)  # before it wraps, position p sits at index p
-        return mx.array(self.keys[slot : slot + 1, :, :held]), mx.array(self.values[slot : slot + 1, :, :held])
-
-    def load(self, slot: int, saved: tuple[mx.array, mx.array] | None, length: int) -> None:
-        """Puts a ring from `save` back into the slot (rings of one size: positions keep their indices)."""
-        if saved is None:
-            return
-        k, v = saved
-        self._ensure(k, v)
-        held = k.shape[2]
-        self.keys[slot : slot + 1, :, :held] = k  # type: ignore[index]
-        self.values[slot : slot + 1, :, :held] = v  # type: ignore[index]
-
     def pass_cache(self, layout: PassLayout, array_masks: bool) -> "WindowPass":
         return WindowPass(self, layout)
-
-    def _ensure(self, keys: mx.array, values: mx.array) -> None:
-        if self.keys is None:
-            _, h, _, kd = keys.shape
-            self.keys = mx.zeros((self.n_slots, h, self.size, kd), keys.dtype)
-            self.values = mx.zeros((self.n_slots, h, self.size, values.shape[-1]), values.dtype)
 
 
 class WindowPass:
