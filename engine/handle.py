@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import queue
-from typing import Iterator
+from typing import Callable, Iterator
 
 from mlxchat.engine.events import Done, Event
 
@@ -34,3 +34,19 @@ class RequestHandle:
             pass
         assert self.done is not None
         return self.done
+
+
+def deliver(handle: RequestHandle, on_event: Callable[[Event], None] | None, event: Event, quiet: bool = False) -> None:
+    """Queues `event` for the handle, then calls the caller's callback.
+
+    A failing callback raises (the engine ends that reply with the error) unless `quiet`, which
+    an ending event is: nothing may come after a Done, so its callback's failure ends nothing.
+    """
+    handle.put(event)
+    if on_event is None:
+        return
+    try:
+        on_event(event)
+    except Exception:
+        if not quiet and not isinstance(event, Done):
+            raise

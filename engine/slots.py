@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mlxchat.engine.events import Event, SamplingParams, SlotState
 from mlxchat.engine.handle import RequestHandle
 from mlxchat.engine.sampling import SlotSampler
+
+if TYPE_CHECKING:
+    from mlxchat.engine.kv.slot_store import SlotKVStore
 
 
 @dataclass
@@ -56,6 +59,11 @@ class Slot:
     label: str | None = None
     last_tok_s: float = 0.0
     last_refilled: int = 0
+
+    def rollback(self, store: SlotKVStore, keep: int) -> None:
+        """Keeps the first `keep` cached tokens (the store's K/V beyond them is overwritten later)."""
+        del self.history[keep:]
+        store.rollback(self.id, len(self.history))
 
     @property
     def state(self) -> SlotState:

@@ -27,7 +27,7 @@ from mlxchat.engine.bench.runners import SCENARIOS
 from mlxchat.engine.events import Done, Event
 
 if TYPE_CHECKING:
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.local_engine import Engine
 
 KEY_INTERVAL_S = 0.2
 # A letter, then backspace, as a user typing and correcting: the input's text stays one line.

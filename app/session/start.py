@@ -16,7 +16,7 @@ from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
 
 if TYPE_CHECKING:
     from mlxchat.engine.kv.kinds import KVFootprint
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.local_engine import Engine
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def start_engine(
     from mlxchat.engine.cpu.blas import blas_in_use
     from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.devices import batching_note, device_kind, device_name
-    from mlxchat.engine.scheduler import Engine, EngineInfo
+    from mlxchat.engine.local_engine import Engine, EngineInfo
 
     try:
         loaded = load_model(

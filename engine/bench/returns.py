@@ -89,7 +89,7 @@ def _play(
 ) -> ReturnRecord:
     from mlxchat.engine.events import SamplingParams
     from mlxchat.engine.plan import SlotRequest, plan_slots
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.local_engine import Engine
 
     request = SlotRequest(slots, slots * per_slot, parallel_max=slots, per_slot_floor=0, per_slot_min=per_slot)
     plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token,
@@ -112,7 +112,7 @@ def _play(
                 if done.error:
                     raise RuntimeError(done.error)
                 (returns if turn else firsts).append(done.stats)
-                reply = engine.call(lambda s=slot, n=len(prompt): list(engine.slots[s].history[n:])).result()
+                reply = engine.call(lambda s=slot, n=len(prompt): list(engine.core.slots[s].history[n:])).result()
                 prompt += reply + question
         parked = engine.snapshot().parked_bytes
     finally:

@@ -484,7 +484,7 @@ def _mlx_lm_batch(loaded: LoadedModel, workload: Workload) -> RunTrace:
 def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
     """mlxchat's engine: one slot per stream over a divided KV cache, every decode step batched."""
     from mlxchat.engine.events import SamplingParams, TextDelta
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.plan import SlotRequest, plan_slots
 
     n = workload.slots

@@ -9,7 +9,6 @@ slot view; other servers have no slots to show, and mlxchat shows what it knows 
 
 from __future__ import annotations
 
-import collections
 import itertools
 import threading
 import time
@@ -31,12 +30,13 @@ from mlxchat.engine.events import (
     TextDelta,
 )
 from mlxchat.engine.chat_engine import Messages
-from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine import refusals
+from mlxchat.engine.handle import RequestHandle, deliver
 from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
 
 SLOTS_POLL_S = 0.5  # how often /slots is read while someone looks at the snapshot
-RATE_WINDOW_S = 2.0  # as the local engine: aggregate tok/s over the last seconds
 RETRY = "regenerate (ctrl+r) to try again"
 
 
@@ -121,7 +121,7 @@ class RemoteEngine:
         self._lock = threading.Lock()
         self._slots = [_Slot(i) for i in range(plan.parallel)]
         self._ids = itertools.count(1)
-        self._recent: collections.deque[tuple[float, int]] = collections.deque()
+        self._rate = RateMeter()
         self._server_slots: tuple[ServerSlot, ...] | None = facts.slots
         self._slots_note = facts.slots_note
         self._polling = False
@@ -144,7 +144,7 @@ class RemoteEngine:
         reply = _Reply(handle, sampling, on_event)
         with self._lock:
             slot = self._slots[slot_id] if 0 <= slot_id < len(self._slots) else None
-            problem = self._refusal(slot, messages, tokens)
+            problem = self._refusal(slot_id, slot, messages, tokens)
             if slot is not None and problem is None:
                 slot.reply = reply
         if problem is not None:
@@ -227,7 +227,7 @@ class RemoteEngine:
             kv_bytes_used=0,
             active_bytes=0,
             peak_bytes=0,
-            aggregate_tok_s=self._aggregate_tok_s(),
+            aggregate_tok_s=self._rate.tok_s(),
             per_slot=self.plan.per_slot,
             slots=slots,
             server=note,
@@ -235,17 +235,17 @@ class RemoteEngine:
 
     # ---- streaming, on a worker thread per reply ----
 
-    def _refusal(self, slot: _Slot | None, messages: Messages | None, tokens: list[int] | None) -> str | None:
+    def _refusal(self, slot_id: int, slot: _Slot | None, messages: Messages | None, tokens: list[int] | None) -> str | None:
         if self._closed:
-            return "the engine has been shut down"
+            return refusals.SHUT_DOWN
         if slot is None:
-            return f"there is no slot: the engine has {len(self._slots)} slots"
+            return refusals.no_such_slot(slot_id, len(self._slots))
         if slot.reply is not None:
-            return f"slot {slot.id} is still answering: stop its reply first"
+            return refusals.still_answering(slot.id)
         if tokens is not None:
             return f"the {self.facts.kind} takes chats, not raw tokens"
         if not messages:
-            return "there is nothing to answer: the chat is empty"
+            return refusals.EMPTY
         return None
 
     def _request(self, reply: _Reply, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -345,8 +345,13 @@ class RemoteEngine:
                 reply.t_last = now
                 reply.chunks += 1
                 reply.text.append(text)
-                self._recent.append((now, 1))
-            _deliver(reply, TextDelta(reply.handle.request_id, reply.handle.slot_id, text, 1))
+            self._rate.record(1)
+            try:
+                deliver(reply.handle, reply.on_event, TextDelta(reply.handle.request_id, reply.handle.slot_id, text, 1))
+                return
+            except Exception as exc:  # the caller's callback failed: this reply ends with it, as locally
+                failure = f"{type(exc).__name__}: {exc}"
+        self._end(reply, "error", error=failure)
 
     def _end(
         self, reply: _Reply, reason: FinishReason, error: str | None = None, refused: bool = False, usage: Any = None
@@ -370,7 +375,7 @@ class RemoteEngine:
                 # up the caller (the UI) if the socket is slow to close.
                 threading.Thread(target=_close, args=(reply.stream,), daemon=True).start()
             text = "".join(reply.text)
-            _deliver(reply, Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused))
+            deliver(reply.handle, reply.on_event, Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused))
 
     # ---- the slot view ----
 
@@ -416,17 +421,6 @@ class RemoteEngine:
             sampling=reply.sampling if reply else None, kv_bytes_allocated=0, kv_bytes_used=0, label=slot.label,
         )
 
-    def _aggregate_tok_s(self) -> float:
-        now = time.perf_counter()
-        with self._lock:
-            while self._recent and now - self._recent[0][0] > RATE_WINDOW_S:
-                self._recent.popleft()
-            recent = list(self._recent)
-        if len(recent) < 2:
-            return 0.0
-        return sum(n for _, n in recent[1:]) / max(recent[-1][0] - recent[0][0], 1e-9)
-
-
 def _stats(reply: _Reply, usage: Any) -> RequestStats:
     """The request's figures: the server's usage where it sent one, else what mlxchat counted."""
     prompt = getattr(usage, "prompt_tokens", None) or 0
@@ -440,16 +434,6 @@ def _stats(reply: _Reply, usage: Any) -> RequestStats:
         ttft_s=(reply.t_first - reply.t_submit) if reply.t_first else 0.0,
         decode_tok_s=reply.tok_s(),
     )
-
-
-def _deliver(reply: _Reply, event: Event) -> None:
-    """Queues the event for the handle and calls the callback; a failing callback ends nothing else."""
-    reply.handle.put(event)
-    if reply.on_event is not None:
-        try:
-            reply.on_event(event)
-        except Exception:
-            pass
 
 
 def _close(stream: Any) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from mlxchat.engine.chat_engine import ChatEngine
 from mlxchat.engine.remote.engine import RemoteEngine
-from mlxchat.engine.scheduler import Engine
+from mlxchat.engine.local_engine import Engine
 
 CALLS = [name for name, value in vars(ChatEngine).items() if inspect.isfunction(value) and not name.startswith("_")]
 

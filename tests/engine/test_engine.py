@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
-from mlxchat.engine.scheduler import Engine
+from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
 
 PROMPTS = [
@@ -76,7 +76,7 @@ def test_skewed_lengths_match_alone(make_engine):
         engine.clear(0)
     prompts = [long_prompt, *PROMPTS[1:]]
     handles = [engine.submit(i, chat(p), sampling=GREEDY_40) for i, p in enumerate(prompts)]
-    assert engine.per_slot_dispatch
+    assert engine.core.per_slot_dispatch
     for a, h in zip(alone, handles):
         assert h.result(60).text == a.text
     assert alone[0].stats.prompt_tokens > 5 * alone[1].stats.prompt_tokens
@@ -87,7 +87,7 @@ def test_second_turn_prefills_only_new_tokens(make_engine, tiny):
     engine = make_engine()
     opening = " ".join(PROMPTS)
     first = engine.submit(0, chat(opening), sampling=GREEDY_40).result(60)
-    history = list(engine.slots[0].history)
+    history = list(engine.core.slots[0].history)
     turn2 = chat(opening) + [
         {"role": "assistant", "content": first.text},
         {"role": "user", "content": "Tell me more."},
@@ -103,7 +103,7 @@ def test_second_turn_prefills_only_new_tokens(make_engine, tiny):
     # Editing the first user message rolls the slot back to the common prefix.
     edited = chat("Hello, how is it going?")
     prompt3 = tokenizer.apply_chat_template(edited, add_generation_prompt=True)
-    history = list(engine.slots[0].history)
+    history = list(engine.core.slots[0].history)
     common3 = next(i for i, (a, b) in enumerate(zip(history, prompt3)) if a != b)
     third = engine.submit(0, edited, sampling=GREEDY_40).result(60)
     assert (third.stats.cached_tokens, third.stats.prefilled_tokens) == (common3, len(prompt3) - common3)
@@ -117,7 +117,7 @@ def test_prompt_that_does_not_fit_is_refused(make_engine):
     done = engine.submit(3, chat(" ".join(PROMPTS * 3))).result(30)
     assert done.refused and done.reason == "error"
     assert "holds 64" in done.error and "fewer slots" in done.error
-    assert engine.slots[3].history == []
+    assert engine.core.slots[3].history == []
 
 
 def test_reply_stops_at_the_end_of_its_slot(make_engine):
@@ -142,7 +142,7 @@ def test_cancel_takes_effect_within_a_step_and_keeps_the_slot_consistent(make_en
     done = engine.submit(0, chat("Hello"), sampling=sampling, on_event=cancel_at_third_token).result(30)
     assert done.reason == "cancelled" and done.text
     assert done.stats.generated_tokens <= generated[2] + 1
-    assert len(engine.slots[0].history) == engine.store.lengths[0]
+    assert len(engine.core.slots[0].history) == engine.core.store.lengths[0]
     assert engine.submit(0, chat("Hello"), sampling=GREEDY_40).result(30).reason == "length"
 
 

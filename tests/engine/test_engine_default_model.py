@@ -7,7 +7,7 @@ import pytest
 from mlxchat.engine.events import SamplingParams
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.loading.models import LoadedModel, load_model
-from mlxchat.engine.scheduler import Engine
+from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
 
 QUESTIONS = [
@@ -57,9 +57,9 @@ def test_cached_second_turn_equals_a_fresh_one(engine: Engine) -> None:
     sampling = SamplingParams(max_tokens=24, ignore_eos=True)
     cached = engine.submit(0, chat, sampling=sampling).result(120)
     # From scratch: no slot and no parked entry may lend it a prefix.
-    for slot in range(len(engine.slots)):
+    for slot in range(len(engine.core.slots)):
         engine.clear(slot, park=False)
-    engine.call(engine.parked.clear).result(10)
+    engine.call(engine.core.prefixes.clear).result(10)
     fresh = engine.submit(3, chat, sampling=sampling).result(120)
     assert cached.stats.cached_tokens > first.stats.prompt_tokens
     assert fresh.stats.cached_tokens == 0

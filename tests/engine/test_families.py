@@ -13,7 +13,7 @@ import pytest
 
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
-from mlxchat.engine.scheduler import Engine
+from mlxchat.engine.local_engine import Engine
 from tests.tiny_families import FAMILIES, LLAMA4, WINDOW, build_family, save_family
 from tests.tiny_gguf import write_other_architecture_gguf
 
@@ -53,7 +53,7 @@ def tokenizer(tiny_model_dir):
 
 def generated(engine: Engine, slot: int, prompt: list[int]) -> list[int]:
     """The tokens the slot generated after `prompt` and stored (all but the last one sampled)."""
-    return engine.call(lambda: list(engine.slots[slot].history[len(prompt) :])).result(10)
+    return engine.call(lambda: list(engine.core.slots[slot].history[len(prompt) :])).result(10)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

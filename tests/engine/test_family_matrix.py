@@ -73,7 +73,7 @@ def start_as_the_app(folder: Path, cache_dir: Path) -> Any:
     """load_model and the engine's start on a worker thread, as app.session.start does; the engine or the error."""
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.plan import SlotRequest, plan_slots
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.local_engine import Engine
 
     box: dict[str, Any] = {}
 
@@ -98,7 +98,7 @@ def start_as_the_app(folder: Path, cache_dir: Path) -> Any:
 
 def generated(engine: Any, slot: int, prompt: list[int]) -> list[int]:
     """The tokens the slot generated after `prompt` and stored (all but the last one sampled)."""
-    return engine.call(lambda: list(engine.slots[slot].history[len(prompt) :])).result(30)
+    return engine.call(lambda: list(engine.core.slots[slot].history[len(prompt) :])).result(30)
 
 
 @pytest.mark.parametrize("family", sorted(TINY))

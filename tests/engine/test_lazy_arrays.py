@@ -43,7 +43,7 @@ def test_an_engine_given_another_threads_graph_refuses_it_clearly(llama3_rope_di
     from mlx_lm.utils import load_model as mlx_lm_load
     from mlx_lm.utils import load_tokenizer
 
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.local_engine import Engine
 
     model, _ = on_a_thread(lambda: mlx_lm_load(llama3_rope_dir))
     with pytest.raises(ValueError, match="computed lazily on another thread"):

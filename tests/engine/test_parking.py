@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mlxchat.engine.events import SamplingParams
-from mlxchat.engine.scheduler import Engine
+from mlxchat.engine.local_engine import Engine
 from tests.engine.test_families import NEW, PROMPTS, alone, generated, plan
 from tests.tiny_families import build_family
 

@@ -22,7 +22,7 @@ blas = load_blas("auto")
 from mlx_lm import load
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.plan import SlotRequest, plan_slots
-from mlxchat.engine.scheduler import Engine
+from mlxchat.engine.local_engine import Engine
 model, tokenizer = load(sys.argv[1])
 plan = plan_slots(SlotRequest(2, 256, per_slot_floor=64, per_slot_min=32), trained_ctx=None, kv_bytes_per_token=0)
 before = thread_ids()

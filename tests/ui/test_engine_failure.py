@@ -42,7 +42,7 @@ def test_a_reply_that_fails_in_the_engine_shows_the_error_and_keeps_the_message(
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
         engine = app.session.engine
-        layer = engine.model.model.layers[0]
+        layer = engine.core.model.model.layers[0]
         working = layer.self_attn
         engine.call(lambda: setattr(layer, "self_attn", Failing())).result(10)
         await send(pilot, pane, "Hello there")

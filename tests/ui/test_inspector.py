@@ -21,7 +21,7 @@ from mlxchat.engine.events import EngineSnapshot, ParkedSnapshot, SamplingParams
 from tests.pilot import TIMEOUT_S, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
 
 if TYPE_CHECKING:
-    from mlxchat.engine.scheduler import Engine
+    from mlxchat.engine.local_engine import Engine
 
 
 def slots(app: ChatApp) -> tuple[SlotSnapshot, ...]:

@@ -1,0 +1,38 @@
+"""The aggregate generation rate both engines report: tokens over the last seconds, thread-safe."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+RATE_WINDOW_S = 2.0  # aggregate tok/s is measured over the last events in this window
+
+
+class RateMeter:
+    """Counts tokens as they come (from any thread) and gives tok/s over the last RATE_WINDOW_S seconds."""
+
+    def __init__(self, window_s: float = RATE_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._recent: collections.deque[tuple[float, int]] = collections.deque()
+        self._lock = threading.Lock()
+
+    def record(self, tokens: int) -> None:
+        """`tokens` came out now (a decode pass's rows, a streamed chunk)."""
+        now = time.perf_counter()
+        with self._lock:
+            self._recent.append((now, tokens))
+            self._forget(now)
+
+    def tok_s(self) -> float:
+        """Tokens per second between the first and the last event still in the window (0 with fewer than two)."""
+        with self._lock:
+            self._forget(time.perf_counter())
+            recent = list(self._recent)
+        if len(recent) < 2:
+            return 0.0
+        return sum(n for _, n in recent[1:]) / max(recent[-1][0] - recent[0][0], 1e-9)
+
+    def _forget(self, now: float) -> None:
+        while self._recent and now - self._recent[0][0] > self.window_s:
+            self._recent.popleft()

@@ -1,0 +1,539 @@
+"""The slot scheduler: N slots over one model, stepped by its caller, with no thread of its own.
+
+As mlx-lm's BatchGenerator: `admit` a request into a slot, `step` (prefill chunks, then one
+batched decode pass), `cancel` or `clear` a slot. Every call must come from one thread, the one
+that owns the model's MLX streams (engine.local_engine.Engine runs it on its own thread).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import mlx.core as mx
+from mlx_lm.utils import common_prefix_len
+
+from mlxchat.engine import refusals
+from mlxchat.engine.chat_engine import Messages
+from mlxchat.engine.events import (
+    Done,
+    EngineSnapshot,
+    Event,
+    FinishReason,
+    RequestStats,
+    SamplingParams,
+    SlotSnapshot,
+    TextDelta,
+)
+from mlxchat.engine.forward import Forward
+from mlxchat.engine.handle import RequestHandle, deliver
+from mlxchat.engine.kv import attention as slot_attention
+from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.loading.batch_check import check_batching
+from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, slot_store
+from mlxchat.engine.loading.lazy import STREAM_HELP, is_stream_error, materialize
+from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
+from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
+from mlxchat.engine.rate import RateMeter
+from mlxchat.engine.sampling import SlotSampler, sample_rows
+from mlxchat.engine.slots import Request, Slot
+
+# Most prompt tokens in one prefill pass (all rows together): bounds how long decoding slots
+# wait for a new prompt, while letting prompts that arrive together share a pass.
+PREFILL_BUDGET = 512
+
+
+@dataclass
+class _DecodePass:
+    """A decode pass in flight: which (slot, request) each row serves, and its sampled tokens."""
+
+    rows: list[tuple[Slot, Request]]
+    tokens: mx.array
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the engine reports about the model it runs (shown by the inspector and bench)."""
+
+    model: str = ""
+    device: str = ""
+    blas: str = ""
+    dtype: str = ""
+    weights_bytes: int = 0
+    batching: str = ""  # engine.devices.batching_note for the device and dtype
+
+
+class SlotScheduler:
+    """N slots over one model: admits requests, steps every slot with work, delivers their events."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        plan: SlotPlan,
+        *,
+        info: EngineInfo = EngineInfo(),
+        prefill_chunk: int = 256,
+        split: bool | None = None,
+        park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
+        padded_prefill: bool | None = None,
+    ) -> None:
+        """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default).
+        `padded_prefill`: whether prompts of different lengths may share a prefill pass (LoadedModel.batching;
+        None: checked here, on the calling thread, as load_model does)."""
+        if not plan.ok:
+            raise ValueError("; ".join(plan.errors))
+        self.model = model
+        self.tokenizer = tokenizer
+        self.info = info
+        self.prefill_chunk = prefill_chunk
+        self.plan = plan
+        try:
+            layer_kinds(model)
+            if padded_prefill is None:
+                padded_prefill = check_batching(model).padded_prefill
+        except UnsupportedFamily as exc:
+            raise ValueError(str(exc)) from exc
+        self.padded_prefill = padded_prefill
+        try:
+            materialize(model)
+        except RuntimeError as exc:
+            if is_stream_error(exc):
+                raise ValueError(STREAM_HELP) from exc
+            raise
+        self.per_slot_dispatch = slot_attention.install(model)
+        self.forward = Forward(model, split)
+        self._pass: _DecodePass | None = None
+        self.slots = [Slot(i) for i in range(plan.parallel)]
+        self.store = self._new_store(plan)
+        self.prefixes = Prefixes(park_budget_bytes)
+        self.rate = RateMeter()
+        self._rr = 0
+        self._memory = (0, 0)
+
+    # ---- requests and slots ----
+
+    @property
+    def busy(self) -> bool:
+        """Whether a step has work: a request in some slot, or a decode pass still to read."""
+        return self._pass is not None or any(s.request for s in self.slots)
+
+    def admit(
+        self,
+        handle: RequestHandle,
+        messages: Messages | None = None,
+        tokens: list[int] | None = None,
+        sampling: SamplingParams = SamplingParams(),
+        on_event: Callable[[Event], None] | None = None,
+    ) -> None:
+        """Seats a request in its slot (`handle.slot_id`), reusing what the slot or a parked prefix holds;
+        a request that cannot start ends at once with a refused Done, and one that fails with an error Done."""
+        try:
+            self._admit(handle, messages, tokens, sampling, on_event)
+        except Exception as exc:  # the slot starts over: its cache may be half-moved
+            deliver(handle, on_event, Done(handle.request_id, handle.slot_id, "error", "", error=_message(exc)), quiet=True)
+            slot = self._slot(handle.slot_id)
+            if slot is not None and slot.request is None:
+                slot.rollback(self.store, 0)
+
+    def cancel(self, slot_id: int) -> None:
+        """Stops the slot's reply at the next step; what was written is kept and marked cancelled."""
+        slot = self._slot(slot_id)
+        if slot and slot.request:
+            slot.request.cancelled = True
+
+    def clear(self, slot_id: int, park: bool = True) -> None:
+        """Empties the slot (its reply ends as cancelled); with `park` its conversation is parked first."""
+        slot = self._slot(slot_id)
+        if slot:
+            if slot.request:
+                self._finish(slot, "cancelled")
+            if park:
+                self.prefixes.park(slot, self.store)
+            slot.rollback(self.store, 0)
+
+    def bind(self, slot_id: int, label: str | None) -> None:
+        """Names what the slot serves (a chat's title), for the snapshot."""
+        slot = self._slot(slot_id)
+        if slot:
+            slot.label = label
+
+    def repartition(self, plan: SlotPlan) -> dict[int, bool]:
+        """Rebuilds the slots for `plan` (replies end as cancelled); {old slot id: whether its cached KV survived}."""
+        if not plan.ok:
+            raise ValueError("; ".join(plan.errors))
+        self.settle()
+        for s in self.slots:
+            if s.request:
+                self._finish(s, "cancelled")
+        old_store, old_slots = self.store, self.slots
+        store = self._new_store(plan)
+        slots = [Slot(i) for i in range(plan.parallel)]
+        survived: dict[int, bool] = {}
+        for s in old_slots:
+            n = len(s.history)
+            keep = s.id < plan.parallel and 0 < n <= plan.per_slot and old_store.nbytes > 0
+            survived[s.id] = keep
+            if s.id < plan.parallel:
+                slots[s.id].label = s.label
+            if keep:
+                slots[s.id].history = list(s.history)
+                store.adopt(old_store, s.id)
+        mx.eval(store.arrays)
+        self.store, self.slots, self.plan = store, slots, plan
+        self.prefixes.clear()  # its states have the old plan's shapes (window rings, capacity)
+        return survived
+
+    def settle(self) -> None:
+        """Reads the decode pass in flight, if any, so that slots and K/V are consistent again."""
+        if self._pass is not None:
+            finished, self._pass = self._pass, None
+            self._read(finished)
+
+    def close(self) -> None:
+        """Settles the pass in flight and ends every reply as cancelled."""
+        self.settle()
+        for s in self.slots:
+            if s.request:
+                self._finish(s, "cancelled")
+
+    # ---- a step ----
+
+    def step(self) -> None:
+        """Prefill chunks, then one decode pass for every decoding slot; a failure ends only the replies it hit."""
+        try:
+            for s in self.slots:
+                if s.request and s.request.cancelled and not self._in_flight(s):
+                    self._finish(s, "cancelled")
+            prefilling = [s for s in self.slots if s.request and s.request.pending]
+            if prefilling:
+                self._guarded(self._prefill_batch(prefilling), self._prefill)
+            self._decode()
+            self._memory = (mx.get_active_memory(), mx.get_peak_memory())
+        except Exception as exc:
+            self.fail_all(exc)
+
+    def fail_all(self, exc: Exception) -> None:
+        """A failure outside a pass: the pass in flight is dropped and every reply ends with the error."""
+        self._pass = None
+        self._fail([s for s in self.slots if s.request], exc)
+
+    def _guarded(self, slots: list[Slot], fn: Callable[[list[Slot]], None]) -> None:
+        """Runs a pass; if the pass itself fails, only the slots in it end with the error."""
+        try:
+            fn(slots)
+        except Exception as exc:
+            self._fail(slots, exc)
+
+    def _fail(self, slots: list[Slot], exc: Exception) -> None:
+        for s in slots:
+            if s.request:
+                s.rollback(self.store, len(s.history))
+                self._finish(s, "error", _message(exc))
+
+    # ---- admission ----
+
+    def _slot(self, slot_id: int) -> Slot | None:
+        return self.slots[slot_id] if 0 <= slot_id < len(self.slots) else None
+
+    def _admit(
+        self,
+        handle: RequestHandle,
+        messages: Messages | None,
+        tokens: list[int] | None,
+        sampling: SamplingParams,
+        on_event: Callable[[Event], None] | None,
+    ) -> None:
+        slot = self._slot(handle.slot_id)
+
+        def refuse(message: str) -> None:
+            deliver(handle, on_event, Done(handle.request_id, handle.slot_id, "error", "", error=message, refused=True))
+
+        if slot is None:
+            return refuse(refusals.no_such_slot(handle.slot_id, len(self.slots)))
+        if slot.request is not None:
+            return refuse(refusals.still_answering(slot.id))
+        try:
+            prompt = list(tokens) if tokens is not None else self._render(messages or [])
+        except Exception as exc:  # a template that rejects the chat is this request's problem only
+            return refuse(refusals.unrenderable(exc))
+        capacity = self.store.capacity
+        if len(prompt) + 1 > capacity:
+            return refuse(refusals.does_not_fit(len(prompt), slot.id, capacity, self.plan.ctx_size, self.plan.parallel))
+        if not prompt:
+            return refuse(refusals.EMPTY)
+        # At least one prompt token must go through the model to give the first reply's logits.
+        limit = len(prompt) - 1
+        common = min(common_prefix_len(slot.history, prompt), limit)
+        # A window or recurrent layer may not go back that far: then the slot starts over.
+        exact = self.store.exact_prefix(slot.id, common)
+        restored_from = self.prefixes.restore(slot, self.slots, self.store, prompt, limit, exact)
+        if restored_from is None:
+            if exact < CHANGES_HANDS * len(slot.history):
+                self.prefixes.park(slot, self.store)
+            slot.rollback(self.store, exact)
+        cached = len(slot.history)
+        slot.request = Request(
+            id=handle.request_id,
+            handle=handle,
+            prompt=prompt,
+            sampling=sampling,
+            sampler=SlotSampler(sampling),
+            detokenizer=self.tokenizer.detokenizer,
+            on_event=on_event,
+            cached=cached,
+            refilled=max(0, common - cached),
+            pending=prompt[cached:],
+            restored_from=restored_from,
+            lost=self.prefixes.parked.why_lost(prompt, cached),
+        )
+
+    def _render(self, messages: Messages) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+
+    # ---- prefill ----
+
+    def _prefill_batch(self, prefilling: list[Slot]) -> list[Slot]:
+        """The prefilling slots to take in one pass: round-robin, within the pass's token budget."""
+        self._rr = (self._rr + 1) % len(prefilling)
+        order = prefilling[self._rr :] + prefilling[: self._rr]
+        width = self._chunk_width(order)
+        if not self.padded_prefill:  # this model's states would take in the padding: rows of one width only
+            order = [s for s in order if self._chunk_width([s]) == width]
+        capacity = self.store.capacity
+        fits = [s for s in order if self.store.lengths[s.id] + width <= capacity]
+        return (fits or order[:1])[: max(1, PREFILL_BUDGET // width)]
+
+    def _chunk_width(self, slots: list[Slot]) -> int:
+        """Tokens per row of a prefill pass over `slots`: the longest pending prompt, up to a chunk."""
+        return min(self.prefill_chunk, max(len(s.request.pending) for s in slots))  # type: ignore[union-attr]
+
+    def _prefill(self, slots: list[Slot]) -> None:
+        """One pass over the next chunk of each slot's prompt; rows are right-padded to the longest.
+
+        A slot whose prompt ends in this chunk gets its first reply token from this pass.
+        """
+        requests = [s.request for s in slots]
+        width = self._chunk_width(slots)
+        if len(slots) == 1:
+            width = min(width, self.store.capacity - self.store.lengths[slots[0].id])
+        chunks = [r.pending[:width] for r in requests]  # type: ignore[union-attr]
+        rows = [s.id for s in slots]
+        inputs = mx.array([c + c[-1:] * (width - len(c)) for c in chunks])
+        caches = self.store.batch(rows, width, [len(c) for c in chunks])
+        ending = [len(c) == len(r.pending) for c, r in zip(chunks, requests)]  # type: ignore[union-attr]
+        if any(ending):
+            logits = self.forward.logits(inputs, caches, mx.array([len(c) - 1 for c in chunks]))
+            tokens = sample_rows(logits, [r.sampler for r in requests])  # type: ignore[union-attr]
+            mx.eval(tokens)
+            firsts = tokens.tolist()
+        else:
+            # Only the K/V of middle chunks are needed: evaluating them skips the head entirely.
+            self.forward.states(inputs, caches)
+            mx.eval(self.store.arrays)
+        self.store.commit(rows, [len(c) for c in chunks])
+        for slot, r, chunk, end in zip(slots, requests, chunks, ending):
+            slot.history.extend(chunk)
+            del r.pending[: len(chunk)]  # type: ignore[union-attr]
+            if end:
+                self._take(slot, firsts[rows.index(slot.id)], next_pass=False)
+
+    # ---- decode ----
+
+    def _in_flight(self, slot: Slot) -> bool:
+        return self._pass is not None and any(s is slot for s, _ in self._pass.rows)
+
+    def _decode(self) -> None:
+        """Dispatches the next decode pass for every decoding slot, then reads the previous one's tokens.
+
+        The pass is queued (async_eval) before the previous tokens are turned into text, so the
+        model computes while Python detokenizes and builds the next graph. A slot whose previous
+        token turns out to end its reply wasted one row of the new pass; its write is undone.
+        """
+        previous = self._pass
+        self._pass = None
+        rows: list[tuple[Slot, Request]] = []
+        inputs: list[mx.array] = []
+        if previous is not None:
+            for i, (s, r) in enumerate(previous.rows):
+                if s.request is r and self._continues(r) and self.store.lengths[s.id] + 1 <= self.store.capacity:
+                    rows.append((s, r))
+                    inputs.append(previous.tokens[i])
+        for s in self.slots:
+            r = s.request
+            if r is not None and r.next_input is not None:
+                rows.append((s, r))
+                inputs.append(mx.array(r.next_input))
+                s.history.append(r.next_input)
+                r.next_input = None
+        if rows:
+            # Slot order keeps neighbouring slots together, so attention reads views, not copies.
+            order = sorted(range(len(rows)), key=lambda i: rows[i][0].id)
+            rows, inputs = [rows[i] for i in order], [inputs[i] for i in order]
+            self._guarded([s for s, _ in rows], lambda _: self._dispatch(rows, inputs))
+        if previous is not None:
+            self._read(previous)
+
+    def _continues(self, r: Request) -> bool:
+        """Whether a reply may go on after its next token (known limits only; EOS is seen later)."""
+        return not r.cancelled and r.generated + 1 < r.sampling.max_tokens
+
+    def _dispatch(self, rows: list[tuple[Slot, Request]], inputs: list[mx.array]) -> None:
+        ids = [s.id for s, _ in rows]
+        caches = self.store.batch(ids, 1)
+        logits = self.forward.logits(mx.stack(inputs)[:, None], caches, None)
+        tokens = sample_rows(logits, [r.sampler for _, r in rows])
+        mx.async_eval(tokens)
+        self.store.commit(ids, [1] * len(ids))
+        self._pass = _DecodePass(rows, tokens)
+
+    def _read(self, finished: _DecodePass) -> None:
+        """Turns a decode pass's tokens into text and decides, per slot, whether its reply goes on."""
+        self.rate.record(len(finished.rows))
+        fed_next = {id(r) for _, r in self._pass.rows} if self._pass else set()
+        for (s, r), token in zip(finished.rows, finished.tokens.tolist()):
+            if s.request is not r:
+                continue
+            in_next = id(r) in fed_next
+            if r.cancelled:
+                self._finish(s, "cancelled")
+            elif self._take(s, token, next_pass=in_next):
+                continue
+            if in_next:  # the new pass wrote this slot's next K/V for nothing: forget it
+                self.store.undo(s.id)
+
+    def _take(self, slot: Slot, token: int, next_pass: bool) -> bool:
+        """Takes a sampled token; True if the reply goes on with it as its next input.
+
+        `next_pass`: the token is already the slot's input in the pass in flight.
+        """
+        r = slot.request
+        assert r is not None
+        try:
+            if not self._accept(slot, r, token, room=next_pass or self.store.lengths[slot.id] < self.store.capacity):
+                return False
+        except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
+            self._finish(slot, "error", f"{type(exc).__name__}: {exc}")
+            return False
+        if next_pass:
+            slot.history.append(token)
+        else:
+            r.next_input = token
+        return True
+
+    def _accept(self, slot: Slot, r: Request, token: int, room: bool) -> bool:
+        """Streams a sampled token; ends the reply on a stop token or a limit (False), else True."""
+        now = time.perf_counter()
+        r.t_first = r.t_first or now
+        r.t_last = now
+        if token in self.tokenizer.eos_token_ids and not r.sampling.ignore_eos:
+            self._finish(slot, "stop")
+            return False
+        r.generated += 1
+        r.unreported += 1
+        r.detokenizer.add_token(token)
+        self._emit(slot, r.detokenizer.last_segment)
+        if r.generated >= r.sampling.max_tokens:
+            self._finish(slot, "length")
+            return False
+        if not room:
+            self._finish(slot, "context")
+            return False
+        return True
+
+    def _emit(self, slot: Slot, text: str) -> None:
+        r = slot.request
+        if text and r:
+            r.text.append(text)
+            delta = TextDelta(r.id, slot.id, text, r.unreported)
+            r.unreported = 0
+            deliver(r.handle, r.on_event, delta)
+
+    def _finish(self, slot: Slot, reason: FinishReason, error: str | None = None) -> None:
+        r = slot.request
+        if r is None:
+            return
+        slot.request = None
+        if r.pending:  # a prefill cut short leaves only the tokens that were stored
+            slot.rollback(self.store, len(slot.history))
+        tail = ""
+        try:
+            r.detokenizer.finalize()
+            tail = r.detokenizer.last_segment
+        except Exception:  # a broken detokenizer must not keep the request from ending
+            pass
+        if tail:
+            r.text.append(tail)
+            deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, tail, r.unreported), quiet=True)
+        slot.last_tok_s = r.decode_tok_s()
+        slot.last_refilled = r.refilled
+        stats = RequestStats(
+            prompt_tokens=len(r.prompt),
+            cached_tokens=r.cached,
+            refilled_tokens=r.refilled,
+            prefilled_tokens=r.prompt_processed - r.cached,
+            generated_tokens=r.generated,
+            ttft_s=(r.t_first - r.t_submit) if r.t_first else 0.0,
+            decode_tok_s=slot.last_tok_s,
+            restored_from=r.restored_from,
+            lost=r.lost,
+        )
+        deliver(r.handle, r.on_event, Done(r.id, slot.id, reason, "".join(r.text), stats, error))
+
+    def _new_store(self, plan: SlotPlan) -> SlotKVStore:
+        """Slot caches for `plan`, one store per layer of the kind the model's own cache has."""
+        return slot_store(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch)
+
+    # ---- the report ----
+
+    def snapshot(self) -> EngineSnapshot:
+        """Every slot's state and the engine-wide figures, as of the last step (safe from any thread)."""
+        store = self.store
+        slots = []
+        for s in self.slots:
+            r = s.request
+            used = store.lengths[s.id] if s.id < store.n_slots else 0
+            slots.append(
+                SlotSnapshot(
+                    id=s.id,
+                    state=s.state,
+                    capacity=store.capacity,
+                    used=used,
+                    prompt_tokens=len(r.prompt) if r else 0,
+                    prompt_processed=r.prompt_processed if r else 0,
+                    cached_tokens=r.cached if r else 0,
+                    refilled_tokens=r.refilled if r else s.last_refilled,
+                    generated=r.generated if r else 0,
+                    tok_s=r.decode_tok_s() if r else s.last_tok_s,
+                    sampling=r.sampling if r else None,
+                    kv_bytes_allocated=store.nbytes // store.n_slots,
+                    kv_bytes_used=store.bytes_used(s.id) if s.id < store.n_slots else 0,
+                    label=s.label,
+                )
+            )
+        active, peak = self._memory
+        return EngineSnapshot(
+            model=self.info.model,
+            device=self.info.device,
+            blas=self.info.blas,
+            dtype=self.info.dtype,
+            weights_bytes=self.info.weights_bytes,
+            kv_bytes_allocated=store.nbytes,
+            kv_bytes_used=sum(store.bytes_used(i) for i in range(store.n_slots)),
+            active_bytes=active,
+            peak_bytes=peak,
+            aggregate_tok_s=self.rate.tok_s(),
+            per_slot=store.capacity,
+            slots=tuple(slots),
+            batching=self.info.batching,
+            parked=self.prefixes.view,
+            park_budget_bytes=self.prefixes.parked.budget,
+        )
+
+
+def _message(exc: Exception) -> str:
+    """What a failure says to the user: MLX refusing another thread's graph gets its reason in words."""
+    return STREAM_HELP if is_stream_error(exc) else f"{type(exc).__name__}: {exc}"
