@@ -20,8 +20,8 @@ from mlxchat.engine.bench.runners import (
     DEFAULT_SLOTS,
     MAX_SLOTS,
     RUNNERS,
-    SCENARIOS,
 )
+from mlxchat.engine.bench.workloads import SCENARIOS
 from mlxchat.engine.bench.shapes import SHAPES
 from mlxchat.engine import BlasError, BlasInfo, ModelLoadError, load_blas
 from mlxchat.engine.devices import use_exact_matmuls

@@ -23,7 +23,7 @@ from textual import events
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatInput, ChatPane
 from mlxchat.app.config.settings import Settings
-from mlxchat.engine.bench.runners import SCENARIOS
+from mlxchat.engine.bench.workloads import SCENARIOS
 from mlxchat.engine.events import Done, Event
 
 if TYPE_CHECKING:

@@ -34,7 +34,8 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     from mlxchat.app.commands.console_progress import ConsoleProgress
     from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
-    from mlxchat.engine.bench.runners import BenchError, BenchRefused, format_table, make_report, write_json
+    from mlxchat.engine.bench.registry import BenchError, BenchRefused
+    from mlxchat.engine.bench.report import format_table, make_report, write_json
     from mlxchat.engine.bench.shapes import build_shape
     from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine import load_model
@@ -91,8 +92,8 @@ def _run(args: argparse.Namespace, settings: Settings, loaded: Any) -> list[Any]
 
 def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`mlxchat bench --scenario return`: TTFT of a return to a parked chat vs a full prefill of its history."""
+    from mlxchat.engine.bench.report import make_report
     from mlxchat.engine.bench.returns import format_return_table, run_return_bench
-    from mlxchat.engine.bench.runners import make_report
 
     slots = RETURN_SLOTS if args.slots == list(DEFAULT_SLOTS) else min(args.slots)
     print(f"bench: {RETURN_SCENARIO}, {slots} slots, {2 * slots} chats...", file=sys.stderr, flush=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlxchat.engine.bench.runners import BenchReport
+from mlxchat.engine.bench.report import BenchReport
 
 INSTALL_PLOT = "pip install 'mlxchat[plot]' (matplotlib)"
 FORMATS = (".png", ".svg")

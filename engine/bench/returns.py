@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mlxchat.engine.bench.runners import CONTEXT, CTX_ROUNDING, QUESTIONS, SYSTEM_PROMPT
+from mlxchat.engine.bench.workloads import CONTEXT, CTX_ROUNDING, QUESTIONS, SYSTEM_PROMPT
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 
 if TYPE_CHECKING:

@@ -11,20 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mlxchat.engine.bench.runners import (
-    RUNNERS,
-    RunRecord,
-    RunTrace,
-    StreamTrace,
-    Workload,
-    format_table,
-    make_report,
-    make_workload,
-    median_record,
-    run_bench,
-    summarize,
-    write_json,
-)
+from mlxchat.engine.bench.metrics import RunRecord, median_record, summarize
+from mlxchat.engine.bench.report import BenchReport, format_table, make_report, write_json
+from mlxchat.engine.bench.runners import RUNNERS, run_bench
+from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, make_workload
 from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
 from mlxchat.engine.bench.shapes import SHAPES, build_shape
 from mlxchat.engine.loading.models import LoadedModel, ModelLoadError, load_model
@@ -213,10 +203,8 @@ def test_streams_that_never_all_decode_at_once_are_timed_from_their_first_tokens
     assert record.decode_tok_s == pytest.approx(4 / 2.0)
 
 
-def make_report_stub():
+def make_report_stub() -> BenchReport:
     """A report header for format_table (what ran where is not under test)."""
-    from mlxchat.engine.bench.runners import BenchReport
-
     return BenchReport(model="m", device="cpu", blas="openblas", dtype="float32", runs=[])
 
 

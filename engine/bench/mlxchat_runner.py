@@ -1,0 +1,66 @@
+"""mlxchat's engine as a bench runner: one slot per stream, kept between runs and re-partitioned for each."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from mlxchat.engine.bench.registry import BenchError, runner
+from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload
+
+if TYPE_CHECKING:
+    from mlxchat.engine.loading.models import LoadedModel
+
+
+@runner("mlxchat")
+def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
+    """mlxchat's engine: one slot per stream over a divided KV cache, every decode step batched."""
+    from mlxchat.engine.events import SamplingParams, TextDelta
+    from mlxchat.engine.local_engine import Engine
+    from mlxchat.engine.plan import SlotRequest, plan_slots
+
+    n = workload.slots
+    need = max(len(p) for p in workload.prompts) + workload.max_tokens + 1
+    request = SlotRequest(n, workload.ctx_size or n * need, parallel_max=n, per_slot_floor=0, per_slot_min=need)
+    plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token,
+                      kv_footprint=loaded.kv_footprint)
+    # One engine serves every run, re-partitioned for it, as the app re-partitions its own:
+    # MLX runs best when one thread owns its streams for the whole process.
+    engine = _ENGINES.get(id(loaded.model))
+    if engine is None:
+        split = loaded.tuning.split if loaded.tuning else None
+        engine = _ENGINES[id(loaded.model)] = Engine(
+            loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill
+        )
+    else:
+        engine.repartition(plan).result()
+    for slot in range(n):
+        engine.clear(slot, park=False)  # no prompt may reuse what an earlier run cached
+    sampling = SamplingParams(max_tokens=workload.max_tokens, ignore_eos=True)
+    trace = RunTrace(time.perf_counter())
+    handles = []
+    for slot, prompt in enumerate(workload.prompts):
+        stream = StreamTrace(len(prompt), trace.started)
+        trace.streams.append(stream)
+
+        def on_event(event: Any, stream: StreamTrace = stream) -> None:
+            if isinstance(event, TextDelta):
+                for _ in range(event.tokens):
+                    stream.token()
+
+        handles.append(engine.submit(slot, tokens=list(prompt), sampling=sampling, on_event=on_event))
+    for handle in handles:
+        done = handle.result()
+        if done.reason == "error":
+            raise BenchError(f"mlxchat's engine failed: {done.error}")
+    trace.kv_bytes = engine.snapshot().kv_bytes_allocated
+    return trace
+
+
+_ENGINES: dict[int, Any] = {}
+
+
+def close_engines() -> None:
+    """Shuts down the engines the mlxchat runner kept between runs."""
+    while _ENGINES:
+        _ENGINES.popitem()[1].shutdown()
