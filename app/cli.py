@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from mlxchat.app.chats.export import FORMATS
-from mlxchat.app.config.settings import ConfigError, Settings, load_settings
+from mlxchat.app.config.loading import load_settings
+from mlxchat.app.config.settings import ConfigError, Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.version import installed_version
 from mlxchat.engine.bench.returns import RETURN_SCENARIO

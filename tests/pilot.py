@@ -15,7 +15,7 @@ from textual.widgets import Input, Static, TextArea
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatInput, ChatPane
-from mlxchat.app.config.settings import load_settings
+from mlxchat.app.config.loading import load_settings
 
 TIMEOUT_S = 60.0
 

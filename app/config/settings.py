@@ -1,36 +1,23 @@
 """Settings for mlxchat: defaults < config.toml < MLXCHAT_* environment < command-line flags.
 
-`python -m mlxchat.app.config.settings > config.example.toml` regenerates the example config from the
-field docstrings and defaults below.
+Each field's docstring is its documentation: `python -m mlxchat.app.config.example > config.example.toml`
+regenerates the example config from them. Loading and saving: app.config.loading; error wording: app.config.errors.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import os
-import tempfile
-import textwrap
-import tomllib
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    InitSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mlxchat.app.actions import ACTIONS
+from mlxchat.app.config.toml_text import toml_value
 from mlxchat.app.config.limits import (
     CONTEXT_CEILING,
     SEED_CEILING,
@@ -39,10 +26,9 @@ from mlxchat.app.config.limits import (
     model_limits,
     out_of_order,
 )
-from mlxchat.app.paths import default_config_path
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
-from mlxchat.engine.plan import SlotRequest, plan_slots
+from mlxchat.engine.plan import SlotRequest
 
 ENV_PREFIX = "MLXCHAT_"
 ENV_NESTED_DELIMITER = "__"
@@ -249,7 +235,7 @@ class Settings(BaseSettings):
         value: Any = self
         for part in key.split("."):
             value = getattr(value, part)
-        return f"{key} = {_toml_value(value)} ({self.origin(key)})"
+        return f"{key} = {toml_value(value)} ({self.origin(key)})"
 
     def updated(self, values: Mapping[str, Any], origin: str) -> Settings:
         """A copy with `values` (already valid one by one) set as given by `origin`, e.g. a screen."""
@@ -289,264 +275,3 @@ def refusals(settings: Settings, trained_ctx: int | None = None) -> list[str]:
         for key, why in model_limits(values, trained_ctx)
     ]
     return problems
-
-
-def resolve_config_path(config_path: Path | None) -> tuple[Path, bool]:
-    """The config file to use and whether the user named it (--config or MLXCHAT_CONFIG)."""
-    if config_path is not None:
-        return Path(config_path).expanduser(), True
-    if os.environ.get(CONFIG_ENV_VAR):
-        return Path(os.environ[CONFIG_ENV_VAR]).expanduser(), True
-    return default_config_path(), False
-
-
-def load_settings(config_path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
-    """Builds the Settings from defaults, the config file, the environment and `overrides` (flags).
-
-    `overrides` holds only the values the user gave, keyed like the fields (nested for
-    [sampling]). Raises ConfigError with a message fit to show as it is.
-    """
-    path, named = resolve_config_path(config_path)
-    if not path.exists():
-        if named:
-            raise ConfigError(f"{path}: config file not found")
-        file_data: dict[str, Any] = {}
-    else:
-        file_data = _read_toml(path)
-    flags = dict(overrides or {})
-    settings = _build(_Layers(file=file_data), flags, str(path))
-    settings._config_file = path
-    return settings
-
-
-def save_settings(updates: Mapping[str, Any], path: Path) -> None:
-    """Writes `updates` into the config file at `path`, keeping the user's other keys.
-
-    A value of None removes the key (TOML has no null). The result is validated first, so a
-    bad update raises ConfigError and leaves the file as it was; the write is atomic. Comments
-    in the file are not kept.
-    """
-    path = Path(path)
-    data = _read_toml(path) if path.exists() else {}
-    merged = _merge(data, updates)
-    _build(_Layers(file=merged, env=False), {}, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            tomli_w.dump(merged, out)
-            out.flush()
-            os.fsync(out.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def example_config() -> str:
-    """The text of config.example.toml: every key, commented out, with its documentation and default."""
-    lines = [
-        "# mlxchat configuration.",
-        "#",
-        "# Copy to ~/.config/mlxchat/config.toml (or $XDG_CONFIG_HOME/mlxchat/config.toml, or name it",
-        "# with --config / MLXCHAT_CONFIG) and uncomment what you want to change. Environment",
-        "# variables override the file: MLXCHAT_PARALLEL=2, MLXCHAT_SAMPLING__TEMPERATURE=0.",
-        "# Command-line flags override both.",
-        "#",
-        "# Generated from app/config/settings.py by: python -m mlxchat.app.config.settings > config.example.toml",
-        "",
-    ]
-    lines += _example_fields(Settings)
-    for name, info in Settings.model_fields.items():
-        if _is_table(info.annotation):
-            lines += [*_comment(info.description or ""), f"[{name}]", ""]
-            lines += _example_fields(info.annotation)
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def _example_fields(model: type[BaseModel]) -> list[str]:
-    """The commented documentation and `# key = value` line of each scalar field of `model`."""
-    lines: list[str] = []
-    for name, info in model.model_fields.items():
-        if _is_table(info.annotation):
-            continue
-        value = info.examples[0] if info.examples else info.default
-        lines += [*_comment(info.description or ""), f"# {name} = {_toml_value(value)}", ""]
-    return lines
-
-
-def _comment(text: str) -> list[str]:
-    """`text` wrapped as TOML comment lines."""
-    return ["# " + line for line in textwrap.wrap(" ".join(text.split()), width=90)]
-
-
-def _is_table(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-def _toml_value(value: Any) -> str:
-    """`value` as it is written on the right of `key = ` in TOML (a table inline)."""
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
-
-
-@contextmanager
-def _layers(layers: _Layers) -> Iterator[None]:
-    token = _LAYERS.set(layers)
-    try:
-        yield
-    finally:
-        _LAYERS.reset(token)
-
-
-def _build(layers: _Layers, flags: dict[str, Any], file_label: str) -> Settings:
-    """Constructs Settings from these sources, turning any failure, or any refusal, into one ConfigError."""
-    try:
-        with _layers(layers):
-            settings = Settings(**flags)
-    except SettingsError as exc:
-        # Only the environment source parses text on its own (JSON for a whole table).
-        raise ConfigError(f"environment: {exc}") from None
-    except ValidationError as exc:
-        env = EnvSettingsSource(Settings)() if layers.env else {}
-        problems = [_describe(err, flags, env, layers.file, file_label) for err in exc.errors()]
-        raise ConfigError("\n".join(problems)) from None
-    env = EnvSettingsSource(Settings)() if layers.env else {}
-    # Later sources win: the file, then the environment, then the flags.
-    settings._origins = {
-        **{key: file_label for key in _dotted(layers.file)},
-        **{key: ENV_PREFIX + key.replace(".", ENV_NESTED_DELIMITER).upper() for key in _dotted(env)},
-        **{key: "--" + key.replace("_", "-") for key in _dotted(flags)},
-    }
-    # A contradiction also spoils the plan: one message is enough.
-    problems = refusals(settings) or _plan_refusals(settings)
-    if problems:
-        raise ConfigError("\n".join(problems))
-    return settings
-
-
-def _plan_refusals(settings: Settings) -> list[str]:
-    """The slot plan's errors that no model can lift (too few tokens per slot), with the keys that chose it."""
-    request = settings.slot_request()
-    plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=0)
-    keys = [key for key in ("ctx_size", "ctx_per_slot", "parallel", "per_slot_min") if getattr(request, key) is not None]
-    described = [settings.described(key) for key in keys]
-    chosen = ", ".join(described[:-1]) + " and " + described[-1]
-    return [f"{chosen}: {error}" for error in plan.errors]
-
-
-def _dotted(data: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """The dotted keys of the values in `data`, descending into tables."""
-    keys: list[str] = []
-    for key, value in data.items():
-        keys += _dotted(value, f"{prefix}{key}.") if isinstance(value, Mapping) and value else [prefix + key]
-    return keys
-
-
-def _describe(
-    err: Any, flags: Mapping[str, Any], env: Mapping[str, Any], file: Mapping[str, Any], file_label: str
-) -> str:
-    """One validation error as the user should read it, naming where the bad value came from."""
-    loc = tuple(str(part) for part in err["loc"])
-    dotted = ".".join(loc)
-    if err["type"] == "extra_forbidden":
-        where = "--" + dotted.replace("_", "-") if _has(flags, loc) else file_label
-        return f"{where}: unknown key `{dotted}` ({_suggest(loc)})"
-    reason = _reason(err)
-    if _has(flags, loc):
-        return f"--{dotted.replace('_', '-')} {_get(flags, loc)} is not allowed: {reason}"
-    if _has(env, loc):
-        var = ENV_PREFIX + ENV_NESTED_DELIMITER.join(loc).upper()
-        return f"environment: {var}={_get(env, loc)} is not allowed: {reason}"
-    if _has(file, loc):
-        return f"{file_label}: {dotted} = {_toml_value(_get(file, loc))} is not allowed: {reason}"
-    return f"{dotted}: {reason}"
-
-
-def _reason(err: Any) -> str:
-    """What the value must be, from a pydantic error."""
-    ctx = err.get("ctx", {})
-    bounds = {
-        "greater_than_equal": ("at least", "ge"),
-        "less_than_equal": ("at most", "le"),
-        "greater_than": ("more than", "gt"),
-        "less_than": ("less than", "lt"),
-    }
-    if err["type"] in bounds:
-        words, key = bounds[err["type"]]
-        return f"must be {words} {ctx[key]}"
-    if err["type"] in ("model_type", "dict_type", "model_attributes_type"):
-        return "must be a table"
-    if err["type"] == "value_error":
-        return str(ctx["error"])
-    return str(err["msg"]).replace("Input should be", "must be")
-
-
-def _suggest(loc: tuple[str, ...]) -> str:
-    """'did you mean `x`?' for a misspelt key, else the keys allowed where it stands."""
-    model: type[BaseModel] = Settings
-    for part in loc[:-1]:
-        annotation = model.model_fields[part].annotation if part in model.model_fields else None
-        if not _is_table(annotation):
-            break
-        model = annotation
-    known = list(model.model_fields)
-    close = difflib.get_close_matches(loc[-1], known, n=1)
-    prefix = ".".join(loc[:-1]) + "." if len(loc) > 1 else ""
-    if close:
-        return f"did you mean `{prefix}{close[0]}`?"
-    return "allowed: " + ", ".join(prefix + key for key in known)
-
-
-def _has(data: Mapping[str, Any], loc: tuple[str, ...]) -> bool:
-    for part in loc:
-        if not isinstance(data, Mapping) or part not in data:
-            return False
-        data = data[part]
-    return True
-
-
-def _get(data: Mapping[str, Any], loc: tuple[str, ...]) -> Any:
-    for part in loc:
-        data = data[part]
-    return data
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    """The parsed config file; ConfigError (with line and column) when it cannot be read or parsed."""
-    # Opening a FIFO would wait for a writer forever, and a directory cannot be read: refuse both first.
-    if path.exists() and not path.is_file():
-        raise ConfigError(
-            f"{path}: the config file is not a regular file: name a TOML file with --config or {CONFIG_ENV_VAR}"
-        )
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: the config file is not UTF-8 text (byte {exc.start}): save it as UTF-8 text"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
-
-
-def _merge(base: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `updates` applied recursively; a None value removes the key."""
-    merged = dict(base)
-    for key, value in updates.items():
-        if value is None:
-            merged.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = _merge({}, value) if isinstance(value, Mapping) else value
-    return merged
-
-
-if __name__ == "__main__":
-    print(example_config(), end="")

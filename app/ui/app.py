@@ -30,7 +30,8 @@ from mlxchat.app.chats.store import KEEP_ALIVE_S, Chat, ChatStore, StoreError, S
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.fan_out import FanOut, FanOutScreen
 from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
-from mlxchat.app.config.settings import ConfigError, Settings, save_settings
+from mlxchat.app.config.loading import save_settings
+from mlxchat.app.config.settings import ConfigError, Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE
 from mlxchat.app.session.messages import EngineReady, LoadProgress, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mlxchat.app.config.settings import ConfigError, Settings, default_config_path, example_config, load_settings, save_settings
+from mlxchat.app.config.example import example_config
+from mlxchat.app.config.loading import load_settings, save_settings
+from mlxchat.app.config.settings import ConfigError, Settings
+from mlxchat.app.paths import default_config_path
 from mlxchat.engine.plan import SlotRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,7 +157,7 @@ def test_every_field_is_documented() -> None:
 
 def test_example_config_is_generated_and_loads_as_it_is() -> None:
     committed = (ROOT / "config.example.toml").read_text()
-    assert committed == example_config(), "regenerate it: python -m mlxchat.app.config.settings > config.example.toml"
+    assert committed == example_config(), "regenerate it: python -m mlxchat.app.config.example > config.example.toml"
     assert load_settings(ROOT / "config.example.toml", {}).model_dump() == Settings().model_dump()
 
 

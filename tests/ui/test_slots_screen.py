@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.config.settings import default_config_path
+from mlxchat.app.paths import default_config_path
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.widgets.slider import Slider
 from mlxchat.app.session.seating import assign_slots

@@ -13,7 +13,8 @@ from textual.widgets._footer import FooterKey
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatInput
-from mlxchat.app.config.settings import default_config_path, load_settings
+from mlxchat.app.config.loading import load_settings
+from mlxchat.app.paths import default_config_path
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.screens.help import HelpScreen
 from mlxchat.app.ui.screens.inspector import InspectorScreen

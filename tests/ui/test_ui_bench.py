@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mlxchat.app.config.settings import load_settings
+from mlxchat.app.config.loading import load_settings
 from mlxchat.app.bench.ui import run_ui_bench
 
 

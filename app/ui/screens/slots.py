@@ -19,7 +19,8 @@ from textual.validation import Integer
 from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.config.limits import CONTEXT_CEILING
-from mlxchat.app.config.settings import ConfigError, Settings, refusals, save_settings
+from mlxchat.app.config.loading import save_settings
+from mlxchat.app.config.settings import ConfigError, Settings, refusals
 from mlxchat.app.paths import default_config_path
 from mlxchat.app.session.messages import PlanChanged, PlanRefused
 from mlxchat.app.session.session import Session
