@@ -26,7 +26,10 @@ from mlxchat.app.ui.screens.find import FindScreen
 from mlxchat.app.ui.widgets.chat_pane import INPUT_KEYS, ChatPane
 from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.screens.chat_settings import ChatSettings, ChatSettingsScreen
-from mlxchat.app.chats.store import KEEP_ALIVE_S, Chat, ChatStore, StoreError, StoreWriteError
+from mlxchat.app.chats.errors import StoreError, StoreWriteError
+from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.chats.tabs import KEEP_ALIVE_S
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.fan_out import FanOut, FanOutScreen
 from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen

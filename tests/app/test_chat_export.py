@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats.export import to_json, to_markdown
-from mlxchat.app.chats.store import Chat, ChatStore
+from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.cli import main
 from mlxchat.engine.events import SamplingParams
 from tests.app.test_cli import mlxchat

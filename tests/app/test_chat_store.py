@@ -7,17 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from mlxchat.app.chats.store import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Chat,
-    ChatStore,
-    StoreError,
-    StoreWriteError,
-    default_db_path,
-    migrate,
-    title_from,
-)
+from mlxchat.app.chats.errors import StoreError, StoreWriteError
+from mlxchat.app.chats.model import Chat, title_from
+from mlxchat.app.chats.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.paths import default_db_path
 from mlxchat.engine.events import SamplingParams
 
 

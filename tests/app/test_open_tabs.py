@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mlxchat.app.chats import store as store_module
-from mlxchat.app.chats.store import Chat, ChatStore, migrate
+from mlxchat.app.chats import tabs as tabs_module
+from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.schema import migrate
+from mlxchat.app.chats.store import ChatStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,7 +142,7 @@ def test_a_session_past_its_lease_is_taken_over_and_its_keep_alive_takes_it_back
     silent = launch(db_path)  # a process stopped (ctrl+z), or one whose pid another program now has
     (chat,) = saved_chats(silent, "quiet")
     silent.set_open([chat], focused=chat)
-    monkeypatch.setattr(store_module, "LEASE_S", 0.2)
+    monkeypatch.setattr(tabs_module, "LEASE_S", 0.2)
     assert launch(db_path).claim_open_chats() == ([], None)  # within its lease: still running
     time.sleep(0.3)
     chats, _ = launch(db_path).claim_open_chats()

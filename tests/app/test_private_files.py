@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats.private import write_private
-from mlxchat.app.chats.store import Chat, ChatStore
+from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.store import ChatStore
 
 
 def mode(path: Path) -> int:

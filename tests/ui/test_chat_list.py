@@ -12,7 +12,9 @@ from textual.widgets import Input, OptionList, Static
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
-from mlxchat.app.chats.store import Chat, ChatStore, default_db_path
+from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.dialogs import TextPromptScreen
 from mlxchat.app.ui.screens.find import FindScreen

@@ -16,7 +16,8 @@ from textual.widgets import Static
 
 from mlxchat.app.ui.widgets import chat_pane
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.chats.store import ChatStore, default_db_path
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from tests.pilot import make_app, ready, run, send, wait_for
 

@@ -9,7 +9,9 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
 from mlxchat.app.chats.code_blocks import code_blocks
-from mlxchat.app.chats.store import Chat, ChatStore, default_db_path
+from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.code_picker import CodePickerScreen
 from tests.pilot import from_terminal, make_app, ready, run, wait_for

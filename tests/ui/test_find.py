@@ -8,7 +8,9 @@ from textual.pilot import Pilot
 from textual.selection import Selection
 from textual.widgets import Input, Static
 
-from mlxchat.app.chats.store import Chat, ChatStore, default_db_path
+from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.find import FindScreen, Match
 from tests.pilot import make_app, ready, run, submit, wait_for

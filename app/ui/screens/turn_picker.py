@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from mlxchat.app.chats.store import ChatMessage
+from mlxchat.app.chats.model import ChatMessage
 from mlxchat.app.ui.screens.modal import AppModalScreen
 
 LINE_CHARS = 70

@@ -18,7 +18,9 @@ from textual.widget import Widget
 from textual.widgets import Static, TabPane
 
 from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, FORK_SUFFIX, fork
-from mlxchat.app.chats.store import Chat, ChatMessage, ChatStore, StoreWriteError, now, title_from
+from mlxchat.app.chats.errors import StoreWriteError
+from mlxchat.app.chats.model import Chat, ChatMessage, now, title_from
+from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.session import Session

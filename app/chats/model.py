@@ -1,0 +1,82 @@
+"""A chat as the app holds it in memory: its messages, settings and times, and what a listing shows of one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from mlxchat.engine.events import SamplingParams
+
+Role = Literal["user", "assistant"]
+TITLE_CHARS = 60  # a title taken from the first user message is cut to this
+
+
+def now() -> str:
+    """The time as stored: ISO 8601, UTC, to the millisecond (sorts as text)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def local_time(stamp: str) -> str:
+    """A stored time as the user reads it: local, to the minute."""
+    return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+@dataclass
+class ChatMessage:
+    """One turn of a chat; `saved` is False while the database lacks its latest text."""
+
+    role: Role
+    text: str
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    created: str = field(default_factory=now)
+    updated: str = ""
+    saved: bool = False
+
+    def __post_init__(self) -> None:
+        self.updated = self.updated or self.created
+
+
+@dataclass
+class Chat:
+    """A conversation with its own settings; `id` is None until it is first saved."""
+
+    id: int | None
+    title: str = ""
+    model: str = ""
+    system_prompt: str = ""
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    messages: list[ChatMessage] = field(default_factory=list)
+    created: str = field(default_factory=now)
+    updated: str = ""
+    saved: bool = False  # whether the chats row holds the fields above
+
+    def __post_init__(self) -> None:
+        self.updated = self.updated or self.created
+
+    def add(self, role: Role, text: str) -> ChatMessage:
+        """Appends a turn; the first user message names an untitled chat."""
+        message = ChatMessage(role, text)
+        self.messages.append(message)
+        if role == "user" and not self.title:
+            self.title = title_from(text)
+        self.touch()
+        return message
+
+    def touch(self) -> None:
+        """Marks the chat changed now (its row is saved again with the next save)."""
+        self.updated = now()
+        self.saved = False
+
+    def prompt(self) -> list[dict[str, str]]:
+        """The conversation as the engine's chat template takes it: the system prompt, then every turn."""
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + [{"role": m.role, "content": m.text} for m in self.messages]
+
+
+def title_from(text: str) -> str:
+    """A chat title from a message: its first non-empty line, cut to TITLE_CHARS."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
