@@ -14,7 +14,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from mlxchat.app.ui.widgets import chat_pane
+from mlxchat.app.chats import conversation
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path
@@ -127,7 +127,7 @@ def test_a_read_only_database_is_shown_and_the_chat_saved_once_it_can_be(
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA query_only = ON")  # SQLite refuses writes as for a read-only file
     monkeypatch.setattr(ChatStore, "open_for_app", classmethod(lambda cls, p=None: (ChatStore(db, path), None)))
-    monkeypatch.setattr(chat_pane, "SAVE_RETRY_S", 0.2)
+    monkeypatch.setattr(conversation, "SAVE_RETRY_S", 0.2)
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)

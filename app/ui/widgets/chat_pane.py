@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -17,9 +16,11 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static, TabPane
 
-from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, FORK_SUFFIX, fork
+from mlxchat.app.chats import conversation as saving
+from mlxchat.app.chats.conversation import Conversation, end_note, lost_note
 from mlxchat.app.chats.errors import StoreWriteError
-from mlxchat.app.chats.model import Chat, ChatMessage, now, title_from
+from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, FORK_SUFFIX
+from mlxchat.app.chats.model import Chat, ChatMessage
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdrawn
@@ -39,8 +40,6 @@ INPUT_KEYS = (
 )
 BAR_WIDTH = 12
 NO_SLOT_HELP = "it borrows an idle one when you send, and its history is prefilled again"
-SAVE_INTERVAL_S = 1.0  # a streaming reply is saved at most this often: a crash loses at most this much of it
-SAVE_RETRY_S = 5.0  # after a failed save (disk full, read-only), how often saving is tried again
 TAB_LABEL_CHARS = 20
 # The marks that tell a branch from its parent: a shortened title keeps them.
 BRANCH_MARKS = re.compile(f"((?:{re.escape(FORK_SUFFIX)}|{re.escape(BEFORE_EDIT_SUFFIX)})+)$")
@@ -119,8 +118,8 @@ class ChatInput(TextArea):
 class ChatPane(TabPane):
     """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
 
-    The pane's Chat is saved as it changes: each user message before the engine sees it, a reply
-    every SAVE_INTERVAL_S while it streams and at its end.
+    The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
+    the pane shows them and forwards what the user does.
     """
 
     class Finished(Message):
@@ -162,21 +161,15 @@ class ChatPane(TabPane):
     def __init__(
         self, number: int, chat: Chat, session: Session, store: ChatStore | None, frames: ReplyFrames
     ) -> None:
-        self.chat = chat
+        self.conversation = Conversation(chat, store, self._saved)
         self._number = number
         self.fan_out: int | None = None  # the fan-out this chat is a variant of (its siblings share it)
         self.variant_label = ""  # what this variant's settings differ in ("T=0.2"), shown before its title
         super().__init__(self.chat_title, id=f"chat-{number}")
         self.chat_id = self.id or ""  # the chat's key in the session
         self._session = session
-        self._store = store
         self._frames = frames
         self._retry_timer: Timer | None = None
-        self._last_save = 0.0
-        self._reply_parts: list[str] = []
-        self._reply_message: ChatMessage | None = None
-        self._edit_from: int | None = None  # the user message being edited, replaced when the input is sent
-        self._keep_branch = False  # whether sending that edit first saves the conversation as it was, as a chat
         self.request_id: int | None = None
         self._turns_mounted = asyncio.Event()  # set once the last turns sent are on the screen
         self.last_stats: RequestStats | None = None  # the counts and speeds of the last reply
@@ -192,7 +185,7 @@ class ChatPane(TabPane):
             for message in self.chat.messages:
                 yield from self._turn(message)
         yield Static(classes="save-problem", markup=False)
-        yield ChatInput(lambda: [m.text for m in self.chat.messages if m.role == "user"], soft_wrap=True,
+        yield ChatInput(self.conversation.prompts, soft_wrap=True,
                         placeholder="Message · Enter sends · ctrl+j new line")
         yield Static(self._idle_status(), classes="slot-status", markup=False)
 
@@ -211,9 +204,13 @@ class ChatPane(TabPane):
 
     def _end_note(self, text: str, reason: str | None, error: str | None) -> Iterator[Widget]:
         """The note under a reply on how it ended, where it says more than that it is done."""
-        note = self._note(reason, text, error)
+        note = end_note(reason, text, self.chat.sampling.max_tokens, error)
         if note is not None:
             yield Static(note[0], classes=f"turn-note {note[1]}", markup=False)
+
+    @property
+    def chat(self) -> Chat:
+        return self.conversation.chat
 
     @property
     def chat_title(self) -> str:
@@ -224,30 +221,25 @@ class ChatPane(TabPane):
     @property
     def reply_text(self) -> str:
         """The reply streamed so far (empty when none is being written)."""
-        return "".join(self._reply_parts)
+        return self.conversation.reply_text
 
     def save(self) -> bool:
         """Writes what of the chat is unsaved; a failure is shown above the input and retried until it works."""
-        if self._store is None:
-            return False
-        had_id = self.chat.id is not None
-        # Counted from the attempt: a failing disk is tried again every second while a reply streams, not every frame.
-        self._last_save = time.monotonic()
-        try:
-            self._store.save(self.chat)
-        except StoreWriteError as exc:
-            self._show_save_problem(f"{exc}. The text is kept here and saving is retried every "
-                                    f"{SAVE_RETRY_S:g} s.")
+        return self.conversation.save()
+
+    def _saved(self, ok: bool, first: bool) -> None:
+        """After each save: a failure shown and retried every SAVE_RETRY_S, a success clears it; a first id retitles."""
+        if not ok:
+            self._show_save_problem(self.conversation.save_problem or "")
             if self._retry_timer is None:
-                self._retry_timer = self.set_interval(SAVE_RETRY_S, self.save)
-            return False
+                self._retry_timer = self.set_interval(saving.SAVE_RETRY_S, self.save)
+            return
         if self._retry_timer is not None:
             self._retry_timer.stop()
             self._retry_timer = None
             self._show_save_problem("")
-        if not had_id:
+        if first:
             self.post_message(self.Retitled(self))
-        return True
 
     def _show_save_problem(self, text: str) -> None:
         for problem in self.query(".save-problem").results(Static):
@@ -259,16 +251,7 @@ class ChatPane(TabPane):
 
         The app calls this before it quits, with reason "cancelled".
         """
-        if not self._reply_parts:
-            return
-        if self._reply_message is None:
-            self._reply_message = self.chat.add("assistant", "")
-        message = self._reply_message
-        message.text, message.finish_reason, message.updated, message.saved = self.reply_text, reason, now(), False
-        self.chat.touch()
-        if stats is not None:
-            message.prompt_tokens, message.generated_tokens = stats.prompt_tokens, stats.generated_tokens
-        self.save()
+        self.conversation.save_reply(reason, stats)
 
     def on_mount(self) -> None:
         self.query_one(".conversation", VerticalScroll).anchor()
@@ -411,30 +394,21 @@ class ChatPane(TabPane):
             return False
         self.chat_input.clear()
         self._sent_text = typed
-        if self._edit_from is not None:
-            if self._keep_branch and self._store is not None:
-                # The conversation as it was stays saved, as a chat of its own in the chat list.
-                self._keep_old_branch()
-            # The edited message replaces the old one and everything after it.
-            del self.chat.messages[self._edit_from :]
-            self.chat.touch()
-            self._edit_from, self._keep_branch = None, False
+        if self.conversation.cut_for_edit(self._keep_old_branch):
             await self._show_history()
         titled = bool(self.chat.title)
-        self.chat.add("user", text)
-        # Saved before the engine sees it: a crash from here on never loses what the user wrote.
-        self.save()
+        self.conversation.add_message(text)
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
         self._user_turn = Static(text, classes="user-turn", markup=False)
         self._start_reply(self._user_turn)
         return True
 
-    def _keep_old_branch(self) -> None:
-        assert self._store is not None
-        old = fork(self.chat, len(self.chat.messages), BEFORE_EDIT_SUFFIX)
+    def _keep_old_branch(self, old: Chat) -> None:
+        """The conversation as it was before the edit stays saved, as a chat of its own in the chat list."""
+        assert self.conversation.store is not None
         try:
-            self._store.save(old)
+            self.conversation.store.save(old)
         except StoreWriteError as exc:
             self.notify(f"The conversation before the edit could not be kept: {exc}", severity="error")
             return
@@ -447,8 +421,7 @@ class ChatPane(TabPane):
         self._turns_mounted = asyncio.Event()
         self._frames.change(partial(self._mount_turns, [*above, self._reply], self._turns_mounted))
         self._undrawn = False
-        self._reply_parts.clear()
-        self._reply_message = None
+        self.conversation.begin_reply()
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(), self.chat.sampling, self._feed)
@@ -468,14 +441,14 @@ class ChatPane(TabPane):
             return
         text = self._feed.take()
         if text:
-            self._reply_parts.append(text)
+            self.conversation.reply_parts.append(text)
             self._undrawn = True
         if repaint and self._undrawn:
             self._undrawn = False
             self._reply.show(self.reply_text)
-        elif repaint and not self._reply_parts:
+        elif repaint and not self.conversation.reply_parts:
             self._reply.make_room()
-        if time.monotonic() - self._last_save >= SAVE_INTERVAL_S:
+        if self.conversation.save_due():
             self.save_reply()
 
     @on(ReplyDone)
@@ -514,10 +487,7 @@ class ChatPane(TabPane):
 
     async def _finish(self, done: Done, streamed: ReplyView) -> None:
         """Saves the reply and shows it whole, from the engine's own text, as saved replies are shown."""
-        self._reply_parts = [done.text] if done.text else []
-        self.save_reply(done.reason, done.stats)
-        self._reply_parts.clear()
-        self._reply_message = None
+        self.conversation.end_reply(done.text, done.reason, done.stats)
         # The streamed widget stays, drawn whole: a new one would cost a widget and a layout more.
         if done.text:
             streamed.finish(done.text)
@@ -539,11 +509,7 @@ class ChatPane(TabPane):
     async def _take_back(self, streamed: ReplyView) -> None:
         """Undoes the message just sent (its text goes back to the input) and removes its empty reply."""
         if self._user_turn is not None:  # (a regenerated reply has no new message to take back)
-            refused = self.chat.messages.pop()
-            if not self.chat.messages and self.chat.title == title_from(refused.text):
-                self.chat.title = ""  # the title came from the message taken back
-            self.chat.touch()
-            self.save()
+            self.conversation.take_back()
             self._put_back(self._sent_text)
         for widget in (self._user_turn, streamed):
             if widget is not None:
@@ -579,11 +545,7 @@ class ChatPane(TabPane):
         if not self.chat.messages:
             self.notify("There is no reply to write again yet.", severity="warning")
             return
-        if self.chat.messages[-1].role == "assistant":
-            self.chat.messages.pop()
-            self.chat.touch()
-            self.save()
-        self._edit_from, self._keep_branch = None, False
+        self.conversation.drop_last_reply()
         self._user_turn = None
         await self._show_history()
         self._start_reply()
@@ -591,12 +553,12 @@ class ChatPane(TabPane):
     @property
     def user_messages(self) -> list[int]:
         """The indexes of the user's messages in the chat, first to last."""
-        return [i for i, message in enumerate(self.chat.messages) if message.role == "user"]
+        return self.conversation.user_messages
 
     @property
     def editing(self) -> bool:
         """Whether one of the user's messages is in the input, to be sent in its place."""
-        return self._edit_from is not None
+        return self.conversation.edit_from is not None
 
     def edit_last(self) -> None:
         """Puts the last user message in the input: sending it replaces that message and its reply.
@@ -623,17 +585,17 @@ class ChatPane(TabPane):
             return
         if self.editing:
             self.cancel_edit(quiet=True)
-        self._edit_from, self._keep_branch = index, keep_branch
+        self.conversation.edit_from, self.conversation.keep_branch = index, keep_branch
         self._turn_of(index).add_class("-editing")
         self._put_back(self.chat.messages[index].text)
         self.focus_input()
 
     def cancel_edit(self, quiet: bool = False) -> None:
         """Leaves the conversation as it was: the message being edited stays."""
-        if self._edit_from is None:
+        if self.conversation.edit_from is None:
             return
-        self._turn_of(self._edit_from).remove_class("-editing")
-        self._edit_from, self._keep_branch = None, False
+        self._turn_of(self.conversation.edit_from).remove_class("-editing")
+        self.conversation.edit_from, self.conversation.keep_branch = None, False
         if not quiet:
             self.notify("Edit cancelled: the conversation stays as it was.")
 
@@ -643,45 +605,14 @@ class ChatPane(TabPane):
 
     def apply_settings(self, system_prompt: str, sampling: SamplingParams) -> None:
         """Gives the chat a new system prompt and sampling, used from its next turn."""
-        self.chat.system_prompt, self.chat.sampling = system_prompt, sampling
-        self.chat.touch()
-        self.save()
+        self.conversation.apply_settings(system_prompt, sampling)
         self.notify("The chat's settings apply from its next turn.")
 
     def copy_reply(self) -> None:
         """Copies the last reply to the clipboard."""
-        reply = next((m for m in reversed(self.chat.messages) if m.role == "assistant"), None)
+        reply = self.conversation.last_reply()
         if reply is None:
             self.notify("There is no reply to copy yet.", severity="warning")
             return
         self.app.copy_to_clipboard(reply.text)
         self.notify(f"Copied the last reply ({len(reply.text)} characters).")
-
-    def _note(self, reason: str | None, text: str, error: str | None = None) -> tuple[str, str] | None:
-        """The line shown under a finished reply, and its style, or None for a reply that simply ended."""
-        if reason is None:
-            return "(interrupted: mlxchat stopped before this reply ended)", ""
-        if reason == "cancelled":
-            return "(stopped)", ""
-        if reason == "context":
-            return (
-                "(the reply reached the end of its slot's context: "
-                "start a new chat or use fewer slots for longer conversations)",
-                "",
-            )
-        if reason == "length":
-            return f"(the reply reached max_tokens = {self.chat.sampling.max_tokens})", ""
-        if reason == "error":
-            return f"Error: {error or 'the engine failed (the message was not saved)'}", "-error"
-        if not text:
-            return "(the model ended its reply without writing anything)", ""
-        return None
-
-
-def lost_note(stats: RequestStats) -> str:
-    """Why the first token of a returning chat took longer: its parked KV was not kept, so its history went
-    through the model again."""
-    return (
-        f"(first token after {stats.ttft_s:.1f} s: the chat's history was prefilled again, "
-        f"{stats.prefilled_tokens} tokens, because {stats.lost})"
-    )

@@ -1,0 +1,171 @@
+"""One chat's conversation and its lifecycle, with no Textual: what is sent, streamed, saved, edited, taken back.
+
+The pane (app.ui.widgets.chat_pane) shows a Conversation and forwards the user's actions to it;
+the Conversation owns the Chat, talks to the session for its replies and to the store for saving.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from mlxchat.app.chats.errors import StoreWriteError
+from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, fork
+from mlxchat.app.chats.model import Chat, ChatMessage, now, title_from
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.engine.events import RequestStats, SamplingParams
+
+SAVE_INTERVAL_S = 1.0  # a streaming reply is saved at most this often: a crash loses at most this much of it
+SAVE_RETRY_S = 5.0  # after a failed save (disk full, read-only), how often saving is tried again
+
+
+class Conversation:
+    """A chat being had: the messages, the reply streaming into it, an edit in progress, and its saving."""
+
+    def __init__(self, chat: Chat, store: ChatStore | None, on_save: Callable[[bool, bool], None]) -> None:
+        """`on_save(saved, first)` hears of every save: whether it worked, and whether it gave the chat its id."""
+        self.chat = chat
+        self.store = store
+        self._on_save = on_save
+        self.reply_parts: list[str] = []  # the reply streamed so far
+        self._reply_message: ChatMessage | None = None  # where it is saved, once it has text
+        self.edit_from: int | None = None  # the user message being edited, replaced when the input is sent
+        self.keep_branch = False  # whether sending that edit first saves the conversation as it was, as a chat
+        self.save_problem: str | None = None  # why the last save failed, until one works
+        self._last_save = 0.0
+
+    # ---- saving ----
+
+    def save(self) -> bool:
+        """Writes what of the chat is unsaved; False (and `save_problem` says why) when it could not."""
+        if self.store is None:
+            return False
+        had_id = self.chat.id is not None
+        # Counted from the attempt: a failing disk is tried again every second while a reply streams, not every frame.
+        self._last_save = time.monotonic()
+        try:
+            self.store.save(self.chat)
+        except StoreWriteError as exc:
+            self.save_problem = f"{exc}. The text is kept here and saving is retried every {SAVE_RETRY_S:g} s."
+            self._on_save(False, False)
+            return False
+        self.save_problem = None
+        self._on_save(True, not had_id)
+        return True
+
+    def save_due(self) -> bool:
+        """Whether a streaming reply is due to be saved again."""
+        return time.monotonic() - self._last_save >= SAVE_INTERVAL_S
+
+    def save_reply(self, reason: str | None = None, stats: RequestStats | None = None) -> None:
+        """Saves the reply streamed so far, with why it ended and its counts once it has."""
+        if not self.reply_parts:
+            return
+        if self._reply_message is None:
+            self._reply_message = self.chat.add("assistant", "")
+        message = self._reply_message
+        message.text, message.finish_reason, message.updated, message.saved = self.reply_text, reason, now(), False
+        self.chat.touch()
+        if stats is not None:
+            message.prompt_tokens, message.generated_tokens = stats.prompt_tokens, stats.generated_tokens
+        self.save()
+
+    # ---- a reply ----
+
+    @property
+    def reply_text(self) -> str:
+        return "".join(self.reply_parts)
+
+    def begin_reply(self) -> None:
+        """A new reply is about to stream (nothing of it is saved yet)."""
+        self.reply_parts.clear()
+        self._reply_message = None
+
+    def end_reply(self, text: str, reason: str, stats: RequestStats) -> None:
+        """Saves the reply as the engine ended it (its own whole text) and forgets the stream."""
+        self.reply_parts = [text] if text else []
+        self.save_reply(reason, stats)
+        self.begin_reply()
+
+    # ---- the user's turns ----
+
+    def cut_for_edit(self, keep_old: Callable[[Chat], None]) -> bool:
+        """Before an edited message is sent: the message it replaces and everything after it go; False when
+        no edit is in progress. `keep_old` is given the conversation as it was, when the edit keeps it."""
+        if self.edit_from is None:
+            return False
+        if self.keep_branch and self.store is not None:
+            keep_old(fork(self.chat, len(self.chat.messages), BEFORE_EDIT_SUFFIX))
+        del self.chat.messages[self.edit_from :]
+        self.chat.touch()
+        self.edit_from, self.keep_branch = None, False
+        return True
+
+    def add_message(self, text: str) -> None:
+        """Adds the user's message, saved at once: a crash from here on never loses what the user wrote."""
+        self.chat.add("user", text)
+        self.save()
+
+    def take_back(self) -> None:
+        """Removes the message just sent (the engine refused it, or it left the queue), and a title it gave."""
+        refused = self.chat.messages.pop()
+        if not self.chat.messages and self.chat.title == title_from(refused.text):
+            self.chat.title = ""  # the title came from the message taken back
+        self.chat.touch()
+        self.save()
+
+    def drop_last_reply(self) -> None:
+        """Before writing the last reply again: it goes (an error or nothing may have taken its place)."""
+        if self.chat.messages and self.chat.messages[-1].role == "assistant":
+            self.chat.messages.pop()
+            self.chat.touch()
+            self.save()
+        self.edit_from, self.keep_branch = None, False
+
+    @property
+    def user_messages(self) -> list[int]:
+        """The indexes of the user's messages in the chat, first to last."""
+        return [i for i, message in enumerate(self.chat.messages) if message.role == "user"]
+
+    def prompts(self) -> list[str]:
+        """What the user wrote, first to last (↑ in the input recalls them)."""
+        return [m.text for m in self.chat.messages if m.role == "user"]
+
+    def last_reply(self) -> ChatMessage | None:
+        return next((m for m in reversed(self.chat.messages) if m.role == "assistant"), None)
+
+    def apply_settings(self, system_prompt: str, sampling: SamplingParams) -> None:
+        """A new system prompt and sampling, used from the chat's next turn."""
+        self.chat.system_prompt, self.chat.sampling = system_prompt, sampling
+        self.chat.touch()
+        self.save()
+
+
+def end_note(reason: str | None, text: str, max_tokens: int, error: str | None = None) -> tuple[str, str] | None:
+    """The line shown under a finished reply, and its style, or None for a reply that simply ended."""
+    if reason is None:
+        return "(interrupted: mlxchat stopped before this reply ended)", ""
+    if reason == "cancelled":
+        return "(stopped)", ""
+    if reason == "context":
+        return (
+            "(the reply reached the end of its slot's context: "
+            "start a new chat or use fewer slots for longer conversations)",
+            "",
+        )
+    if reason == "length":
+        return f"(the reply reached max_tokens = {max_tokens})", ""
+    if reason == "error":
+        return f"Error: {error or 'the engine failed'} · the message is kept: regenerate to try again", "-error"
+    if not text:
+        return "(the model ended its reply without writing anything)", ""
+    return None
+
+
+def lost_note(stats: RequestStats) -> str:
+    """Why the first token of a returning chat took longer: its parked KV was not kept, so its history went
+    through the model again."""
+    return (
+        f"(first token after {stats.ttft_s:.1f} s: the chat's history was prefilled again, "
+        f"{stats.prefilled_tokens} tokens, because {stats.lost})"
+    )
