@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from textual import events
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.widgets.chat_pane import ChatInput, ChatPane
+from mlxchat.app.ui.widgets.chat_input import ChatInput
+from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.config.settings import Settings
 from mlxchat.engine.bench.workloads import SCENARIOS
 from mlxchat.engine.events import Done, Event

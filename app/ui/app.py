@@ -23,7 +23,8 @@ from mlxchat.app.chats.fork import fork, fork_point
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.screens.code_picker import CodePickerScreen
 from mlxchat.app.ui.screens.find import FindScreen
-from mlxchat.app.ui.widgets.chat_pane import INPUT_KEYS, ChatPane
+from mlxchat.app.ui.widgets.chat_input import INPUT_KEYS
+from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.screens.chat_settings import ChatSettings, ChatSettingsScreen
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
@@ -246,7 +247,7 @@ class ChatApp(App[int]):
         session = self.session
         if session.plan is None:
             return None
-        pane = ChatPane(next(self._chat_numbers), chat, session, self.store, self._frames)
+        pane = ChatPane(next(self._chat_numbers), chat, session, self.store, self._frames, self.settings.keys)
         session.open_chat(pane.chat_id, pane.chat_title, pane)
         await self.query_one("#chats", TabbedContent).add_pane(pane)
         if show:

@@ -7,7 +7,7 @@ import dataclasses
 from mlxchat.app.chats.fanout import Variant, default_variants, labels
 from mlxchat.app.chats.fork import fork, fork_point
 from mlxchat.app.chats.model import Chat
-from mlxchat.app.ui.widgets.chat_pane import short_title
+from mlxchat.app.chats.titles import short_title
 from mlxchat.engine.events import SamplingParams
 
 

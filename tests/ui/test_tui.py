@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 from textual.widgets._footer import FooterKey
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.widgets.chat_pane import ChatInput
+from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.config.loading import load_settings
 from mlxchat.app.paths import default_config_path
 from mlxchat.app.ui.screens.chat_list import ChatListScreen

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from functools import partial
-from typing import Any
 
-from textual import events, on
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
@@ -19,100 +17,20 @@ from textual.widgets import Static, TabPane
 from mlxchat.app.chats import conversation as saving
 from mlxchat.app.chats.conversation import Conversation, end_note, lost_note
 from mlxchat.app.chats.errors import StoreWriteError
-from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, FORK_SUFFIX
 from mlxchat.app.chats.model import Chat, ChatMessage
 from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.chats.titles import short_title
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.session import Session
-from mlxchat.app.ui.keys import KeyHelp
+from mlxchat.app.ui.keys import key_for
 from mlxchat.app.ui.reply_frames import ReplyFrames
+from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.reply_view import ReplyView
-from mlxchat.app.ui.widgets.text_area import TextArea
-from mlxchat.app.ui.widgets.usage_bar import usage_bar
+from mlxchat.app.ui.widgets import slot_status
 from mlxchat.engine.events import Done, RequestStats, SamplingParams, SlotSnapshot
 
-# The message box handles these keys itself (Enter must not reach the app): the help screen lists them.
-INPUT_KEYS = (
-    KeyHelp("enter", "Send the message"),
-    KeyHelp("ctrl+j / shift+enter", "Start a new line (shift+enter only where the terminal reports it)"),
-    KeyHelp("up / down", "On the first / last line: this chat's earlier / later prompts"),
-)
-BAR_WIDTH = 12
-NO_SLOT_HELP = "it borrows an idle one when you send, and its history is prefilled again"
 TAB_LABEL_CHARS = 20
-# The marks that tell a branch from its parent: a shortened title keeps them.
-BRANCH_MARKS = re.compile(f"((?:{re.escape(FORK_SUFFIX)}|{re.escape(BEFORE_EDIT_SUFFIX)})+)$")
-MIN_HEAD_CHARS = 8
-
-
-def short_title(title: str, chars: int) -> str:
-    """`title` cut to about `chars` characters, keeping its branch marks ("… (fork)")."""
-    if len(title) <= chars:
-        return title
-    match = BRANCH_MARKS.search(title)
-    marks = match.group(1) if match else ""
-    head, room = title[: len(title) - len(marks)], max(chars - len(marks), MIN_HEAD_CHARS)
-    return (head if len(head) <= room else head[: room - 1].rstrip() + "…") + marks
-
-
-class ChatInput(TextArea):
-    """The message box: Enter sends, ctrl+j (or shift+enter where the terminal reports it) starts a new line,
-    ↑ on the first line and ↓ on the last walk through the chat's earlier prompts."""
-
-    class Submitted(Message):
-        """The user pressed Enter on this text."""
-
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    def __init__(self, prompts: Callable[[], Sequence[str]], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._prompts = prompts  # the chat's earlier prompts, oldest first
-        self._recalled: int | None = None  # which prompt is shown (None: what the user is typing)
-        self._draft = ""  # what was being typed before the first ↑
-        self._edits: dict[int, str] = {}  # recalled prompts changed in the box, kept while walking
-
-    async def _on_key(self, event: events.Key) -> None:
-        if event.key == "enter":
-            event.stop()
-            event.prevent_default()
-            self._recalled = None
-            self._edits.clear()
-            self.post_message(self.Submitted(self.text))
-            return
-        if event.key in ("ctrl+j", "shift+enter"):
-            event.stop()
-            event.prevent_default()
-            self.insert("\n")
-            return
-        if event.key in ("up", "down") and self.selection.is_empty and self._recall(-1 if event.key == "up" else 1):
-            event.stop()
-            event.prevent_default()
-            return
-        await super()._on_key(event)
-
-    def _recall(self, step: int) -> bool:
-        """Shows the prompt `step` away from the one shown (-1: older), when the cursor is on the first line
-        (older) or the last (newer); False when the key is the cursor's to move."""
-        at_edge = self.navigator.is_first_wrapped_line if step < 0 else self.navigator.is_last_wrapped_line
-        if not at_edge(self.cursor_location):
-            return False
-        prompts = self._prompts()
-        current = len(prompts) if self._recalled is None else self._recalled
-        target = current + step
-        if not 0 <= target <= len(prompts) or target == current:
-            return False
-        if self._recalled is None:
-            self._draft = self.text
-        elif self.text != prompts[current]:
-            self._edits[current] = self.text
-        self._recalled = None if target == len(prompts) else target
-        self.text = self._draft if self._recalled is None else self._edits.get(target, prompts[target])
-        # Going back the cursor stays on the first line, going forward on the last: the next press goes on.
-        self.move_cursor(self.navigator.get_location_end((0, 0)) if step < 0 else self.document.end)
-        return True
 
 
 class ChatPane(TabPane):
@@ -159,8 +77,15 @@ class ChatPane(TabPane):
     """
 
     def __init__(
-        self, number: int, chat: Chat, session: Session, store: ChatStore | None, frames: ReplyFrames
+        self,
+        number: int,
+        chat: Chat,
+        session: Session,
+        store: ChatStore | None,
+        frames: ReplyFrames,
+        keymap: Mapping[str, str],
     ) -> None:
+        """`keymap`: the user's remapped keys, for the keys the chat's messages name."""
         self.conversation = Conversation(chat, store, self._saved)
         self._number = number
         self.fan_out: int | None = None  # the fan-out this chat is a variant of (its siblings share it)
@@ -169,6 +94,7 @@ class ChatPane(TabPane):
         self.chat_id = self.id or ""  # the chat's key in the session
         self._session = session
         self._frames = frames
+        self._keymap = keymap
         self._retry_timer: Timer | None = None
         self.request_id: int | None = None
         self._turns_mounted = asyncio.Event()  # set once the last turns sent are on the screen
@@ -292,35 +218,26 @@ class ChatPane(TabPane):
         """Asks the session to stop this chat's reply; False when there is none."""
         return self.busy and self._session.stop(self.chat_id)
 
+    def _key(self, action_id: str) -> str:
+        """The key of an action as the user has it (remappable), for the messages that name it."""
+        return key_for(action_id, self._keymap)
+
     def _idle_status(self) -> str:
-        if self.slot_id is None:
-            return f"no slot · {NO_SLOT_HELP}"
-        return f"slot {self.slot_id} · idle"
+        return slot_status.idle(self.slot_id)
 
     @on(ChatSeated)
     async def _seated(self, event: ChatSeated) -> None:
         """Says what a new seat means for the chat: in the status line when a slot was lent or taken
         back for another chat (as happens all the time with more chats than slots), in the
         conversation when the slots changed."""
-        slot_id, before, kv_kept = event.slot, event.before, event.kv_kept
-        if slot_id is not None:
+        if event.slot is not None:
             await self._clear_queue_note()
         self._set_status(self._idle_status())
         if event.lent:
-            if slot_id is None:
-                self._set_status(f"no slot · slot {before} went to another chat · {NO_SLOT_HELP}")
+            if event.slot is None:
+                self._set_status(slot_status.slot_lent(event.before))
             return
-        again = "the conversation is prefilled again on its next turn"
-        if slot_id is None:
-            note = f"This chat has no slot now; its text is kept: {NO_SLOT_HELP}."
-        elif kv_kept:
-            note = f"Slot {slot_id} kept this chat's KV cache through the change of slots."
-        elif before is None:
-            note = f"This chat has slot {slot_id} now; {again}."
-        elif before != slot_id:
-            note = f"This chat moved from slot {before} to slot {slot_id}; {again}."
-        else:
-            note = f"Slot {slot_id} was rebuilt without this chat's KV cache; {again}."
+        note = slot_status.seat_note(event.slot, event.before, event.kv_kept)
         if self.chat.messages:  # an empty chat has no cache to keep or prefill
             await self.query_one(".conversation").mount(Static(note, classes="turn-note", markup=False))
 
@@ -331,10 +248,8 @@ class ChatPane(TabPane):
         if event.request != self.request_id or self._reply is None:
             return
         self._reply.display = False  # (an empty reply still takes room)
-        ordinal = {1: "next", 2: "2nd", 3: "3rd"}.get(event.place, f"{event.place}th")
-        text = (f"Waiting for a slot, {ordinal} in line: every slot is answering another chat. It starts as "
-                "soon as one frees (escape takes it back).")
-        self._set_status(f"queued · {ordinal} in line for a slot · escape takes it back")
+        text, line = slot_status.queue_words(event.place, self._key("stop_reply"))
+        self._set_status(line)
         note = next(iter(self.query(".queue-note").results(Static)), None)
         if note is None:
             await self.query_one(".conversation").mount(Static(text, classes="queue-note", markup=False),
@@ -362,12 +277,7 @@ class ChatPane(TabPane):
 
     def show_slot(self, slot: SlotSnapshot) -> None:
         """Shows the slot's state, how full its context is (as a bar) and its speed."""
-        bar = usage_bar(slot.used, slot.capacity, BAR_WIDTH)
-        capacity = slot.capacity or "?"  # a remote server that does not say its context
-        text = f"slot {slot.id} · {slot.state} · {slot.used} / {capacity} tokens {bar}"
-        if slot.state != "idle":  # a speed is news only while the slot works
-            text += f" · {slot.tok_s:.1f} tok/s"
-        self._set_status(text)
+        self._set_status(slot_status.slot_line(slot))
 
     def _set_status(self, text: str) -> None:
         if text == self._status:  # (an idle app redraws nothing)
@@ -531,7 +441,7 @@ class ChatPane(TabPane):
     def turns_may_change(self) -> bool:
         """Whether a turn action may change the conversation now; says why not when it may not."""
         if self.busy:
-            self.notify("This chat is still answering: escape stops it first.", severity="warning")
+            self.notify(f"This chat is still answering: {self._key('stop_reply')} stops it first.", severity="warning")
         return not self.busy
 
     def _can_send(self) -> bool:
@@ -575,7 +485,7 @@ class ChatPane(TabPane):
             return
         self.edit_message(self.user_messages[-1])
         self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
-                    "(ctrl+g again cancels).")
+                    f"({self._key('edit_last')} again cancels).")
 
     def edit_message(self, index: int, keep_branch: bool = False) -> None:
         """Puts user message `index` in the input: sending it replaces that message and every turn after
