@@ -9,9 +9,8 @@ import os
 from collections.abc import Callable
 
 from mlxchat.app.config.settings import Settings
-from mlxchat.app.session.start import StartFailure
+from mlxchat.app.session.start import StartFailure, Started
 from mlxchat.engine.loading.models import Progress
-from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.remote.engine import RemoteEngine, remote_plan
 from mlxchat.engine.remote.server import ServerError, make_client, probe
 
@@ -27,13 +26,11 @@ def api_key(settings: Settings) -> str | None:
     return os.environ.get(name) or None if name else None
 
 
-def start_remote_engine(
-    settings: Settings, progress: Callable[[Progress], None]
-) -> tuple[RemoteEngine, SlotPlan, str, tuple[str, ...], None]:
-    """Asks the server what it runs and starts a RemoteEngine on it; returns what start_engine returns.
+def start_remote_engine(settings: Settings, progress: Callable[[Progress], None]) -> Started:
+    """Asks the server what it runs and starts a RemoteEngine on it, as start_engine starts the local one.
 
-    There are no model facts to re-evaluate slots with (the last item is None): a server's slots are
-    its own. Raises StartFailure when the server cannot be used.
+    There are no model facts to re-evaluate slots with: a server's slots are its own. Raises
+    StartFailure when the server cannot be used.
     """
     remote = settings.remote
     progress(Progress(f"Asking the server at {remote.base_url}", 0, 0))
@@ -56,4 +53,4 @@ def start_remote_engine(
     if not facts.has_slots:
         warnings.append(f"{facts.slots_note}; up to {plan.parallel} chats answer at once (parallel in the config)")
     engine = RemoteEngine(facts, plan, api_key=api_key(settings), timeout=remote.timeout)
-    return engine, plan, facts.model_name, tuple(warnings), None
+    return Started(engine, plan, facts.model_name, tuple(warnings), None)

@@ -83,11 +83,12 @@ class Session:
         if settings.engine == "remote":  # nothing of MLX is imported for a server
             from mlxchat.app.session.remote import start_remote_engine
 
-            engine, plan, name, warnings, facts = start_remote_engine(settings, progress)
+            started = start_remote_engine(settings, progress)
         else:
-            engine, plan, name, warnings, facts = start_engine(settings, progress)
-        self.engine, self.plan, self.model_name, self.facts = engine, plan, name, facts
-        return warnings
+            started = start_engine(settings, progress)
+        self.engine, self.plan = started.engine, started.plan
+        self.model_name, self.facts = started.model_name, started.facts
+        return started.warnings
 
     @property
     def ready(self) -> bool:

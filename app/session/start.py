@@ -11,12 +11,12 @@ from mlxchat.app.config.settings import Settings, refusals
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.engine.loading.models import ModelLoadError, Progress, load_model
+from mlxchat.engine.chat_engine import ChatEngine
 from mlxchat.engine.memory import check_memory
 from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
 
 if TYPE_CHECKING:
     from mlxchat.engine.kv.kinds import KVFootprint
-    from mlxchat.engine.local_engine import Engine
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,18 @@ class ModelFacts:
     def evaluate(self, request: SlotRequest) -> SlotPlan:
         """The engine's evaluation of a slot request for this model."""
         return plan_slots(request, self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint)
+
+
+@dataclass(frozen=True)
+class Started:
+    """What start-up hands the session: the engine, its slot plan, the model's name, warnings to show,
+    and the model's facts for re-evaluating slots (None for a server: its slots are its own)."""
+
+    engine: ChatEngine
+    plan: SlotPlan
+    model_name: str
+    warnings: tuple[str, ...]
+    facts: ModelFacts | None
 
 
 class StartFailure(Exception):
@@ -49,9 +61,7 @@ PLAN_REMEDY = (
 )
 
 
-def start_engine(
-    settings: Settings, progress: Callable[[Progress], None]
-) -> tuple[Engine, SlotPlan, str, tuple[str, ...], ModelFacts]:
+def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> Started:
     """Loads the model, evaluates the slot plan and starts the engine (slow: call from a worker thread).
 
     Raises StartFailure with what to change when the model cannot be loaded or the plan is refused.
@@ -109,4 +119,4 @@ def start_engine(
     gc.collect()
     gc.freeze()
     warnings = plan.warnings + ((memory.warning,) if memory.warning else ())
-    return engine, plan, loaded.source.display_name, warnings, facts
+    return Started(engine, plan, loaded.source.display_name, warnings, facts)

@@ -27,9 +27,9 @@ class CompositeStore:
         for p in self.parts:
             p.reset(slot)
 
-    def snapshot(self) -> None:
+    def checkpoint(self) -> None:
         for p in self.parts:
-            p.snapshot()
+            p.checkpoint()
 
     def undo(self, slot: int) -> None:
         for p in self.parts:

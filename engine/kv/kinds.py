@@ -15,7 +15,7 @@ from mlxchat.engine.kv.recurrent import RecurrentStore
 from mlxchat.engine.kv.window import WindowStore
 
 
-class SlotStore(Protocol):
+class LayerStore(Protocol):
     """One layer's caches for every slot; `pass_cache` gives mlx-lm's cache protocol for one forward pass."""
 
     @property
@@ -27,7 +27,7 @@ class SlotStore(Protocol):
 
     def reset(self, slot: int) -> None: ...
 
-    def snapshot(self) -> None: ...
+    def checkpoint(self) -> None: ...
 
     def undo(self, slot: int) -> None: ...
 
@@ -49,7 +49,7 @@ class CacheKind:
     """How the slots hold one mlx-lm cache class: what `mlxchat models` says, the store, and its cost."""
 
     note: str
-    store: Callable[[Any, int, int], SlotStore]  # (the layer's own cache, slots, per-slot capacity)
+    store: Callable[[Any, int, int], LayerStore]  # (the layer's own cache, slots, per-slot capacity)
     cost: Callable[[Any, "_Costs"], None]  # adds the cost of a cache after a one-token forward
     refuse: Callable[[Any], str | None] = lambda proto: None  # why this instance cannot be held, if it cannot
 
@@ -128,7 +128,7 @@ def cache_kind(proto: Any) -> str:
     return type(proto).__name__
 
 
-def store_for(proto: Any, n_slots: int, capacity: int) -> SlotStore:
+def store_for(proto: Any, n_slots: int, capacity: int) -> LayerStore:
     """A slot store for one layer whose single-sequence cache would be `proto`."""
     return kind_of(proto).store(proto, n_slots, capacity)
 

@@ -14,7 +14,7 @@ class RecurrentStore:
     """The layer's state arrays with the slots as their first axis, allocated on first write.
 
     A state sums up every token a slot has seen, so it cannot be rolled back: only kept
-    whole, or reset to the start. `snapshot` keeps the state from before the latest decode
+    whole, or reset to the start. `checkpoint` keeps the state from before the latest decode
     pass, so a row that pass computed for nothing can be put back (`undo`).
     """
 
@@ -40,7 +40,7 @@ class RecurrentStore:
                 state[slot : slot + 1] = mx.zeros_like(state[slot : slot + 1])
                 self.states[i] = state
 
-    def snapshot(self) -> None:
+    def checkpoint(self) -> None:
         # New handles: a pass's writes replace the store's arrays in place, not these.
         self._before = [None if s is None else mx.array(s) for s in self.states]
 

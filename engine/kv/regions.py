@@ -29,7 +29,7 @@ class KVRegions:
     def reset(self, slot: int) -> None:
         pass  # positions past a slot's length are overwritten before anything reads them
 
-    def snapshot(self) -> None:
+    def checkpoint(self) -> None:
         pass
 
     def undo(self, slot: int) -> None:

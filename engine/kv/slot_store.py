@@ -6,7 +6,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlxchat.engine.kv.kinds import SlotStore, store_for
+from mlxchat.engine.kv.kinds import LayerStore, store_for
 from mlxchat.engine.kv.layout import PassLayout
 
 
@@ -29,7 +29,7 @@ class SlotKVStore:
         self.prototypes = protos
         self.array_masks = array_masks
         self.mask_rank = mask_rank
-        self.layers: list[SlotStore] = [store_for(p, n_slots, capacity) for p in protos]
+        self.layers: list[LayerStore] = [store_for(p, n_slots, capacity) for p in protos]
         self.lengths = [0] * n_slots
 
     @property
@@ -90,7 +90,7 @@ class SlotKVStore:
             raise ValueError("a slot's KV region is full")
         if n_new == 1:  # a decode pass: kinds that cannot give one token back keep what they had before it
             for s in self.layers:
-                s.snapshot()
+                s.checkpoint()
         starts = [self.lengths[r] for r in rows]
         layout = PassLayout(rows, starts, n_new, self.capacity, counts or [n_new] * len(rows), self.mask_rank)
         return [s.pass_cache(layout, self.array_masks) for s in self.layers]
