@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 _NAMES: dict[str, str] = {
     # the engine and what it reports (importing these loads MLX)
     "Engine": "mlxchat.engine.local_engine",
-    "EngineInfo": "mlxchat.engine.scheduler",
+    "EngineInfo": "mlxchat.engine.status",
     # events and snapshots crossing to the UI
     "Done": "mlxchat.engine.events",
     "EngineSnapshot": "mlxchat.engine.events",
@@ -87,4 +87,5 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.loading.progress import ModelLoadError, Progress
     from mlxchat.engine.memory import MemoryCheck, MemoryInfo, check_memory, format_bytes, memory_info
     from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
-    from mlxchat.engine.local_engine import Engine, EngineInfo
+    from mlxchat.engine.local_engine import Engine
+    from mlxchat.engine.status import EngineInfo

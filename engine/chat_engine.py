@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Protocol
+from typing import Any, Protocol
 
 from mlxchat.engine.events import EngineSnapshot, Event, SamplingParams
 from mlxchat.engine.handle import RequestHandle
@@ -51,6 +51,15 @@ class ChatEngine(Protocol):
     @property
     def alive(self) -> bool: ...
 
+    plan: SlotPlan
+    """The slots as they are now (what the slots screen and the bench read)."""
+
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures."""
         ...
+
+
+def render(tokenizer: Any, messages: Messages) -> list[int]:
+    """A chat's tokens as the model's chat template writes them, ready for its reply."""
+    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
+    return list(ids["input_ids"] if isinstance(ids, dict) else ids)

@@ -22,7 +22,8 @@ from mlxchat.engine.events import EngineSnapshot, Event, SamplingParams
 from mlxchat.engine.handle import RequestHandle
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
-from mlxchat.engine.scheduler import EngineInfo, SlotScheduler
+from mlxchat.engine.scheduler import SlotScheduler
+from mlxchat.engine.status import EngineInfo
 
 
 @dataclass(frozen=True)

@@ -15,34 +15,24 @@ import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine import refusals
-from mlxchat.engine.chat_engine import Messages
-from mlxchat.engine.events import (
-    Done,
-    EngineSnapshot,
-    Event,
-    FinishReason,
-    RequestStats,
-    SamplingParams,
-    SlotSnapshot,
-    TextDelta,
-)
+from mlxchat.engine.chat_engine import Messages, render
+from mlxchat.engine.events import Done, EngineSnapshot, Event, FinishReason, RequestStats, SamplingParams, TextDelta
 from mlxchat.engine.forward import Forward
 from mlxchat.engine.handle import RequestHandle, deliver
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.slot_store import SlotKVStore
-from mlxchat.engine.loading.batch_check import check_batching
-from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, slot_store
-from mlxchat.engine.loading.lazy import STREAM_HELP, is_stream_error, materialize
+from mlxchat.engine.loading.batch_check import ready_for_slots
+from mlxchat.engine.loading.families import slot_store
+from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.prefill_policy import chunk_width, pick_prefill
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
+from mlxchat.engine.status import EngineInfo, engine_snapshot
 
-# Most prompt tokens in one prefill pass (all rows together): bounds how long decoding slots
-# wait for a new prompt, while letting prompts that arrive together share a pass.
-PREFILL_BUDGET = 512
 
 
 @dataclass
@@ -51,18 +41,6 @@ class _DecodePass:
 
     rows: list[tuple[Slot, Request]]
     tokens: mx.array
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    """What the engine reports about the model it runs (shown by the inspector and bench)."""
-
-    model: str = ""
-    device: str = ""
-    blas: str = ""
-    dtype: str = ""
-    weights_bytes: int = 0
-    batching: str = ""  # engine.devices.batching_note for the device and dtype
 
 
 class SlotScheduler:
@@ -90,19 +68,7 @@ class SlotScheduler:
         self.info = info
         self.prefill_chunk = prefill_chunk
         self.plan = plan
-        try:
-            layer_kinds(model)
-            if padded_prefill is None:
-                padded_prefill = check_batching(model).padded_prefill
-        except UnsupportedFamily as exc:
-            raise ValueError(str(exc)) from exc
-        self.padded_prefill = padded_prefill
-        try:
-            materialize(model)
-        except RuntimeError as exc:
-            if is_stream_error(exc):
-                raise ValueError(STREAM_HELP) from exc
-            raise
+        self.padded_prefill = ready_for_slots(model, padded_prefill)
         self.per_slot_dispatch = slot_attention.install(model)
         self.forward = Forward(model, split)
         self._pass: _DecodePass | None = None
@@ -133,7 +99,7 @@ class SlotScheduler:
         try:
             self._admit(handle, messages, tokens, sampling, on_event)
         except Exception as exc:  # the slot starts over: its cache may be half-moved
-            deliver(handle, on_event, Done(handle.request_id, handle.slot_id, "error", "", error=_message(exc)), quiet=True)
+            deliver(handle, on_event, Done(handle.request_id, handle.slot_id, "error", "", error=failure_message(exc)), quiet=True)
             slot = self._slot(handle.slot_id)
             if slot is not None and slot.request is None:
                 slot.rollback(self.store, 0)
@@ -231,7 +197,7 @@ class SlotScheduler:
         for s in slots:
             if s.request:
                 s.rollback(self.store, len(s.history))
-                self._finish(s, "error", _message(exc))
+                self._finish(s, "error", failure_message(exc))
 
     # ---- admission ----
 
@@ -256,7 +222,7 @@ class SlotScheduler:
         if slot.request is not None:
             return refuse(refusals.still_answering(slot.id))
         try:
-            prompt = list(tokens) if tokens is not None else self._render(messages or [])
+            prompt = list(tokens) if tokens is not None else render(self.tokenizer, messages or [])
         except Exception as exc:  # a template that rejects the chat is this request's problem only
             return refuse(refusals.unrenderable(exc))
         capacity = self.store.capacity
@@ -290,26 +256,13 @@ class SlotScheduler:
             lost=self.prefixes.parked.why_lost(prompt, cached),
         )
 
-    def _render(self, messages: Messages) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
-
     # ---- prefill ----
 
     def _prefill_batch(self, prefilling: list[Slot]) -> list[Slot]:
-        """The prefilling slots to take in one pass: round-robin, within the pass's token budget."""
+        """The prefilling slots to take in one pass (engine.prefill_policy), in turn from pass to pass."""
         self._rr = (self._rr + 1) % len(prefilling)
         order = prefilling[self._rr :] + prefilling[: self._rr]
-        width = self._chunk_width(order)
-        if not self.padded_prefill:  # this model's states would take in the padding: rows of one width only
-            order = [s for s in order if self._chunk_width([s]) == width]
-        capacity = self.store.capacity
-        fits = [s for s in order if self.store.lengths[s.id] + width <= capacity]
-        return (fits or order[:1])[: max(1, PREFILL_BUDGET // width)]
-
-    def _chunk_width(self, slots: list[Slot]) -> int:
-        """Tokens per row of a prefill pass over `slots`: the longest pending prompt, up to a chunk."""
-        return min(self.prefill_chunk, max(len(s.request.pending) for s in slots))  # type: ignore[union-attr]
+        return pick_prefill(order, self.store, self.prefill_chunk, self.padded_prefill)
 
     def _prefill(self, slots: list[Slot]) -> None:
         """One pass over the next chunk of each slot's prompt; rows are right-padded to the longest.
@@ -317,7 +270,7 @@ class SlotScheduler:
         A slot whose prompt ends in this chunk gets its first reply token from this pass.
         """
         requests = [s.request for s in slots]
-        width = self._chunk_width(slots)
+        width = chunk_width(slots, self.prefill_chunk)
         if len(slots) == 1:
             width = min(width, self.store.capacity - self.store.lengths[slots[0].id])
         chunks = [r.pending[:width] for r in requests]  # type: ignore[union-attr]
@@ -491,49 +444,4 @@ class SlotScheduler:
 
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step (safe from any thread)."""
-        store = self.store
-        slots = []
-        for s in self.slots:
-            r = s.request
-            used = store.lengths[s.id] if s.id < store.n_slots else 0
-            slots.append(
-                SlotSnapshot(
-                    id=s.id,
-                    state=s.state,
-                    capacity=store.capacity,
-                    used=used,
-                    prompt_tokens=len(r.prompt) if r else 0,
-                    prompt_processed=r.prompt_processed if r else 0,
-                    cached_tokens=r.cached if r else 0,
-                    refilled_tokens=r.refilled if r else s.last_refilled,
-                    generated=r.generated if r else 0,
-                    tok_s=r.decode_tok_s() if r else s.last_tok_s,
-                    sampling=r.sampling if r else None,
-                    kv_bytes_allocated=store.nbytes // store.n_slots,
-                    kv_bytes_used=store.bytes_used(s.id) if s.id < store.n_slots else 0,
-                    label=s.label,
-                )
-            )
-        active, peak = self._memory
-        return EngineSnapshot(
-            model=self.info.model,
-            device=self.info.device,
-            blas=self.info.blas,
-            dtype=self.info.dtype,
-            weights_bytes=self.info.weights_bytes,
-            kv_bytes_allocated=store.nbytes,
-            kv_bytes_used=sum(store.bytes_used(i) for i in range(store.n_slots)),
-            active_bytes=active,
-            peak_bytes=peak,
-            aggregate_tok_s=self.rate.tok_s(),
-            per_slot=store.capacity,
-            slots=tuple(slots),
-            batching=self.info.batching,
-            parked=self.prefixes.view,
-            park_budget_bytes=self.prefixes.parked.budget,
-        )
-
-
-def _message(exc: Exception) -> str:
-    """What a failure says to the user: MLX refusing another thread's graph gets its reason in words."""
-    return STREAM_HELP if is_stream_error(exc) else f"{type(exc).__name__}: {exc}"
+        return engine_snapshot(self.slots, self.store, self.info, self._memory, self.rate, self.prefixes)

@@ -70,7 +70,8 @@ def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> St
     from mlxchat.engine.cpu.blas import blas_in_use
     from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.devices import batching_note, device_kind, device_name
-    from mlxchat.engine.local_engine import Engine, EngineInfo
+    from mlxchat.engine.local_engine import Engine
+    from mlxchat.engine.status import EngineInfo
 
     try:
         loaded = load_model(

@@ -16,7 +16,8 @@ from typing import Any
 import mlx.core as mx
 
 from mlxchat.engine.kv import attention
-from mlxchat.engine.loading.families import UnsupportedFamily, model_type, slot_store
+from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, model_type, slot_store
+from mlxchat.engine.loading.lazy import STREAM_HELP, is_stream_error, materialize
 
 # Two rows of token ids every vocabulary has: prompts of 3 and 6 tokens, one token each in a
 # decode pass, then chunks of 2 and 3 tokens (rows at different offsets). Each pass reads what the
@@ -33,6 +34,25 @@ class BatchCheck:
 
     padded_prefill: bool  # rows of different lengths may share a pass (right-padded)
     difference: float  # the largest logit difference from mlx-lm alone, relative to the logits' size
+
+
+def ready_for_slots(model: Any, padded_prefill: bool | None) -> bool:
+    """What an engine checks of a model on the thread that loaded it (ValueError saying why it cannot run it):
+    its layer kinds, the batch check unless `padded_prefill` was found already, every array evaluated.
+    Returns whether prefill rows may be padded."""
+    try:
+        layer_kinds(model)
+        if padded_prefill is None:
+            padded_prefill = check_batching(model).padded_prefill
+    except UnsupportedFamily as exc:
+        raise ValueError(str(exc)) from exc
+    try:
+        materialize(model)
+    except RuntimeError as exc:
+        if is_stream_error(exc):
+            raise ValueError(STREAM_HELP) from exc
+        raise
+    return padded_prefill
 
 
 def check_batching(model: Any) -> BatchCheck:

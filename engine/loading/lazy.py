@@ -58,3 +58,8 @@ STREAM_HELP = (
     "load it with mlxchat's load_model, or evaluate everything it holds (engine.loading.lazy.materialize) "
     "on the thread that loaded it"
 )
+
+
+def failure_message(exc: Exception) -> str:
+    """What a failure in the engine says to the user: MLX refusing another thread's graph gets its reason in words."""
+    return STREAM_HELP if is_stream_error(exc) else f"{type(exc).__name__}: {exc}"

@@ -25,3 +25,20 @@ def test_each_engine_takes_every_call_as_the_protocol_names_it(engine: type) -> 
         extra = [p for p in offered.values() if p.name not in wanted]
         assert all(p.default is not inspect.Parameter.empty for p in extra), f"{engine.__name__}.{name}: {extra}"
     assert isinstance(inspect.getattr_static(engine, "alive"), property)
+
+
+def test_each_engine_says_its_slot_plan(tiny_model_dir) -> None:
+    """`plan`, which the protocol names too: the local engine's follows its scheduler through a repartition."""
+    from mlx_lm.utils import load_tokenizer
+
+    from tests.engine.test_families import plan
+    from tests.tiny_families import build_family
+
+    assert "plan" in ChatEngine.__annotations__
+    engine = Engine(build_family("llama"), load_tokenizer(tiny_model_dir), plan(parallel=4))
+    try:
+        assert engine.plan.parallel == 4
+        engine.repartition(plan(parallel=2)).result(30)
+        assert engine.plan.parallel == 2
+    finally:
+        engine.shutdown()

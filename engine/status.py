@@ -1,0 +1,74 @@
+"""What the engine reports: the model it runs (EngineInfo) and, at any moment, every slot's state (EngineSnapshot)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlxchat.engine.events import EngineSnapshot, SlotSnapshot
+from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.prefixes import Prefixes
+from mlxchat.engine.rate import RateMeter
+from mlxchat.engine.slots import Slot
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the engine reports about the model it runs (shown by the inspector and bench)."""
+
+    model: str = ""
+    device: str = ""
+    blas: str = ""
+    dtype: str = ""
+    weights_bytes: int = 0
+    batching: str = ""  # engine.devices.batching_note for the device and dtype
+
+
+def engine_snapshot(
+    slot_list: list[Slot],
+    store: SlotKVStore,
+    info: EngineInfo,
+    memory: tuple[int, int],
+    rate: RateMeter,
+    prefixes: Prefixes,
+) -> EngineSnapshot:
+    """Every slot's state and the engine-wide figures, from the scheduler's parts (read from any thread)."""
+    slots = []
+    for s in slot_list:
+        r = s.request
+        used = store.lengths[s.id] if s.id < store.n_slots else 0
+        slots.append(
+            SlotSnapshot(
+                id=s.id,
+                state=s.state,
+                capacity=store.capacity,
+                used=used,
+                prompt_tokens=len(r.prompt) if r else 0,
+                prompt_processed=r.prompt_processed if r else 0,
+                cached_tokens=r.cached if r else 0,
+                refilled_tokens=r.refilled if r else s.last_refilled,
+                generated=r.generated if r else 0,
+                tok_s=r.decode_tok_s() if r else s.last_tok_s,
+                sampling=r.sampling if r else None,
+                kv_bytes_allocated=store.nbytes // store.n_slots,
+                kv_bytes_used=store.bytes_used(s.id) if s.id < store.n_slots else 0,
+                label=s.label,
+            )
+        )
+    active, peak = memory
+    return EngineSnapshot(
+        model=info.model,
+        device=info.device,
+        blas=info.blas,
+        dtype=info.dtype,
+        weights_bytes=info.weights_bytes,
+        kv_bytes_allocated=store.nbytes,
+        kv_bytes_used=sum(store.bytes_used(i) for i in range(store.n_slots)),
+        active_bytes=active,
+        peak_bytes=peak,
+        aggregate_tok_s=rate.tok_s(),
+        per_slot=store.capacity,
+        slots=tuple(slots),
+        batching=info.batching,
+        parked=prefixes.view,
+        park_budget_bytes=prefixes.parked.budget,
+    )
