@@ -4,6 +4,11 @@ builds its bindings, footer, help and command palette from it (mlxchat.app.ui.ke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+# Where an action can run: on the chats' screen once the engine runs ("chat"), over any screen once it
+# runs ("screen": the slots and inspector), or always ("app").
+Scope = Literal["chat", "screen", "app"]
 
 MAX_CHAT_SHORTCUTS = 9  # alt+1 .. alt+9
 FOOTER_EVERYWHERE = ("help", "slots", "inspector")  # the ids of the keys every screen's footer shows
@@ -22,13 +27,20 @@ class KeyAction:
     # Priority bindings win over the focused widget's own (the chat input's ctrl+w deletes a word).
     priority: bool = False
     in_palette: bool = True
+    scope: Scope = "chat"
+
+    @property
+    def name(self) -> str:
+        """The action's method name (`goto_chat` for "goto_chat(3)"), as Textual's check_action gets it."""
+        return self.action.split("(", 1)[0]
 
 
 ACTIONS: tuple[KeyAction, ...] = (
-    KeyAction("help", "f1", "help", "Help", "Show every key and what it does", priority=True),
+    KeyAction("help", "f1", "help", "Help", "Show every key and what it does", priority=True, scope="app"),
     KeyAction("slots", "f2", "slots", "Slots", "Set the number of slots and the total context",
-              priority=True),
-    KeyAction("inspector", "f3", "inspector", "Inspector", "Show what every slot is doing, live", priority=True),
+              priority=True, scope="screen"),
+    KeyAction("inspector", "f3", "inspector", "Inspector", "Show what every slot is doing, live", priority=True,
+              scope="screen"),
     KeyAction("toggle_grid", "f4", "toggle_grid", "Grid", "Show the chats as tabs or side by side in a grid",
               priority=True),
     KeyAction("new_chat", "ctrl+n", "new_chat", "New chat", "Open a new chat", priority=True),
@@ -66,7 +78,7 @@ ACTIONS: tuple[KeyAction, ...] = (
               "Copy one code block of this chat (a picker when there are several)", show=False, priority=True),
     KeyAction("export_chat", "alt+e", "export_chat", "Export chat",
               "Write this chat to a Markdown file in the current folder", show=False, priority=True),
-    KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False),
+    KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False, scope="app"),
     # alt+digit reaches the app only from terminals with the kitty keyboard protocol: these two
     # arrive from every terminal (and the palette lists the open chats).
     KeyAction("previous_chat", "ctrl+pageup", "cycle_chat(-1)", "Previous chat", "Go to the previous chat",

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
-from textual import events, on, work
+from textual import events, on
 from textual.app import App, ComposeResult, InvalidThemeError, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
@@ -15,51 +15,33 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Header, TabbedContent
 
 from mlxchat.app.ui import keys
-from mlxchat.app.chats.code_blocks import CodeBlock, chat_code_blocks
-from mlxchat.app.chats.export import to_markdown
-from mlxchat.app.chats.private import write_private
-from mlxchat.app.chats.fanout import Variant, default_variants, labels
-from mlxchat.app.chats.fork import fork, fork_point
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
-from mlxchat.app.ui.screens.code_picker import CodePickerScreen
-from mlxchat.app.ui.screens.find import FindScreen
-from mlxchat.app.ui.widgets.chat_input import INPUT_KEYS
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
+from mlxchat.app.ui.fan_out_actions import FanOutActions
+from mlxchat.app.ui.startup import Startup
+from mlxchat.app.ui.turn_actions import TurnActions
 from mlxchat.app.ui.widgets.footer import Footer
-from mlxchat.app.ui.screens.chat_settings import ChatSettings, ChatSettingsScreen
-from mlxchat.app.chats.errors import StoreError, StoreWriteError
+from mlxchat.app.chats.errors import StoreWriteError
 from mlxchat.app.chats.model import Chat
 from mlxchat.app.chats.store import ChatStore
-from mlxchat.app.chats.tabs import KEEP_ALIVE_S
-from mlxchat.app.ui.screens.confirm import ConfirmScreen
-from mlxchat.app.ui.screens.fan_out import FanOut, FanOutScreen
-from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
 from mlxchat.app.config.loading import save_settings
 from mlxchat.app.config.settings import ConfigError, Settings
-from mlxchat.app.exit_codes import EXIT_FAILURE
-from mlxchat.app.session.messages import EngineReady, LoadProgress, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
-from mlxchat.app.session.start import StartFailure
-from mlxchat.engine import release_thread_streams
-from mlxchat.app.ui.screens.help import HelpScreen, HelpSection, bindings_section
-from mlxchat.app.ui.screens.inspector import InspectorScreen, SlotTable
+from mlxchat.app.ui.screens.help import HelpScreen, app_sections
+from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from mlxchat.app.ui.reply_frames import ReplyFrames
-from mlxchat.app.ui.widgets.slider import Slider
 from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.themes import DEFAULT_THEME, THEMES
 
-STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
-CHAT_ACTIONS = frozenset({
-    "new_chat", "close_chat", "stop_reply", "goto_chat", "cycle_chat", "toggle_grid", "goto_finished",
-    "regenerate", "edit_last", "copy_reply", "copy_code", "export_chat", "chat_list", "chat_settings",
-    "find_in_chat", "edit_earlier", "fork_chat", "fan_out", "keep_variant",
-})
-SCREEN_ACTIONS = frozenset({"slots", "inspector"})  # screens over the chats, reachable from the help too
 
 
-class ChatApp(App[int]):
-    """Several chats at once with one local model: tabs of chats over the engine's slots."""
+class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
+    """Several chats at once with one local model: tabs of chats over the engine's slots.
+
+    Its start (app.ui.startup), the actions on a chat's turns (app.ui.turn_actions) and fan-out
+    (app.ui.fan_out_actions) are mixins by responsibility; the chats' state is their Conversations'.
+    """
 
     TITLE = "mlxchat"
     BINDINGS = keys.bindings()
@@ -123,64 +105,6 @@ class ChatApp(App[int]):
             return
         self.settings = self.settings.model_copy(update={"theme": name})
 
-    def _open_store(self) -> None:
-        """Opens the chat database; without one the app still runs, saying that chats will not be kept."""
-        try:
-            self.store, notice = ChatStore.open_for_app(self._db_path)
-        except StoreError as exc:
-            self.notify(f"Chats will not be saved: {exc}", severity="error", timeout=30)
-            return
-        if notice is not None:
-            self.notify(notice, severity="warning", timeout=30)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="start")
-    def _start(self) -> None:
-        """Loads the model and starts the engine off the UI thread, reporting through messages."""
-        try:
-            warnings = self.session.start(self.settings, lambda p: self.post_message(LoadProgress(p)))
-        except StartFailure as exc:
-            self.post_message(StartFailed(exc.problem, exc.remedy, exc.status))
-            return
-        except Exception as exc:  # anything else unexpected still deserves words rather than a traceback
-            self.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up.",
-                                          EXIT_FAILURE))
-            return
-        finally:  # (this thread, which loaded the model, ends here)
-            release_thread_streams()
-        if not self.post_message(EngineReady(warnings)):
-            # The app closed while the model loaded: nobody else will stop this engine.
-            self.session.shutdown()
-
-    @on(LoadProgress)
-    def _on_progress(self, event: LoadProgress) -> None:
-        if isinstance(self.screen, LoadingScreen):
-            self.screen.show_progress(event.progress)
-
-    @on(StartFailed)
-    def _on_failed(self, event: StartFailed) -> None:
-        self._failed_status = event.status
-        if isinstance(self.screen, LoadingScreen):
-            self.screen.show_failure(event.problem, event.remedy)
-
-    @on(EngineReady)
-    async def _on_ready(self, event: EngineReady) -> None:
-        self._show_plan()
-        if isinstance(self.screen, LoadingScreen):
-            self.pop_screen()
-        for warning in event.warnings:
-            self.notify(warning, severity="warning", timeout=10)
-        await self._restore_chats()
-        self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
-        self.refresh_bindings()
-
-    def _show_plan(self) -> None:
-        assert self.session.plan is not None
-        self.sub_title = f"{self.session.model_name} · {self.session.plan.summary}"
-
-    @on(PlanChanged)
-    def _on_plan(self) -> None:
-        self._show_plan()
-
     @property
     def chat_panes(self) -> list[ChatPane]:
         """The open chats, in tab order (none once the app is being torn down)."""
@@ -202,39 +126,16 @@ class ChatApp(App[int]):
         return next((pane for pane in self.chat_panes if pane.id == tabs.active), None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Chat actions exist on the chats' screen once the engine runs; the F-keys' screens from any screen."""
-        if action in CHAT_ACTIONS:
+        """An action runs where its scope in the registry says: a chat's on the chats' screen once the engine
+        runs, the slots' and inspector's over any screen; help anywhere but the loading screen."""
+        scope = keys.scope_of(action)
+        if scope == "chat":
             return self.session.ready and len(self.screen_stack) == 1
-        if action in SCREEN_ACTIONS:
+        if scope == "screen":
             return self.session.ready and not isinstance(self.screen, LoadingScreen)
         if action == "help":
             return not isinstance(self.screen, LoadingScreen)
         return True
-
-    async def _restore_chats(self) -> None:
-        """Reopens the chats that were open when mlxchat last stopped (tabs, order, focus), or a new one."""
-        chats, focused = [], None
-        if self.store is not None:
-            try:  # the tabs of mlxchats that ended; those of one still running stay its own
-                chats, focused = self.store.claim_open_chats()
-            except StoreWriteError as exc:
-                self.notify(f"The chats that were open cannot be reopened: {exc}", severity="error")
-            self.set_interval(KEEP_ALIVE_S, self._keep_alive)
-        # The first chats take the free slots, empty: each chat's KV is rebuilt by prefill on its next turn.
-        panes = [pane for pane in [await self.open_chat(chat, show=False) for chat in chats] if pane is not None]
-        if not panes:
-            await self.action_new_chat()
-            return
-        self._show_chat(next((pane for pane in panes if pane.chat.id == focused), panes[0]))
-        self._record_open_chats()
-
-    def _keep_alive(self) -> None:
-        """Tells other mlxchats on the database that this one runs, so that none takes its tabs."""
-        if self.store is not None:
-            try:
-                self.store.keep_alive()
-            except StoreWriteError:
-                pass  # saving shows its own problem; past the lease a launch may reopen these tabs too
 
     async def action_new_chat(self) -> None:
         """Opens a new chat with the configured system prompt and sampling."""
@@ -468,235 +369,7 @@ class ChatApp(App[int]):
         """Shows every key of the app and of its screens, as the user's keymap has them."""
         if isinstance(self.screen, HelpScreen):
             return
-        keymap = self.settings.keys
-        sections = [
-            bindings_section("Everywhere", keys.bindings(), keymap, extra=[keys.goto_help(keymap)]),
-            HelpSection("In the message box", INPUT_KEYS),
-            bindings_section("Slots screen (F2)", [*SlotsScreen.BINDINGS, *Slider.BINDINGS], keymap,
-                             remappable=False),
-            bindings_section("Slot inspector (F3)", [*InspectorScreen.BINDINGS, *SlotTable.BINDINGS], keymap,
-                             remappable=False),
-        ]
-        self.push_screen(HelpScreen(sections))
-
-    def action_stop_reply(self) -> None:
-        """Stops the shown chat's reply; what was written stays, marked as stopped."""
-        pane = self.active_chat
-        if pane is not None:
-            pane.stop_reply()
-
-    async def action_regenerate(self) -> None:
-        """Writes the shown chat's last reply again."""
-        if self.active_chat is not None:
-            await self.active_chat.regenerate()
-
-    def action_edit_last(self) -> None:
-        """Puts the shown chat's last user message back in the input, to edit and send again."""
-        if self.active_chat is not None:
-            self.active_chat.edit_last()
-
-    def action_edit_earlier(self) -> None:
-        """Picks one of the shown chat's user messages to edit and send again."""
-        pane = self.active_chat
-        if pane is None or not pane.turns_may_change():
-            return
-        if not pane.user_messages:
-            self.notify("There is no message of yours to edit yet.", severity="warning")
-            return
-        self.push_screen(TurnPickerScreen(
-            f"Edit which of your messages in “{pane.chat_title}”?",
-            "Enter puts it in the message box: sending it replaces it and every turn after it · escape cancels",
-            pane.chat.messages, pane.user_messages), partial(self._edit_earlier, pane))
-
-    def _edit_earlier(self, pane: ChatPane, index: int | None) -> None:
-        """Edits user message `index`: an earlier one than the last after a confirmation, the conversation
-        as it was kept as a chat of its own."""
-        if index is None or not pane.is_attached:
-            return
-        key = keys.key_for("edit_last", self.settings.keys)
-        if index == pane.user_messages[-1]:
-            pane.edit_message(index)
-            self.notify(f"Editing your last message: Enter sends it in place of the old one and its reply "
-                        f"({key} cancels).")
-            return
-        after = len(pane.chat.messages) - index - 1
-        title = pane.chat.title or pane.chat_title
-
-        def confirmed(yes: bool | None) -> None:
-            if yes and pane.is_attached:
-                pane.edit_message(index, keep_branch=True)
-                self.notify(f"Editing message {index + 1}: Enter sends it in place of the old one and the "
-                            f"{after} turns after it ({key} cancels).")
-
-        self.push_screen(ConfirmScreen(
-            f"Edit message {index + 1} of “{pane.chat_title}”?",
-            f"Sending it drops the {after} turns after it from this chat; the conversation as it is now "
-            f"stays saved as “{title} (before edit)” in the chat list.", "Edit"), confirmed)
-
-    def action_fork_chat(self) -> None:
-        """Picks a message of the shown chat to branch it at, into a new chat."""
-        pane = self.active_chat
-        if pane is None or not pane.turns_may_change():
-            return
-        if not pane.chat.messages:
-            self.notify("There is nothing to fork yet: the chat has no messages.", severity="warning")
-            return
-        messages = pane.chat.messages
-        self.push_screen(TurnPickerScreen(
-            f"Fork “{pane.chat_title}” at which message?",
-            "Enter forks at the message under the cursor: at a reply the new chat keeps it; at one of yours it "
-            "stops before it and puts it in the message box · escape cancels",
-            messages, range(len(messages))), partial(self._fork, pane))
-
-    async def _fork(self, pane: ChatPane, index: int | None) -> None:
-        """Opens, saved, a new chat with `pane`'s conversation up to message `index`."""
-        if index is None or not pane.is_attached:
-            return
-        keep, text = fork_point(pane.chat, index)
-        chat = fork(pane.chat, keep)
-        if self.store is not None:
-            try:
-                self.store.save(chat)
-            except StoreWriteError as exc:
-                self.notify(str(exc), severity="error")
-        new = await self.open_chat(chat)
-        if new is None:
-            return
-        new.chat_input.text = text
-        new.chat_input.move_cursor(new.chat_input.document.end)
-        self._record_open_chats()
-
-    def action_fan_out(self) -> None:
-        """Opens the fan-out form, from the shown chat's settings (else the defaults)."""
-        pane = self.active_chat
-        system, sampling = ((pane.chat.system_prompt, pane.chat.sampling) if pane is not None
-                            else (self.settings.system_prompt, self.sampling))
-        self.push_screen(FanOutScreen(Variant(system, sampling), default_variants(system, sampling)), self._fan_out)
-
-    async def _fan_out(self, fan_out: FanOut | None) -> None:
-        """Opens a chat per variant, labelled with what differs, shows them in the grid, and sends the
-        prompt to each: they run on the slots like any chat (those beyond the slots wait in line)."""
-        if fan_out is None:
-            return
-        group = next(self._fan_outs)
-        # An empty chat the fan-out was started from gives way to it (the grid shows the variants only).
-        blank = self.active_chat
-        if blank is not None and (blank.chat.messages or blank.busy or blank.chat_input.text.strip()):
-            blank = None
-        panes = []
-        for variant, label in zip(fan_out.variants, labels(fan_out.variants)):
-            chat = Chat(None, model=self.session.model_name, system_prompt=variant.system_prompt,
-                        sampling=variant.sampling)
-            pane = await self.open_chat(chat, show=False)
-            if pane is None:
-                return
-            pane.fan_out, pane.variant_label = group, label
-            self._show_title(pane)
-            panes.append(pane)
-        if blank is not None:
-            await self.close_chat(blank)
-        self.query_one("#chats", TabbedContent).add_class("-grid")
-        self._show_chat(panes[0])
-        self._lay_out_chats()
-        for pane in panes:
-            await pane.send(fan_out.prompt)
-        self._record_open_chats()
-
-    def action_keep_variant(self) -> None:
-        """Keeps the shown fan-out chat as a chat of its own; its siblings close, after a confirmation."""
-        pane = self.active_chat
-        if pane is None:
-            return
-        if pane.fan_out is None:
-            key = keys.key_for("fan_out", self.settings.keys)
-            self.notify(f"This chat is not part of a fan-out ({key} starts one).", severity="warning")
-            return
-        siblings = [p for p in self.chat_panes if p.fan_out == pane.fan_out and p is not pane]
-
-        async def confirmed(yes: bool | None) -> None:
-            if yes and pane.is_attached:
-                await self._keep_variant(pane, siblings)
-
-        if not siblings:
-            self.call_later(confirmed, True)
-            return
-        names = ", ".join(p.variant_label for p in siblings)
-        self.push_screen(ConfirmScreen(
-            f"Keep “{pane.chat_title}”?",
-            f"The other {len(siblings)} chats of this fan-out ({names}) close; replies still being written stop. "
-            f"They stay saved in the chat list ({keys.key_for('chat_list', self.settings.keys)}), each title "
-            "marked with its settings.",
-            "Close them"), confirmed)
-
-    async def _keep_variant(self, pane: ChatPane, siblings: list[ChatPane]) -> None:
-        for sibling in siblings:
-            if sibling.is_attached:
-                # Saved with what set it apart, so the chat list tells the closed variants apart.
-                sibling.chat.title = f"{sibling.chat.title} ({sibling.variant_label})"
-                sibling.chat.touch()
-                sibling.save()
-                await self.close_chat(sibling)
-        pane.fan_out, pane.variant_label = None, ""
-        self._show_title(pane)
-        self.query_one("#chats", TabbedContent).remove_class("-grid")
-        self._show_chat(pane)
-        self._lay_out_chats()
-
-    def action_copy_reply(self) -> None:
-        """Copies the shown chat's last reply to the clipboard."""
-        if self.active_chat is not None:
-            self.active_chat.copy_reply()
-
-    def action_find_in_chat(self, text: str = "") -> None:
-        """Opens the find bar over the shown chat (looking for `text`, when given)."""
-        pane = self.active_chat
-        if pane is not None:
-            self.push_screen(FindScreen(self.screen, pane.query_one(".conversation"), text),
-                             lambda _: pane.focus_input())
-
-    def action_copy_code(self) -> None:
-        """Copies a code block of the shown chat's replies: the only one at once, else the one picked."""
-        pane = self.active_chat
-        if pane is None:
-            return
-        blocks = chat_code_blocks(pane.chat)
-        if not blocks:
-            self.notify("This chat's replies hold no code block yet.", severity="warning")
-        elif len(blocks) == 1:
-            self._copy_code(blocks[0])
-        else:
-            self.push_screen(CodePickerScreen(blocks), self._copy_code)
-
-    def _copy_code(self, block: CodeBlock | None) -> None:
-        if block is not None:
-            self.copy_to_clipboard(block.code)
-            self.notify(f"Copied a {block.describe()}, from reply {block.reply}.")
-
-    def action_chat_settings(self) -> None:
-        """Edits the shown chat's system prompt and sampling (they apply from its next turn)."""
-        pane = self.active_chat
-        if pane is None:
-            return
-
-        def apply(settings: ChatSettings | None) -> None:
-            if settings is not None and pane.is_attached:
-                pane.apply_settings(settings.system_prompt, settings.sampling)
-
-        self.push_screen(ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling)),
-                         apply)
-
-    def action_export_chat(self) -> None:
-        """Writes the shown chat as Markdown to mlxchat-chat-ID.md in the current folder, readable by its owner only."""
-        pane = self.active_chat
-        if pane is None:
-            return
-        path = Path.cwd() / f"mlxchat-chat-{pane.chat.id if pane.chat.id is not None else 'unsaved'}.md"
-        try:
-            write_private(path, to_markdown(pane.chat))
-        except OSError as exc:
-            self.notify(f"Could not export to {path}: {exc.strerror}", severity="error")
-            return
-        self.notify(f"Exported to {path}")
+        self.push_screen(HelpScreen(app_sections(self.settings.keys)))
 
     def action_quit(self) -> None:
         """Quits, saving the replies being written; the exit status says whether start-up had failed."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-from mlxchat.app.actions import ACTIONS, FOOTER_EVERYWHERE, MAX_CHAT_SHORTCUTS, KeyAction
+from mlxchat.app.actions import ACTIONS, FOOTER_EVERYWHERE, MAX_CHAT_SHORTCUTS, KeyAction, Scope
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,11 @@ def everywhere_bindings() -> list[Binding]:
 def key_for(action_id: str, keymap: Mapping[str, str]) -> str:
     """The key of action `action_id`, as `keymap` (the user's remapping) has it."""
     return keymap.get(action_id) or next(a.key for a in ACTIONS if a.id == action_id)
+
+
+def scope_of(action: str) -> Scope | None:
+    """Where the action named `action` may run (mlxchat.app.actions), or None for one outside the registry."""
+    return next((a.scope for a in ACTIONS if a.name == action), None)
 
 
 def palette_actions() -> list[KeyAction]:

@@ -12,7 +12,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label
 
+from mlxchat.app.ui import keys
 from mlxchat.app.ui.keys import KeyHelp
+from mlxchat.app.ui.screens.inspector import InspectorScreen, SlotTable
+from mlxchat.app.ui.screens.slots import SlotsScreen
+from mlxchat.app.ui.widgets.chat_input import INPUT_KEYS
+from mlxchat.app.ui.widgets.slider import Slider
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,17 @@ class HelpSection:
 
     title: str
     keys: Sequence[KeyHelp]
+
+
+def app_sections(keymap: Mapping[str, str]) -> list[HelpSection]:
+    """Every key of the app and of its screens, as `keymap` has them."""
+    return [
+        bindings_section("Everywhere", keys.bindings(), keymap, extra=[keys.goto_help(keymap)]),
+        HelpSection("In the message box", INPUT_KEYS),
+        bindings_section("Slots screen (F2)", [*SlotsScreen.BINDINGS, *Slider.BINDINGS], keymap, remappable=False),
+        bindings_section("Slot inspector (F3)", [*InspectorScreen.BINDINGS, *SlotTable.BINDINGS], keymap,
+                         remappable=False),
+    ]
 
 
 def bindings_section(
