@@ -21,19 +21,19 @@ from mlxchat.app.chats.model import Chat, ChatMessage
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.chats.titles import short_title
 from mlxchat.app.session.feed import ReplyFeed
-from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdrawn
+from mlxchat.app.session.messages import ReplyDone
 from mlxchat.app.session.session import Session
-from mlxchat.app.ui.keys import key_for
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
+from mlxchat.app.ui.widgets.seat_view import SeatView
+from mlxchat.app.ui.widgets.turn_edits import TurnEdits
 from mlxchat.app.ui.widgets.reply_view import ReplyView
-from mlxchat.app.ui.widgets import slot_status
-from mlxchat.engine.events import Done, RequestStats, SamplingParams, SlotSnapshot
+from mlxchat.engine.events import Done, RequestStats, SamplingParams
 
 TAB_LABEL_CHARS = 20
 
 
-class ChatPane(TabPane):
+class ChatPane(SeatView, TurnEdits, TabPane):
     """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
 
     The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
@@ -218,77 +218,6 @@ class ChatPane(TabPane):
         """Asks the session to stop this chat's reply; False when there is none."""
         return self.busy and self._session.stop(self.chat_id)
 
-    def _key(self, action_id: str) -> str:
-        """The key of an action as the user has it (remappable), for the messages that name it."""
-        return key_for(action_id, self._keymap)
-
-    def _idle_status(self) -> str:
-        return slot_status.idle(self.slot_id)
-
-    @on(ChatSeated)
-    async def _seated(self, event: ChatSeated) -> None:
-        """Says what a new seat means for the chat: in the status line when a slot was lent or taken
-        back for another chat (as happens all the time with more chats than slots), in the
-        conversation when the slots changed."""
-        if event.slot is not None:
-            await self._clear_queue_note()
-        self._set_status(self._idle_status())
-        if event.lent:
-            if event.slot is None:
-                self._set_status(slot_status.slot_lent(event.before))
-            return
-        note = slot_status.seat_note(event.slot, event.before, event.kv_kept)
-        if self.chat.messages:  # an empty chat has no cache to keep or prefill
-            await self.query_one(".conversation").mount(Static(note, classes="turn-note", markup=False))
-
-    @on(Queued)
-    async def _queued(self, event: Queued) -> None:
-        """Shows the message's place in line where its reply will be."""
-        await self._turns_mounted.wait()
-        if event.request != self.request_id or self._reply is None:
-            return
-        self._reply.display = False  # (an empty reply still takes room)
-        text, line = slot_status.queue_words(event.place, self._key("stop_reply"))
-        self._set_status(line)
-        note = next(iter(self.query(".queue-note").results(Static)), None)
-        if note is None:
-            await self.query_one(".conversation").mount(Static(text, classes="queue-note", markup=False),
-                                                        before=self._reply)
-        else:
-            note.update(text)
-
-    async def _clear_queue_note(self) -> None:
-        if self._reply is not None:
-            self._reply.display = True
-        await self.query(".queue-note").remove()
-
-    @on(Withdrawn)
-    async def _withdrawn(self, event: Withdrawn) -> None:
-        """The message left the queue before it started: it goes back to the input, as if never sent."""
-        event.stop()
-        await self._turns_mounted.wait()
-        if event.request != self.request_id or self._reply is None:
-            return
-        streamed, self._reply = self._reply, None
-        await self._clear_queue_note()
-        await self._take_back(streamed)
-        self._set_status(self._idle_status())
-        self.request_id = None
-
-    def show_slot(self, slot: SlotSnapshot) -> None:
-        """Shows the slot's state, how full its context is (as a bar) and its speed."""
-        self._set_status(slot_status.slot_line(slot))
-
-    def _set_status(self, text: str) -> None:
-        if text == self._status:  # (an idle app redraws nothing)
-            return
-        self._status = text
-        # query, not query_one: a pane being closed has already lost its children.
-        for status in self.query(".slot-status").results(Static):
-            # One line of fixed height: no layout pass, which with many panes streaming costs the
-            # UI thread far more than drawing the line (a whole-screen layout per update).
-            status.update(text, layout=False)
-
     @on(ChatInput.Submitted)
     async def _send(self, event: ChatInput.Submitted) -> None:
         event.stop()
@@ -459,59 +388,6 @@ class ChatPane(TabPane):
         self._user_turn = None
         await self._show_history()
         self._start_reply()
-
-    @property
-    def user_messages(self) -> list[int]:
-        """The indexes of the user's messages in the chat, first to last."""
-        return self.conversation.user_messages
-
-    @property
-    def editing(self) -> bool:
-        """Whether one of the user's messages is in the input, to be sent in its place."""
-        return self.conversation.edit_from is not None
-
-    def edit_last(self) -> None:
-        """Puts the last user message in the input: sending it replaces that message and its reply.
-
-        Called again before sending, it cancels the edit.
-        """
-        if not self.turns_may_change():
-            return
-        if self.editing:
-            self.cancel_edit()
-            return
-        if not self.user_messages:
-            self.notify("There is no message of yours to edit yet.", severity="warning")
-            return
-        self.edit_message(self.user_messages[-1])
-        self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
-                    f"({self._key('edit_last')} again cancels).")
-
-    def edit_message(self, index: int, keep_branch: bool = False) -> None:
-        """Puts user message `index` in the input: sending it replaces that message and every turn after
-        it (the slot's KV rolls back to what they share). With `keep_branch` the conversation as it
-        was is first saved as a chat of its own."""
-        if not self.turns_may_change():
-            return
-        if self.editing:
-            self.cancel_edit(quiet=True)
-        self.conversation.edit_from, self.conversation.keep_branch = index, keep_branch
-        self._turn_of(index).add_class("-editing")
-        self._put_back(self.chat.messages[index].text)
-        self.focus_input()
-
-    def cancel_edit(self, quiet: bool = False) -> None:
-        """Leaves the conversation as it was: the message being edited stays."""
-        if self.conversation.edit_from is None:
-            return
-        self._turn_of(self.conversation.edit_from).remove_class("-editing")
-        self.conversation.edit_from, self.conversation.keep_branch = None, False
-        if not quiet:
-            self.notify("Edit cancelled: the conversation stays as it was.")
-
-    def _turn_of(self, index: int) -> Widget:
-        """The box of user message `index` in the conversation."""
-        return list(self.query(".user-turn"))[self.user_messages.index(index)]
 
     def apply_settings(self, system_prompt: str, sampling: SamplingParams) -> None:
         """Gives the chat a new system prompt and sampling, used from its next turn."""
