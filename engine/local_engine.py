@@ -20,19 +20,9 @@ from mlxchat.engine.cpu.priority import run_below_ui
 from mlxchat.engine.devices import release_thread_streams
 from mlxchat.engine.events import EngineSnapshot, Event, SamplingParams
 from mlxchat.engine.handle import RequestHandle
-from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
-from mlxchat.engine.scheduler import SlotScheduler
+from mlxchat.engine.scheduler import SlotScheduler, Submit
 from mlxchat.engine.status import EngineInfo
-
-
-@dataclass(frozen=True)
-class Submit:
-    handle: RequestHandle
-    messages: Messages | None
-    tokens: list[int] | None
-    sampling: SamplingParams
-    on_event: Callable[[Event], None] | None
 
 
 @dataclass(frozen=True)
@@ -53,12 +43,6 @@ class Bind:
 
 
 @dataclass(frozen=True)
-class Repartition:
-    plan: SlotPlan
-    future: Future
-
-
-@dataclass(frozen=True)
 class Call:
     fn: Callable[[], Any]
     future: Future
@@ -69,32 +53,17 @@ class Stop:
     pass
 
 
-Command = Submit | Cancel | Clear | Bind | Repartition | Call | Stop
+Command = Submit | Cancel | Clear | Bind | Call | Stop
 
 
 class Engine:
     """N slots over one model; `submit` a chat to a slot and read its events from the handle."""
 
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        plan: SlotPlan,
-        *,
-        info: EngineInfo = EngineInfo(),
-        prefill_chunk: int = 256,
-        split: bool | None = None,
-        park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
-        padded_prefill: bool | None = None,
-        nice: int = 0,
-    ) -> None:
-        """The scheduler is set up on the calling thread (the one that loaded the model: see SlotScheduler
-        for its arguments). `nice`: on Linux, the nice value the engine's threads run at
-        (engine.cpu.priority; 0: the caller's)."""
-        self.core = SlotScheduler(
-            model, tokenizer, plan, info=info, prefill_chunk=prefill_chunk, split=split,
-            park_budget_bytes=park_budget_bytes, padded_prefill=padded_prefill,
-        )
+    def __init__(self, model: Any, tokenizer: Any, plan: SlotPlan, *, nice: int = 0, **options: Any) -> None:
+        """`options` are SlotScheduler's (info, prefill_chunk, split, park_budget_bytes, padded_prefill); it is
+        set up on the calling thread, the one that loaded the model. `nice`: on Linux, the nice value the
+        engine's threads run at (engine.cpu.priority; 0: the caller's)."""
+        self.core = SlotScheduler(model, tokenizer, plan, **options)
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._ids = itertools.count(1)
         self._nice = nice
@@ -132,9 +101,7 @@ class Engine:
 
     def repartition(self, plan: SlotPlan) -> Future[dict[int, bool]]:
         """Rebuilds the slots for `plan`; resolves to {old slot id: whether its cached KV survived}."""
-        future: Future[dict[int, bool]] = Future()
-        self._commands.put(Repartition(plan, future))
-        return future
+        return self.call(lambda: self.core.repartition(plan))
 
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
         """Runs `fn` on the engine thread between steps (for work that must touch MLX)."""
@@ -200,16 +167,14 @@ class Engine:
     def _handle(self, command: Command) -> None:
         core = self.core
         match command:
-            case Submit(handle, messages, tokens, sampling, on_event):
-                core.admit(handle, messages, tokens, sampling, on_event)
+            case Submit():
+                core.admit(command)
             case Cancel(slot_id):
                 core.cancel(slot_id)
             case Clear(slot_id, park):
                 core.clear(slot_id, park)
             case Bind(slot_id, label):
                 core.bind(slot_id, label)
-            case Repartition(plan, future):
-                _resolve(future, lambda: core.repartition(plan))
             case Call(fn, future):
                 _resolve(future, fn)
 

@@ -35,6 +35,17 @@ from mlxchat.engine.status import EngineInfo, engine_snapshot
 
 
 
+@dataclass(frozen=True)
+class Submit:
+    """A reply asked of a slot: to a chat (`messages`, rendered with the chat template) or to raw `tokens`."""
+
+    handle: RequestHandle
+    messages: Messages | None = None
+    tokens: list[int] | None = None
+    sampling: SamplingParams = SamplingParams()
+    on_event: Callable[[Event], None] | None = None
+
+
 @dataclass
 class _DecodePass:
     """A decode pass in flight: which (slot, request) each row serves, and its sampled tokens."""
@@ -86,20 +97,15 @@ class SlotScheduler:
         """Whether a step has work: a request in some slot, or a decode pass still to read."""
         return self._pass is not None or any(s.request for s in self.slots)
 
-    def admit(
-        self,
-        handle: RequestHandle,
-        messages: Messages | None = None,
-        tokens: list[int] | None = None,
-        sampling: SamplingParams = SamplingParams(),
-        on_event: Callable[[Event], None] | None = None,
-    ) -> None:
+    def admit(self, submit: Submit) -> None:
         """Seats a request in its slot (`handle.slot_id`), reusing what the slot or a parked prefix holds;
         a request that cannot start ends at once with a refused Done, and one that fails with an error Done."""
+        handle = submit.handle
         try:
-            self._admit(handle, messages, tokens, sampling, on_event)
+            self._admit(submit)
         except Exception as exc:  # the slot starts over: its cache may be half-moved
-            deliver(handle, on_event, Done(handle.request_id, handle.slot_id, "error", "", error=failure_message(exc)), quiet=True)
+            failed = Done(handle.request_id, handle.slot_id, "error", "", error=failure_message(exc))
+            deliver(handle, submit.on_event, failed, quiet=True)
             slot = self._slot(handle.slot_id)
             if slot is not None and slot.request is None:
                 slot.rollback(self.store, 0)
@@ -204,14 +210,10 @@ class SlotScheduler:
     def _slot(self, slot_id: int) -> Slot | None:
         return self.slots[slot_id] if 0 <= slot_id < len(self.slots) else None
 
-    def _admit(
-        self,
-        handle: RequestHandle,
-        messages: Messages | None,
-        tokens: list[int] | None,
-        sampling: SamplingParams,
-        on_event: Callable[[Event], None] | None,
-    ) -> None:
+    def _admit(self, submit: Submit) -> None:
+        handle, messages, tokens, sampling, on_event = (
+            submit.handle, submit.messages, submit.tokens, submit.sampling, submit.on_event
+        )
         slot = self._slot(handle.slot_id)
 
         def refuse(message: str) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.widgets import TabbedContent
 
 from mlxchat.app.chats.fanout import Variant, default_variants, labels
@@ -12,16 +10,10 @@ from mlxchat.app.ui import keys
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.fan_out import FanOut, FanOutScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
-
-if TYPE_CHECKING:
-    from mlxchat.app.ui.app import ChatApp
-
-    _Base = ChatApp
-else:
-    _Base = object
+from mlxchat.app.ui.parts import AppPart
 
 
-class FanOutActions(_Base):
+class FanOutActions(AppPart):
     """ChatApp's fan-out actions (a mixin: ChatApp is what it runs on)."""
 
     def action_fan_out(self) -> None:

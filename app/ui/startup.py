@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual import work
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
@@ -14,18 +12,12 @@ from mlxchat.app.session.messages import EngineReady, LoadProgress, PlanChanged,
 from mlxchat.app.session.start import StartFailure
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from mlxchat.engine import release_thread_streams
-
-if TYPE_CHECKING:
-    from mlxchat.app.ui.app import ChatApp
-
-    _Base = ChatApp
-else:
-    _Base = object
+from mlxchat.app.ui.parts import AppPart
 
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
 
 
-class Startup(_Base):
+class Startup(AppPart):
     """ChatApp's start-up (a mixin: ChatApp is what it runs on)."""
 
     def _open_store(self) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from mlxchat.app.chats.code_blocks import CodeBlock, chat_code_blocks
 from mlxchat.app.chats.errors import StoreWriteError
 from mlxchat.app.chats.export import to_markdown
@@ -18,16 +16,10 @@ from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.find import FindScreen
 from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
-
-if TYPE_CHECKING:
-    from mlxchat.app.ui.app import ChatApp
-
-    _Base = ChatApp
-else:
-    _Base = object
+from mlxchat.app.ui.parts import AppPart
 
 
-class TurnActions(_Base):
+class TurnActions(AppPart):
     """ChatApp's actions on the shown chat's turns (a mixin: ChatApp is what it runs on)."""
 
     def action_stop_reply(self) -> None:

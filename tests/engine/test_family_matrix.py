@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from mlxchat.engine.events import SamplingParams
+from tests.engine.test_families import alone
 from tests.tiny_configs import NotTiny, is_model_module, model_modules, tiny_config
 
 PROMPTS = [[(7 * i + 3 * j) % 250 + 1 for j in range(n)] for i, n in enumerate((5, 13, 34))]
@@ -37,21 +38,6 @@ def _configs() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
 
 
 TINY, NOT_TINY = _configs()
-
-
-def alone(model: Any, prompt: list[int], n: int = NEW) -> list[int]:
-    """mlx-lm on its own: the whole prompt through its own caches (make_prompt_cache), then greedy steps."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache
-
-    cache = make_prompt_cache(model)
-    logits = model(mx.array([prompt]), cache=cache)[:, -1]
-    out = []
-    for _ in range(n):
-        token = int(mx.argmax(logits, axis=-1).item())
-        out.append(token)
-        logits = model(mx.array([[token]]), cache=cache)[:, -1]
-    return out
 
 
 def save(config: dict[str, Any], path: Path) -> Path:
@@ -118,7 +104,7 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
     assert family not in REFUSED, f"{family} is listed as refused but loaded"
     reference, _ = mlx_lm_load(folder)
     try:
-        expected = [alone(reference, p) for p in PROMPTS]
+        expected = [alone(reference, p, NEW) for p in PROMPTS]
         handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
         dones = [h.result(120) for h in handles]
         assert [d.error for d in dones] == [None] * len(PROMPTS), family
@@ -128,7 +114,7 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
         turn = PROMPTS[2] + expected[2] + [5, 6, 7]
         second = engine.submit(2, tokens=turn, sampling=GREEDY).result(120)
         assert second.error is None, family
-        assert generated(engine, 2, turn) == alone(reference, turn)[:-1], f"{family}, second turn"
+        assert generated(engine, 2, turn) == alone(reference, turn, NEW)[:-1], f"{family}, second turn"
     finally:
         engine.shutdown()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
 from mlxchat.engine.handle import RequestHandle
-from mlxchat.engine.scheduler import SlotScheduler
+from mlxchat.engine.scheduler import SlotScheduler, Submit
 from tests.engine.test_families import PROMPTS, alone, plan, tokenizer  # noqa: F401 (the fixture)
 from tests.tiny_families import build_family
 
@@ -16,7 +16,7 @@ def test_admitted_requests_step_to_their_ends_each_as_mlx_lm_alone(tokenizer) ->
     core = SlotScheduler(model, tokenizer, plan(), prefill_chunk=4)
     handles = [RequestHandle(i + 1, i) for i in range(3)]
     for handle, prompt in zip(handles, PROMPTS):
-        core.admit(handle, tokens=prompt, sampling=GREEDY)
+        core.admit(Submit(handle, tokens=prompt, sampling=GREEDY))
     assert [s.state for s in core.snapshot().slots[:3]] == ["prefill"] * 3
     steps = 0
     while core.busy:
@@ -34,8 +34,8 @@ def test_admitted_requests_step_to_their_ends_each_as_mlx_lm_alone(tokenizer) ->
 
 def test_a_request_for_a_busy_slot_is_refused_at_once(tokenizer) -> None:
     core = SlotScheduler(build_family("llama"), tokenizer, plan())
-    core.admit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=GREEDY)
+    core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=GREEDY))
     second = RequestHandle(2, 0)
-    core.admit(second, tokens=PROMPTS[1], sampling=GREEDY)
+    core.admit(Submit(second, tokens=PROMPTS[1], sampling=GREEDY))
     done = second.result(timeout=0)
     assert done.refused and "still answering" in (done.error or "")

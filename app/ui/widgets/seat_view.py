@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.widgets import Static
 
 from mlxchat.app.session.messages import ChatSeated, Queued, Withdrawn
 from mlxchat.app.ui.keys import key_for
 from mlxchat.app.ui.widgets import slot_status
 from mlxchat.engine.events import SlotSnapshot
-
-if TYPE_CHECKING:
-    from mlxchat.app.ui.widgets.chat_pane import ChatPane
-
-    _Base = ChatPane
-else:
-    _Base = object
+from mlxchat.app.ui.parts import PanePart
 
 
-class SeatView(_Base):
+class SeatView(PanePart):
     """ChatPane's status line and seat notes (a mixin; its handlers go by name, as Textual finds them on any
     class of a widget's MRO, where @on handlers are collected only from the widget's own class)."""
 

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.widget import Widget
 
-if TYPE_CHECKING:
-    from mlxchat.app.ui.widgets.chat_pane import ChatPane
-
-    _Base = ChatPane
-else:
-    _Base = object
+from mlxchat.app.ui.parts import PanePart
 
 
-class TurnEdits(_Base):
+class TurnEdits(PanePart):
     """ChatPane's message edits (a mixin: the conversation holds which message is edited)."""
 
     @property
