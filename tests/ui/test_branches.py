@@ -43,7 +43,7 @@ async def fan_out(app: ChatApp, pilot: Pilot, prompt: str) -> list[ChatPane]:
     screen = app.screen
     assert isinstance(screen, FanOutScreen)
     screen.query_one("#fan-out-prompt", TextArea).text = prompt
-    screen.action_send()
+    screen.action_confirm()
     await wait_for(pilot, lambda: len([p for p in app.chat_panes if p.fan_out]) == 3, "three variants")
     return [p for p in app.chat_panes if p.fan_out]
 

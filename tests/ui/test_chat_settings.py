@@ -28,7 +28,7 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
         form.query_one("#top_p", Input).value = "2"
         form.query_one("#max_tokens", Input).value = "many"
         await pilot.press("ctrl+s")
-        error = str(form.query_one("#settings-error", Static).render())
+        error = str(form.query_one("#form-error", Static).render())
         assert "top_p: Input should be less than or equal to 1" in error and "max_tokens:" in error
         assert app.screen is form  # nothing applied
 

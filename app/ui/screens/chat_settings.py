@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydantic import ValidationError
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.config.settings import Sampling
-from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.text_area import TextArea
 from mlxchat.engine.events import SamplingParams
 
@@ -28,11 +27,11 @@ class ChatSettings:
     sampling: SamplingParams
 
 
-class ChatSettingsScreen(AppModalScreen[ChatSettings | None]):
+class ChatSettingsScreen(FormScreen[ChatSettings | None]):
     """Edits a chat's system prompt and sampling; dismisses with the new settings, or None."""
 
     CSS_PATH = "chat_settings.tcss"
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "save", "Save", priority=True)]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "confirm", "Save", priority=True)]
 
     def __init__(self, title: str, settings: ChatSettings) -> None:
         super().__init__()
@@ -53,10 +52,10 @@ class ChatSettingsScreen(AppModalScreen[ChatSettings | None]):
                     yield Input("" if value is None else str(value), id=name,
                                 placeholder="none: a new seed each reply" if name == "seed" else "",
                                 tooltip=Sampling.model_fields[name].description)
-            yield Static(id="settings-error", markup=False)
+            yield Static(id="form-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
-                yield Button("Save", id="save", variant="primary")
+                yield Button("Save", id="confirm", variant="primary")
             yield Static("ctrl+s or Enter in a field: save · escape: cancel", classes="settings-hint")
         yield Footer()
 
@@ -72,25 +71,3 @@ class ChatSettingsScreen(AppModalScreen[ChatSettings | None]):
         except ValidationError as exc:
             raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
         return ChatSettings(self.query_one(TextArea).text.strip(), checked.params())
-
-    def action_save(self) -> None:
-        try:
-            settings = self.read()
-        except ValueError as exc:
-            self.query_one("#settings-error", Static).update(str(exc))
-            return
-        self.dismiss(settings)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    @on(Input.Submitted)
-    def _submitted(self) -> None:
-        self.action_save()
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "save":
-            self.action_save()
-        else:
-            self.action_cancel()

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
@@ -15,7 +14,7 @@ from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.chats.fanout import MAX_VARIANTS, MIN_VARIANTS, Variant
 from mlxchat.app.config.settings import Sampling
-from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.text_area import TextArea
 
 COLUMNS = ("temperature", "seed", "system prompt")
@@ -29,13 +28,13 @@ class FanOut:
     variants: list[Variant]
 
 
-class FanOutScreen(AppModalScreen[FanOut | None]):
+class FanOutScreen(FormScreen[FanOut | None]):
     """Edits a prompt and its variants (pre-filled from `variants`; the rows past them start empty, an
     empty row is left out, and an empty field takes `base`'s value); dismisses with the fan-out to send,
     or None."""
 
     CSS_PATH = "fan_out.tcss"
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "send", "Send", priority=True)]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "confirm", "Send", priority=True)]
 
     def __init__(self, base: Variant, variants: Sequence[Variant], prompt: str = "") -> None:
         super().__init__()
@@ -61,10 +60,10 @@ class FanOutScreen(AppModalScreen[FanOut | None]):
                     yield Input("" if seed is None else str(seed), id=f"seed-{row}", placeholder="none")
                     yield Input("" if variant is None else variant.system_prompt, id=f"system-{row}",
                                 placeholder="none")
-            yield Static(id="fan-out-error", markup=False)
+            yield Static(id="form-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
-                yield Button("Send to each", id="send", variant="primary")
+                yield Button("Send to each", id="confirm", variant="primary")
             yield Static(f"{MIN_VARIANTS}–{MAX_VARIANTS} chats: an empty row is left out · ctrl+s sends · "
                          "escape cancels", classes="fan-out-hint")
         yield Footer()
@@ -97,25 +96,3 @@ class FanOutScreen(AppModalScreen[FanOut | None]):
         if problems:
             raise ValueError("\n".join(problems))
         return FanOut(prompt, variants)
-
-    def action_send(self) -> None:
-        try:
-            fan_out = self.read()
-        except ValueError as exc:
-            self.query_one("#fan-out-error", Static).update(str(exc))
-            return
-        self.dismiss(fan_out)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    @on(Input.Submitted)
-    def _submitted(self) -> None:
-        self.action_send()
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "send":
-            self.action_send()
-        else:
-            self.action_cancel()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from textual import on
 from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
 
 from mlxchat.app.ui import keys
 
@@ -16,3 +18,35 @@ class AppModalScreen(ModalScreen[ResultT]):
     footer shows a modal's own bindings only, though the app's priority bindings still work there."""
 
     BINDINGS = keys.everywhere_bindings()
+
+
+class FormScreen(AppModalScreen[ResultT]):
+    """A dialog whose fields make one value (`read`): ctrl+s, Enter in a field or its confirming button
+    (id `confirm`) gives it, escape or the other button cancels; what is wrong is shown in the line with
+    id `form-error` and the dialog stays open."""
+
+    def read(self) -> ResultT:
+        """The value the fields give; raises ValueError with every problem, one per line."""
+        raise NotImplementedError
+
+    def action_confirm(self) -> None:
+        try:
+            value = self.read()
+        except ValueError as exc:
+            self.query_one("#form-error", Static).update(str(exc))
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_confirm()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            self.action_confirm()
+        else:
+            self.action_cancel()
