@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
 from mlxchat.engine.events import EngineSnapshot, Event, SamplingParams
-from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.handle import Messages, RequestHandle
 from mlxchat.engine.plan import SlotPlan
 
-Messages = Sequence[dict[str, str]]
 
 
 class ChatEngine(Protocol):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import queue
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from mlxchat.engine.events import Done, Event
+from mlxchat.engine.events import Done, Event, SamplingParams
+
+Messages = Sequence[dict[str, str]]
 
 
 class RequestHandle:
@@ -50,3 +55,39 @@ def deliver(handle: RequestHandle, on_event: Callable[[Event], None] | None, eve
     except Exception:
         if not quiet and not isinstance(event, Done):
             raise
+
+
+@dataclass(frozen=True)
+class Submit:
+    """A reply asked of a slot: to a chat (`messages`, rendered with the chat template) or to raw `tokens`."""
+
+    handle: RequestHandle
+    messages: Messages | None = None
+    tokens: list[int] | None = None
+    sampling: SamplingParams = SamplingParams()
+    on_event: Callable[[Event], None] | None = None
+
+
+class TakesRequests:
+    """The `submit` both engines offer: a handle at once, the request handed to `_take` (queued for the
+    engine's thread, or streamed from a server)."""
+
+    _request_ids: Iterator[int] = itertools.count(1)  # replaced per engine: each counts its own
+
+    def submit(
+        self,
+        slot_id: int,
+        messages: Messages | None = None,
+        *,
+        tokens: list[int] | None = None,
+        sampling: SamplingParams = SamplingParams(),
+        on_event: Callable[[Event], None] | None = None,
+    ) -> RequestHandle:
+        """Starts a reply in `slot_id` to a chat (`messages`) or to raw `tokens`; its events come on the handle
+        and to `on_event`, ending with one Done."""
+        handle = RequestHandle(next(self._request_ids), slot_id)
+        self._take(Submit(handle, messages, tokens, sampling, on_event))
+        return handle
+
+    def _take(self, submit: Submit) -> None:
+        raise NotImplementedError

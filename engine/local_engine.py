@@ -14,14 +14,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mlxchat.engine.chat_engine import Messages
 from mlxchat.engine.cpu.blas import blas_workers
 from mlxchat.engine.cpu.priority import run_below_ui
 from mlxchat.engine.devices import release_thread_streams
-from mlxchat.engine.events import EngineSnapshot, Event, SamplingParams
-from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.events import EngineSnapshot
+from mlxchat.engine.handle import Submit, TakesRequests
 from mlxchat.engine.plan import SlotPlan
-from mlxchat.engine.scheduler import SlotScheduler, Submit
+from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.status import EngineInfo
 
 
@@ -56,7 +55,7 @@ class Stop:
 Command = Submit | Cancel | Clear | Bind | Call | Stop
 
 
-class Engine:
+class Engine(TakesRequests):
     """N slots over one model; `submit` a chat to a slot and read its events from the handle."""
 
     def __init__(self, model: Any, tokenizer: Any, plan: SlotPlan, *, nice: int = 0, **options: Any) -> None:
@@ -65,26 +64,12 @@ class Engine:
         engine's threads run at (engine.cpu.priority; 0: the caller's)."""
         self.core = SlotScheduler(model, tokenizer, plan, **options)
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
-        self._ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
         self._nice = nice
         self._thread = threading.Thread(target=self._run, name="mlxchat-engine", daemon=True)
         self._thread.start()
 
     # ---- public API (any thread) ----
-
-    def submit(
-        self,
-        slot_id: int,
-        messages: Messages | None = None,
-        *,
-        tokens: list[int] | None = None,
-        sampling: SamplingParams = SamplingParams(),
-        on_event: Callable[[Event], None] | None = None,
-    ) -> RequestHandle:
-        """Starts a reply in `slot_id` to a chat (`messages`, rendered with the chat template) or to raw `tokens`."""
-        handle = RequestHandle(next(self._ids), slot_id)
-        self._commands.put(Submit(handle, messages, tokens, sampling, on_event))
-        return handle
 
     def cancel(self, slot_id: int) -> None:
         """Stops the slot's reply at the next step; what was written is kept and marked cancelled."""
@@ -129,6 +114,9 @@ class Engine:
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step."""
         return self.core.snapshot()
+
+    def _take(self, submit: Submit) -> None:
+        self._commands.put(submit)
 
     # ---- the engine thread ----
 

@@ -15,10 +15,10 @@ import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine import refusals
-from mlxchat.engine.chat_engine import Messages, render
-from mlxchat.engine.events import Done, EngineSnapshot, Event, FinishReason, RequestStats, SamplingParams, TextDelta
+from mlxchat.engine.chat_engine import render
+from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, RequestStats, TextDelta
 from mlxchat.engine.forward import Forward
-from mlxchat.engine.handle import RequestHandle, deliver
+from mlxchat.engine.handle import Submit, deliver
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.loading.batch_check import ready_for_slots
@@ -33,17 +33,6 @@ from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
 from mlxchat.engine.status import EngineInfo, engine_snapshot
 
-
-
-@dataclass(frozen=True)
-class Submit:
-    """A reply asked of a slot: to a chat (`messages`, rendered with the chat template) or to raw `tokens`."""
-
-    handle: RequestHandle
-    messages: Messages | None = None
-    tokens: list[int] | None = None
-    sampling: SamplingParams = SamplingParams()
-    on_event: Callable[[Event], None] | None = None
 
 
 @dataclass

@@ -31,7 +31,7 @@ from mlxchat.engine.events import (
 )
 from mlxchat.engine.chat_engine import Messages
 from mlxchat.engine import refusals
-from mlxchat.engine.handle import RequestHandle, deliver
+from mlxchat.engine.handle import RequestHandle, Submit, TakesRequests, deliver
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
@@ -107,7 +107,7 @@ class _Slot:
     last_tok_s: float = 0.0
 
 
-class RemoteEngine:
+class RemoteEngine(TakesRequests):
     """N slots over a server; `submit` a chat to a slot and read its events from the handle.
 
     Thread-safe like the local Engine: the UI, a test or a worker may call any method.
@@ -120,7 +120,7 @@ class RemoteEngine:
         self._client = make_client(facts.base_url, api_key, timeout)
         self._lock = threading.Lock()
         self._slots = [_Slot(i) for i in range(plan.parallel)]
-        self._ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
         self._rate = RateMeter()
         self._server_slots: tuple[ServerSlot, ...] | None = facts.slots
         self._slots_note = facts.slots_note
@@ -130,29 +130,20 @@ class RemoteEngine:
 
     # ---- the local Engine's API ----
 
-    def submit(
-        self,
-        slot_id: int,
-        messages: Messages | None = None,
-        *,
-        tokens: list[int] | None = None,
-        sampling: SamplingParams = SamplingParams(),
-        on_event: Callable[[Event], None] | None = None,
-    ) -> RequestHandle:
-        """Starts a reply in `slot_id` to a chat (`messages`); its events come on the handle and to `on_event`."""
-        handle = RequestHandle(next(self._ids), slot_id)
-        reply = _Reply(handle, sampling, on_event)
+    def _take(self, submit: Submit) -> None:
+        handle, messages = submit.handle, submit.messages
+        reply = _Reply(handle, submit.sampling, submit.on_event)
         with self._lock:
+            slot_id = handle.slot_id
             slot = self._slots[slot_id] if 0 <= slot_id < len(self._slots) else None
-            problem = self._refusal(slot_id, slot, messages, tokens)
+            problem = self._refusal(slot_id, slot, messages, submit.tokens)
             if slot is not None and problem is None:
                 slot.reply = reply
         if problem is not None:
             self._end(reply, "error", error=problem, refused=True)
-            return handle
+            return
         threading.Thread(target=self._stream, args=(reply, list(messages or [])), name=f"mlxchat-remote-{slot_id}",
                          daemon=True).start()
-        return handle
 
     def cancel(self, slot_id: int) -> None:
         """Stops the slot's reply now: what came is kept, marked cancelled, and the stream is closed."""

@@ -7,18 +7,17 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.chats.code_blocks import CodeBlock
-from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.screens.modal import PickerScreen
 
 FIRST_LINE_CHARS = 60
 
 
-class CodePickerScreen(AppModalScreen[CodeBlock | None]):
+class CodePickerScreen(PickerScreen[CodeBlock]):
     """Lists code blocks to copy one; dismisses with the chosen block, or None."""
 
     DEFAULT_CSS = """
@@ -32,43 +31,30 @@ class CodePickerScreen(AppModalScreen[CodeBlock | None]):
     CodePickerScreen VerticalScroll { height: auto; max-height: 16; background: $boost; padding: 0 1; }
     CodePickerScreen .dialog-hint { color: $text-muted; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
-
     def __init__(self, blocks: Sequence[CodeBlock]) -> None:
-        super().__init__()
-        self._blocks = list(blocks)
+        """The newest block is under the cursor: Enter copies the last block of the last reply."""
+        super().__init__(blocks)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Copy a code block", classes="dialog-title")
-            yield OptionList(*(Option(_line(number, block)) for number, block in enumerate(self._blocks, 1)))
+            yield OptionList(*(Option(_line(number, block)) for number, block in enumerate(self.values, 1)))
             with VerticalScroll(can_focus=False):
                 yield Static(classes="code-preview", markup=False)
             yield Static("Enter copies · ↑/↓ choose · escape cancels", classes="dialog-hint")
         yield Footer()
 
-    def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        options.highlighted = len(self._blocks) - 1  # the newest: Enter copies the last block of the last reply
-        options.focus()
-
     @property
     def highlighted(self) -> CodeBlock | None:
         """The block under the list's cursor."""
         index = self.query_one(OptionList).highlighted
-        return None if index is None else self._blocks[index]
+        return None if index is None else self.values[index]
 
     @on(OptionList.OptionHighlighted)
     def _preview(self) -> None:
         block = self.highlighted
         self.query_one(".code-preview", Static).update(block.code if block is not None else "")
 
-    @on(OptionList.OptionSelected)
-    def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self._blocks[event.option_index])
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 def _line(number: int, block: CodeBlock) -> Text:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from collections.abc import Sequence
+
 from textual import on
+from textual.binding import Binding
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, OptionList, Static
 
 from mlxchat.app.ui import keys
 
@@ -50,3 +53,26 @@ class FormScreen(AppModalScreen[ResultT]):
             self.action_confirm()
         else:
             self.action_cancel()
+
+
+class PickerScreen(AppModalScreen[ResultT]):
+    """A list (its OptionList's rows) to pick one of `values` from, the cursor on the last: Enter picks it,
+    escape cancels (None)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, values: Sequence[ResultT]) -> None:
+        super().__init__()
+        self.values = list(values)
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        options.highlighted = len(self.values) - 1
+        options.focus()
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.values[event.option_index])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -4,52 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.chats.model import ChatMessage
-from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.screens.modal import PickerScreen
 
 LINE_CHARS = 70
 WHO = {"user": "you", "assistant": "reply"}
 
 
-class TurnPickerScreen(AppModalScreen[int | None]):
+class TurnPickerScreen(PickerScreen[int]):
     """Lists `messages` (those at `choices`), the cursor on the last; dismisses with the index of the
     message picked, or None."""
 
     CSS_PATH = "turn_picker.tcss"
-    BINDINGS = [Binding("escape", "close", "Cancel")]
 
     def __init__(self, title: str, hint: str, messages: Sequence[ChatMessage], choices: Sequence[int]) -> None:
-        super().__init__()
+        super().__init__(choices)
         self._title = title
         self._hint = hint
         self._messages = messages
-        self._choices = list(choices)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self._title, classes="picker-title", markup=False)
-            yield OptionList(*[Option(_line(i, self._messages[i]), id=str(i)) for i in self._choices])
+            yield OptionList(*[Option(_line(i, self._messages[i]), id=str(i)) for i in self.values])
             yield Static(self._hint, classes="picker-hint", markup=False)
         yield Footer()
-
-    def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        options.highlighted = len(self._choices) - 1
-        options.focus()
-
-    @on(OptionList.OptionSelected)
-    def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self._choices[event.option_index])
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
 
 def _line(index: int, message: ChatMessage) -> str:
