@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import gguf
 import mlx.core as mx
@@ -85,14 +86,19 @@ def tied_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactor
     return folder
 
 
+def converted(tiny_model_dir: Path, gguf_dir: Path, qtype: str, weights_dtype: str) -> tuple[Any, Any, list[int]]:
+    """The tiny model written as a `qtype` GGUF and loaded back, the source with the weights llama.cpp would
+    read from that file (the reference), and a prompt."""
+    path = write_tiny_gguf(tiny_model_dir, gguf_dir / f"tiny-{qtype}.gguf", qtype)
+    loaded = load_model(str(path), weights_dtype, cache_dir=models_cache_dir())
+    # F16 storage rounds the 2-D weights; the reference is the source rounded the same way.
+    reference = source_with(tiny_model_dir, llama_cpp_roundtrip(qtype) if qtype != "F32" else lambda w: w)
+    return loaded, reference, prompt_ids(tiny_model_dir)
+
+
 @pytest.mark.parametrize("qtype", ["F32", "F16"])
 def test_float_gguf_gives_the_source_model(qtype: str, tiny_model_dir: Path, gguf_dir: Path) -> None:
-    path = write_tiny_gguf(tiny_model_dir, gguf_dir / f"tiny-{qtype}.gguf", qtype)
-    loaded = load_model(str(path), "float32", cache_dir=models_cache_dir())
-    # F16 storage rounds the 2-D weights; the reference is the source rounded the same way.
-    reference = source_with(tiny_model_dir, llama_cpp_roundtrip(qtype) if qtype == "F16" else lambda w: w)
-    ids = prompt_ids(tiny_model_dir)
-
+    loaded, reference, ids = converted(tiny_model_dir, gguf_dir, qtype, "float32")
     assert loaded.dtype == "float32"
     assert loaded.source.kind == "gguf"
     np.testing.assert_allclose(logits(loaded.model, ids), logits(reference, ids), atol=1e-5, rtol=0)
@@ -101,11 +107,7 @@ def test_float_gguf_gives_the_source_model(qtype: str, tiny_model_dir: Path, ggu
 
 @pytest.mark.parametrize("qtype", QUANTIZED)
 def test_quantized_gguf_matches_llama_cpp_dequantization(qtype: str, tiny_model_dir: Path, gguf_dir: Path) -> None:
-    path = write_tiny_gguf(tiny_model_dir, gguf_dir / f"tiny-{qtype}.gguf", qtype)
-    loaded = load_model(str(path), "float32", cache_dir=models_cache_dir())
-    reference = source_with(tiny_model_dir, llama_cpp_roundtrip(qtype))
-    ids = prompt_ids(tiny_model_dir)
-
+    loaded, reference, ids = converted(tiny_model_dir, gguf_dir, qtype, "float32")
     # Both hold exactly the weights llama.cpp dequantizes to, so only float32 summation order may differ.
     np.testing.assert_allclose(logits(loaded.model, ids), logits(reference, ids), atol=1e-4, rtol=0)
     assert greedy(loaded.model, ids) == greedy(reference, ids)
@@ -148,10 +150,7 @@ def test_q8_logits_stay_close_to_the_unquantized_source(tiny_model_dir: Path, gg
 
 @pytest.mark.parametrize("qtype", QUANTIZED)
 def test_kept_quantized_model_runs_mlx_quantized_layers(qtype: str, tiny_model_dir: Path, gguf_dir: Path) -> None:
-    path = write_tiny_gguf(tiny_model_dir, gguf_dir / f"tiny-{qtype}.gguf", qtype)
-    loaded = load_model(str(path), "keep", cache_dir=models_cache_dir())
-    reference = source_with(tiny_model_dir, llama_cpp_roundtrip(qtype))
-    ids = prompt_ids(tiny_model_dir)
+    loaded, reference, ids = converted(tiny_model_dir, gguf_dir, qtype, "keep")
     got, want = logits(loaded.model, ids), logits(reference, ids)
 
     assert loaded.dtype == f"q{8 if qtype == 'Q8_0' else 4} (group 32)"
