@@ -119,6 +119,13 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
         engine.shutdown()
 
 
+def test_the_families_mlxchat_models_names_as_checked_are_in_the_matrix():
+    """`mlxchat models` says which families are checked token for token: each is one this matrix runs."""
+    from mlxchat.engine.loading.families import REFUSED, TESTED_FAMILIES
+
+    assert set(TESTED_FAMILIES) <= set(TINY) - set(REFUSED), set(TESTED_FAMILIES) - set(TINY)
+
+
 def test_the_matrix_covers_most_modules():
     """A guard on the generator: most modules must be made tiny (each one left out says why)."""
     assert len(TINY) >= 90, NOT_TINY
