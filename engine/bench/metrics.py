@@ -10,8 +10,9 @@ from typing import Any
 
 from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload
 
-# A decode rate needs a window this long with this many tokens a stream, else it is no measurement.
-MIN_DECODE_S = 0.005
+# A decode rate needs a window longer than the timer can tell from zero (tokens that arrive in one
+# event share an instant) with this many tokens a stream, else it is no measurement.
+MIN_DECODE_S = 1e-4
 MIN_DECODE_TOKENS = 2
 
 
