@@ -301,27 +301,27 @@ def _layer_kinds(field: dataclasses.Field, source: str) -> list[Any]:
 
 
 def _text_config(module: types.ModuleType) -> dict[str, Any]:
-    """A wrapper's text model config, from the args class it converts text_config into."""
+    """A wrapper's text model config, from the arguments class it turns text_config into: an imported
+    model module's, the text model of a wrapper it builds on, or a dataclass of its own named for text."""
+    from mlx_lm.models.base import BaseModelArgs
+
     for value in vars(module).values():
         if inspect.ismodule(value) and value.__name__.startswith("mlx_lm.models.") and hasattr(value, "ModelArgs"):
             return _fill(value.ModelArgs, value.__name__.rsplit(".", 1)[-1])
-    from mlx_lm.models.base import BaseModelArgs
-
+    for value in vars(module).values():
+        home = inspect.getmodule(value)
+        if inspect.isclass(value) and home is not module and home.__name__.startswith("mlx_lm.models.") and hasattr(home, "ModelArgs"):
+            if any(f.name == "text_config" for f in dataclasses.fields(home.ModelArgs)):
+                return _text_config(home)
     candidates = [
         (key, value)
         for key, value in vars(module).items()
         if inspect.isclass(value) and dataclasses.is_dataclass(value) and value not in (module.ModelArgs, BaseModelArgs)
     ]
     # A class named for the text model first, then one imported from another model module.
-    for value in vars(module).values():  # a wrapper of another wrapper: that one's text model
-        home = inspect.getmodule(value)
-        if inspect.isclass(value) and home is not module and home.__name__.startswith("mlx_lm.models.") and hasattr(home, "ModelArgs"):
-            if any(f.name == "text_config" for f in dataclasses.fields(home.ModelArgs)):
-                return _text_config(home)
     candidates.sort(key=lambda kv: ("Text" not in kv[0], kv[1].__module__ == module.__name__))
-    for key, value in candidates[:1]:
-        if "Text" in key or value.__module__ != module.__name__:
-            return _fill(value, module.__name__.rsplit(".", 1)[-1])
+    if candidates and ("Text" in candidates[0][0] or candidates[0][1].__module__ != module.__name__):
+        return _fill(candidates[0][1], module.__name__.rsplit(".", 1)[-1])
     raise NotTiny("it takes a text_config and names no text model's arguments")
 
 
