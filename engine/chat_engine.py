@@ -1,4 +1,4 @@
-"""What a caller needs of an engine, local (mlxchat.engine.local_engine) or remote (mlxchat.engine.remote): no MLX here."""
+"""What a caller needs of an engine, local (engine.local_engine) or remote (engine.remote): no MLX here."""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import queue
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,7 +71,7 @@ class TakesRequests:
     """The `submit` both engines offer: a handle at once, the request handed to `_take` (queued for the
     engine's thread, or streamed from a server)."""
 
-    _request_ids: Iterator[int] = itertools.count(1)  # replaced per engine: each counts its own
+    _request_ids: Iterator[int]  # each engine counts its own requests from 1
 
     def submit(
         self,

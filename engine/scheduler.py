@@ -94,7 +94,7 @@ class SlotScheduler:
             self._admit(submit)
         except Exception as exc:  # the slot starts over: its cache may be half-moved
             failed = Done(handle.request_id, handle.slot_id, "error", "", error=failure_message(exc))
-            deliver(handle, submit.on_event, failed, quiet=True)
+            deliver(handle, submit.on_event, failed)
             slot = self._slot(handle.slot_id)
             if slot is not None and slot.request is None:
                 slot.rollback(self.store, 0)

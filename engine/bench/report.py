@@ -80,8 +80,8 @@ def format_table(report: BenchReport) -> str:
         for row in [columns, *rows]
     ]
     if any(math.isnan(r.decode_tok_s) for r in report.runs):
-        lines.append(f"-: the tokens came too close together to time ({MIN_DECODE_S * 1000:g} ms in all): no rate to give "
-                     "(raise --max-tokens)")
+        lines.append(f"-: the tokens came too close together to time ({MIN_DECODE_S * 1000:g} ms in all): "
+                     "no rate to give (raise --max-tokens)")
     return "\n".join([header, *lines])
 
 

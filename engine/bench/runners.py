@@ -114,5 +114,6 @@ def _play(engine: str, loaded: LoadedModel, workload: Workload) -> RunTrace:
         raise BenchError(f"{engine} failed on {workload.slots} slots: {type(exc).__name__}: {exc}") from exc
     silent = sum(1 for s in trace.streams if not s.token_times)
     if silent or len(trace.streams) < workload.slots:
-        raise BenchError(f"{engine}: {silent or workload.slots - len(trace.streams)} of {workload.slots} streams produced no token")
+        missing = silent or workload.slots - len(trace.streams)
+        raise BenchError(f"{engine}: {missing} of {workload.slots} streams produced no token")
     return trace

@@ -87,7 +87,8 @@ class RecurrentPass(ArraysCache):
     BatchGenerator); engine.loading.batch_check finds the models that do not.
     """
 
-    def __init__(self, store: RecurrentStore, layout: PassLayout) -> None:  # noqa: super() holds no state here
+    # No super().__init__(): the states live in the store, not in ArraysCache's own list.
+    def __init__(self, store: RecurrentStore, layout: PassLayout) -> None:
         self.store = store
         self.layout = layout
         self._rows = mx.array(layout.rows)

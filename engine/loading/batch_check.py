@@ -2,9 +2,9 @@
 
 Two slots run a prefill pass of rows of different lengths (the shorter right-padded), a decode
 pass, and a chunk pass with rows at different offsets (it reads what the decode pass stored);
-every row's logits are compared with mlx-lm running that row's tokens alone, through its own cache. A model whose recurrent layers fold the padding into
-their state (they ignore the cache's `lengths`) passes with rows of one width only: the engine
-then never pads them. A model that still differs, or whose layers reach into their caches in ways
+every row's logits are compared with mlx-lm running that row's tokens alone, through its own
+cache. A model whose recurrent layers fold the padding into their state (they ignore the cache's
+`lengths`) passes with rows of one width only: the engine then never pads them. A model that still differs, or whose layers reach into their caches in ways
 slots cannot serve, is refused with the reason.
 """
 

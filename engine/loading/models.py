@@ -183,23 +183,12 @@ def kv_footprint(model: nn.Module) -> KVFootprint:
     return footprint(cache)
 
 
-def _check_family(model: nn.Module) -> None:
-    """Refuses, before any chat, a model whose layers need a cache kind the engine's slots cannot hold."""
-    from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds
-
-    try:
-        layer_kinds(model)
-    except UnsupportedFamily as e:
-        raise ModelLoadError(str(e)) from e
-
-
-def _check_batching(model: nn.Module) -> BatchCheck:
-    """Refuses, before any chat, a model that would reply differently in slots than alone."""
-    from mlxchat.engine.loading.batch_check import check_batching
+def _refused(check: Callable[[nn.Module], Any], model: nn.Module) -> Any:
+    """`check(model)`, with the engine's refusal (UnsupportedFamily) turned into a ModelLoadError before any chat."""
     from mlxchat.engine.loading.families import UnsupportedFamily
 
     try:
-        return check_batching(model)
+        return check(model)
     except UnsupportedFamily as e:
         raise ModelLoadError(str(e)) from e
 
@@ -247,16 +236,19 @@ def load_model(
         assert source.path is not None
         mlx_path = source.path
 
+    from mlxchat.engine.loading.batch_check import check_batching
+    from mlxchat.engine.loading.families import layer_kinds
     from mlxchat.engine.loading.lazy import materialize
 
     report(Progress("Loading weights", 0, 0))
     model, tokenizer, config = _load_folder(mlx_path)
-    _check_family(model)
+    # The layer kinds first: a model no slot can hold is refused before any conversion.
+    _refused(layer_kinds, model)
     if target is not None:
         report(Progress(f"Converting weights to {target}", 0, 0))
         _convert(model, target)
     report(Progress("Checking batched output against the model alone", 0, 0))
-    batching = _check_batching(model)
+    batching: BatchCheck = _refused(check_batching, model)
     kv = kv_footprint(model)
     # After the forward passes above: a module that fills a table on its first call has done so by now.
     materialize(model)

@@ -226,7 +226,9 @@ class RemoteEngine(TakesRequests):
 
     # ---- streaming, on a worker thread per reply ----
 
-    def _refusal(self, slot_id: int, slot: _Slot | None, messages: Messages | None, tokens: list[int] | None) -> str | None:
+    def _refusal(
+        self, slot_id: int, slot: _Slot | None, messages: Messages | None, tokens: list[int] | None
+    ) -> str | None:
         if self._closed:
             return refusals.SHUT_DOWN
         if slot is None:
@@ -366,7 +368,8 @@ class RemoteEngine(TakesRequests):
                 # up the caller (the UI) if the socket is slow to close.
                 threading.Thread(target=_close, args=(reply.stream,), daemon=True).start()
             text = "".join(reply.text)
-            deliver(reply.handle, reply.on_event, Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused))
+            done = Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused)
+            deliver(reply.handle, reply.on_event, done)
 
     # ---- the slot view ----
 
