@@ -64,9 +64,10 @@ def test_navigate_cancel_one_reply_and_go_to_a_chat(tiny_model_dir: Path) -> Non
         await submit(pilot, first, "Tell me about the terminal app")
         await submit(pilot, second, "The quick brown fox")
         await wait_for(pilot, lambda: states_shown(screen) == ["decoding", "decoding", "idle"], "two slots decoding")
-        # A chat is named after its first message (the store's titles), once it is sent.
+        # A chat is named after its first message (the store's titles), once it is sent: the slot takes the
+        # name when the app has handled the chat's Retitled and the engine the bind, a refresh or two later.
         titles = [first.chat_title, second.chat_title, "no chat"]
-        assert [str(table.get_cell(str(s), "chat")) for s in range(3)] == titles
+        await wait_for(pilot, lambda: [str(table.get_cell(str(s), "chat")) for s in range(3)] == titles, "the titles")
 
         with engine_paused(app.session.engine):  # both replies stay half-written while the keys are pressed
             assert table.cursor_row == 0
