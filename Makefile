@@ -12,8 +12,9 @@ setup: $(STAMP)
 	@sh scripts/install_blas.sh
 	@if [ "$(BLAS)" = "mkl" ]; then $(BIN)/python -m pip install -q -e '.[mkl]'; fi
 
-# Re-installs only when the project's metadata changes, so a second `make` is quick.
-$(STAMP): pyproject.toml
+# Re-installs only when the project's metadata or the compiled kernels' sources change, so a second
+# `make` is quick. The install builds the kernels (setup.py: CMake against the installed mlx).
+$(STAMP): pyproject.toml setup.py $(wildcard engine/kernels/*.cpp engine/kernels/*.h) engine/kernels/CMakeLists.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,plot]'

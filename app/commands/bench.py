@@ -13,6 +13,7 @@ from typing import Any
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
+from mlxchat.engine.bench.long_prompt import LONG_SCENARIO
 from mlxchat.engine.bench.returns import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
 from mlxchat.engine.bench.runners import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
 
@@ -57,6 +58,8 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     loaded.tuning = load_tuning(loaded.model, tuning_file())
     if args.scenario == RETURN_SCENARIO:
         return _return_bench(args, settings, loaded)
+    if args.scenario == LONG_SCENARIO:
+        return _long_bench(args, loaded)
     try:
         runs = _run(args, settings, loaded)
     except BenchError as exc:
@@ -104,5 +107,21 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
     print(format_return_table(f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}", records))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in records], indent=2) + "\n")
+        print(f"bench: wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def _long_bench(args: argparse.Namespace, loaded: Any) -> int:
+    """`mlxchat bench --scenario long`: streaming gaps while a long prompt is read, and its first token."""
+    from mlxchat.engine.bench.long_prompt import format_long_table, run_long_bench
+    from mlxchat.engine.bench.report import make_report
+
+    print(f"bench: {LONG_SCENARIO}: the long prompt alone, then with the chats streaming...", file=sys.stderr,
+          flush=True)
+    record = run_long_bench(loaded)
+    report = make_report(loaded, [])
+    print(format_long_table(f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}", record))
+    if args.json:
+        args.json.write_text(json.dumps(asdict(record), indent=2) + "\n")
         print(f"bench: wrote {args.json}", file=sys.stderr)
     return 0

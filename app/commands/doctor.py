@@ -60,6 +60,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     line("mlx", f"{installed_version('mlx')} on {device_kind()} ({device_name()})")
     line("cpu", cpu_summary())
     _blas_lines(line, requested)
+    line("kernels", kernel_line())
     line("config", config)
 
     problems = 0
@@ -105,6 +106,15 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     if refused:
         return EXIT_USAGE
     return 1 if problems else 0
+
+
+def kernel_line() -> str:
+    """Which attention path runs: mlxchat's compiled CPU kernel, or MLX's own operations, and why."""
+    from mlxchat.engine.kernels import status
+
+    if device_kind() != "cpu":
+        return f"MLX's own on the {device_kind()} (the compiled kernels are for the CPU)"
+    return status().detail
 
 
 def _blas_lines(line: Line, requested: BlasInfo) -> None:

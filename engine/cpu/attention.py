@@ -1,12 +1,33 @@
-"""Attention on MLX's CPU backend: two matmuls and a softmax, which beat its fused SDPA fallback there."""
+"""Attention on MLX's CPU backend: the compiled kernel where it runs, else two matmuls and a softmax
+(which beat MLX's fused SDPA fallback there)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 import mlx.core as mx
 
+from mlxchat.engine import kernels
 from mlxchat.engine.cpu import activations
+
+# Below this many query-key products a second thread costs more than it saves.
+THREADED_WORK = 1 << 20
+
+
+def kernel_attention(
+    queries: mx.array, keys: mx.array, values: mx.array, rows: list[int], lengths: list[int], scale: float
+) -> mx.array | None:
+    """Attention of row b's queries over the first lengths[b] tokens of slot rows[b] of the K/V buffers
+    (slots, kv_heads, capacity, dim), by the compiled kernel; None where it cannot run (not built, not
+    float32, not on the CPU), for the caller to use MLX's own operations."""
+    ext = kernels.status().module
+    if ext is None or mx.default_device().type != mx.cpu or queries.dtype != mx.float32 or keys.dtype != mx.float32:
+        return None
+    b, heads, n, _ = queries.shape
+    work = heads * n * sum(lengths)
+    threads = (os.cpu_count() or 1) if work >= THREADED_WORK else 1
+    return ext.slot_attention(queries, keys, values, mx.array(rows), mx.array(lengths), scale, threads)
 
 
 def matmul_attention(

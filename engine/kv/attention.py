@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import mlx.core as mx
 
-from mlxchat.engine.cpu.attention import attention_for_device
+from mlxchat.engine.cpu.attention import attention_for_device, kernel_attention
 
 # Padding the rows to the longest costs (rows x longest); going row by row costs the sum of
 # the lengths plus one small attention call per row. Batch when padding wastes less than this.
@@ -35,8 +35,12 @@ def attend_per_slot(
     The L new tokens are the last L of each row, so causality is the usual bottom-right one.
     `valid()` gives the (B, 1, 1, longest) mask of each row's tokens when rows are padded.
     Rows of neighbouring slots with similar lengths share one call over a view of their
-    regions; K/V are never copied.
+    regions; K/V are never copied. The compiled kernel, where it runs, serves every row in one call.
     """
+    if sinks is None:
+        out = kernel_attention(queries, keys, values, rows, lengths, scale)
+        if out is not None:
+            return out
     n_new = queries.shape[2]
     attention = attention_for_device()
     outs = []

@@ -1,0 +1,65 @@
+"""mlxchat's compiled CPU kernels (the C++ beside this file), and whether this process runs them.
+
+`pip install .` and `make setup` build them with CMake against the installed mlx wheel (setup.py).
+Where they were not built (no compiler), were built for another mlx, fail their self-test, or
+MLXCHAT_KERNELS=off, the engine runs MLX's own operations instead; `mlxchat doctor` says which.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+OFF_VARIABLE = "MLXCHAT_KERNELS"
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """Whether the compiled kernels run in this process, and a line saying why (or why not)."""
+
+    active: bool
+    detail: str
+    module: Any = None
+
+
+@cache
+def status() -> KernelStatus:
+    """Loads and checks the compiled kernels once per process."""
+    if os.environ.get(OFF_VARIABLE, "").lower() in ("0", "off", "false", "no"):
+        return KernelStatus(False, f"off ({OFF_VARIABLE}={os.environ[OFF_VARIABLE]}): MLX's own operations run")
+    import mlx.core as mx  # first: it loads the libmlx the kernels link to
+
+    try:
+        from mlxchat.engine.kernels import _ext  # type: ignore[attr-defined]
+    except ImportError as exc:
+        return KernelStatus(False, f"not built ({exc}): MLX's own operations run; `make setup` or "
+                                   "`pip install .` with a C++ compiler and CMake builds them")
+
+    if _ext.mlx_version != mx.__version__:
+        return KernelStatus(False, f"built for mlx {_ext.mlx_version}, but mlx {mx.__version__} is installed: "
+                                   "MLX's own operations run (`make setup` rebuilds them)")
+    problem = _self_test(_ext)
+    if problem:
+        return KernelStatus(False, f"failed their self-test ({problem}): MLX's own operations run")
+    return KernelStatus(True, f"compiled attention, {_ext.isa()} code path", _ext)
+
+
+def _self_test(ext: Any) -> str | None:
+    """A small attention against MLX's own, on this CPU; None when they agree."""
+    import mlx.core as mx
+
+    try:
+        with mx.stream(mx.cpu):
+            keys = mx.random.normal((2, 2, 24, 8), key=mx.random.key(0))
+            values = mx.random.normal((2, 2, 24, 8), key=mx.random.key(1))
+            queries = mx.random.normal((1, 4, 3, 8), key=mx.random.key(2))
+            got = ext.slot_attention(queries, keys, values, mx.array([1]), mx.array([20]), 0.35, 1)
+            want = mx.fast.scaled_dot_product_attention(
+                queries, keys[1:, :, :20], values[1:, :, :20], scale=0.35, mask="causal"
+            )
+            error = mx.abs(got - want).max().item()
+    except Exception as exc:  # a module that cannot even run is reported, never used
+        return f"{type(exc).__name__}: {exc}"
+    return None if error < 1e-4 else f"differs from MLX by {error:.2e}"

@@ -1,0 +1,220 @@
+// Causal attention over slot regions on the CPU, without materializing (L x S) scores or masks.
+//
+// Flash-attention's order on a CPU: for each (row, kv head, block of queries), keys are read a
+// block at a time and folded into a running max, sum and output (online softmax), so memory
+// traffic grows with S, not L x S, and exp runs as a vectorizable polynomial (MLX's CPU exp is
+// scalar). Work items are split across the cores. The innermost loops are plain C++ that GCC
+// vectorizes; the entry point is cloned per x86 level and picked at run time by the CPU's features.
+
+#include "attention.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "mlx/backend/cpu/encoder.h"
+
+namespace mlxchat {
+
+namespace {
+
+constexpr int QUERY_BLOCK = 8;   // queries of one head group that share each key block
+constexpr int KEY_BLOCK = 64;    // keys whose scores are live at once (per query row)
+constexpr int MAX_THREADS = 64;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MLXCHAT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MLXCHAT_CLONES
+#endif
+
+// e**x for x <= 0 (scores minus their max): MLX's own polynomial, vectorizable.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -88.0f) * 1.442695f;
+  float n = std::floor(x + 0.5f);
+  float f = x - n;
+  float p = 1.535336188319500e-4f;
+  p = p * f + 1.339887440266574e-3f;
+  p = p * f + 9.618437357674640e-3f;
+  p = p * f + 5.550332471162809e-2f;
+  p = p * f + 2.402264791363012e-1f;
+  p = p * f + 6.931472028550421e-1f;
+  p = p * f + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return std::bit_cast<float>(bits) * p;
+}
+
+struct Problem {
+  const float* q;
+  const float* k;
+  const float* v;
+  const int32_t* rows;  // row b reads slot rows[b] of k and v
+  const int32_t* lengths;
+  float* out;
+  int64_t B, H, Hkv, L, S, D, Dv, slots;
+  int64_t qs[3], ks[3], vs[3];  // strides of the first three axes (the last is contiguous)
+  float scale;
+};
+
+// One (row, kv head, block of queries): its G heads x up to QUERY_BLOCK queries attend together.
+MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_t q0, std::vector<float>& scratch) {
+  const int64_t G = p.H / p.Hkv, D = p.D, Dv = p.Dv;
+  const int64_t q1 = std::min(q0 + QUERY_BLOCK, p.L);
+  const int64_t rows = G * (q1 - q0);
+  // Bad indices (the Python side checks them) read nothing rather than out of bounds.
+  const bool valid_row = p.rows[b] >= 0 && p.rows[b] < p.slots;
+  const int64_t length = valid_row ? std::clamp<int64_t>(p.lengths[b], 0, p.S) : 0;
+  const int64_t first = length - p.L;  // position of query 0
+  scratch.resize(rows * (D + Dv + KEY_BLOCK + 2) + D * KEY_BLOCK);
+  float* Kt = scratch.data();
+  float* Q = Kt + D * KEY_BLOCK;
+  float* acc = Q + rows * D;
+  float* s = acc + rows * Dv;
+  float* m = s + rows * KEY_BLOCK;
+  float* l = m + rows;
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t i = q0; i < q1; ++i) {
+      const int64_t r = g * (q1 - q0) + (i - q0);
+      const float* src = p.q + b * p.qs[0] + (kh * G + g) * p.qs[1] + i * p.qs[2];
+      for (int64_t d = 0; d < D; ++d) Q[r * D + d] = src[d] * p.scale;
+      std::fill(acc + r * Dv, acc + (r + 1) * Dv, 0.0f);
+      m[r] = -std::numeric_limits<float>::infinity();
+      l[r] = 0.0f;
+    }
+  }
+  const float* K = p.k + (valid_row ? p.rows[b] : 0) * p.ks[0] + kh * p.ks[1];
+  const float* V = p.v + (valid_row ? p.rows[b] : 0) * p.vs[0] + kh * p.vs[1];
+  const int64_t key_end = std::max<int64_t>(0, first + q1);  // the last query sees keys < first + q1
+  for (int64_t j0 = 0; j0 < key_end; j0 += KEY_BLOCK) {
+    const int64_t j1 = std::min(j0 + KEY_BLOCK, key_end), nj = j1 - j0;
+    // The block's keys transposed (D x KEY_BLOCK): a row's scores are then sums of whole vectors.
+    for (int64_t j = 0; j < nj; ++j) {
+      const float* kj = K + (j0 + j) * p.ks[2];
+      for (int64_t d = 0; d < D; ++d) Kt[d * KEY_BLOCK + j] = kj[d];
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t limit = first + q0 + (r % (q1 - q0)) + 1;  // keys < limit are visible to row r
+      const float* qr = Q + r * D;
+      float* sr = s + r * KEY_BLOCK;
+#pragma omp simd
+      for (int64_t j = 0; j < KEY_BLOCK; ++j) sr[j] = 0.0f;
+      for (int64_t d = 0; d < D; ++d) {
+        const float qd = qr[d];
+        const float* kt = Kt + d * KEY_BLOCK;
+#pragma omp simd
+        for (int64_t j = 0; j < KEY_BLOCK; ++j) sr[j] += qd * kt[j];
+      }
+      float block_max = m[r];
+      for (int64_t j = 0; j < nj; ++j) {
+        if (j0 + j >= limit) sr[j] = -std::numeric_limits<float>::infinity();
+        block_max = std::max(block_max, sr[j]);
+      }
+      if (block_max == -std::numeric_limits<float>::infinity()) continue;  // nothing visible yet
+      const float correction = exp_nonpositive(m[r] - block_max);
+      m[r] = block_max;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < j1 - j0; ++j) {
+        sr[j] = exp_nonpositive(sr[j] - block_max);
+        sum += sr[j];
+      }
+      l[r] = l[r] * correction + sum;
+      float* ar = acc + r * Dv;
+#pragma omp simd
+      for (int64_t d = 0; d < Dv; ++d) ar[d] *= correction;
+      for (int64_t j = 0; j < nj; ++j) {
+        const float w = sr[j];
+        if (w == 0.0f) continue;
+        const float* vj = V + (j0 + j) * p.vs[2];
+#pragma omp simd
+        for (int64_t d = 0; d < Dv; ++d) ar[d] += w * vj[d];
+      }
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t i = q0; i < q1; ++i) {
+      const int64_t r = g * (q1 - q0) + (i - q0);
+      float* dst = p.out + ((b * p.H + kh * G + g) * p.L + i) * Dv;
+      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+      for (int64_t d = 0; d < Dv; ++d) dst[d] = acc[r * Dv + d] * inv;
+    }
+  }
+}
+
+void run(const Problem& p, int threads) {
+  const int64_t blocks = (p.L + QUERY_BLOCK - 1) / QUERY_BLOCK;
+  const int64_t items = p.B * p.Hkv * blocks;
+  auto work = [&p, blocks, items](int64_t start, int64_t step) {
+    std::vector<float> scratch;
+    for (int64_t it = start; it < items; it += step) {
+      const int64_t b = it / (p.Hkv * blocks), kh = (it / blocks) % p.Hkv, qb = it % blocks;
+      attend_block(p, b, kh, qb * QUERY_BLOCK, scratch);
+    }
+  };
+  const int n = static_cast<int>(std::min<int64_t>({threads, items, MAX_THREADS}));
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < n; ++t) helpers.emplace_back(work, t, n);
+  work(0, std::max(n, 1));
+  for (auto& h : helpers) h.join();
+}
+
+}  // namespace
+
+void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  const auto &q = inputs[0], &k = inputs[1], &v = inputs[2], &rows = inputs[3], &lengths = inputs[4];
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  Problem p{q.data<float>(), k.data<float>(), v.data<float>(), rows.data<int32_t>(), lengths.data<int32_t>(), out.data<float>(),
+            q.shape(0), q.shape(1), k.shape(1), q.shape(2), k.shape(2), q.shape(3), v.shape(3), k.shape(0),
+            {q.strides()[0], q.strides()[1], q.strides()[2]},
+            {k.strides()[0], k.strides()[1], k.strides()[2]},
+            {v.strides()[0], v.strides()[1], v.strides()[2]},
+            scale_};
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  encoder.set_input_array(q);
+  encoder.set_input_array(k);
+  encoder.set_input_array(v);
+  encoder.set_input_array(rows);
+  encoder.set_input_array(lengths);
+  encoder.set_output_array(out);
+  encoder.dispatch([p, threads = threads_]() { run(p, threads); });
+}
+
+bool SlotAttention::is_equivalent(const mx::Primitive& other) const {
+  const auto& o = static_cast<const SlotAttention&>(other);
+  return scale_ == o.scale_ && threads_ == o.threads_;
+}
+
+mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& rows,
+                         const mx::array& lengths, float scale, int threads) {
+  if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4 || rows.ndim() != 1 || lengths.ndim() != 1) {
+    throw std::invalid_argument("slot_attention: q, k, v are (B, heads, length, dim); rows, lengths are (B,)");
+  }
+  if (q.dtype() != mx::float32 || k.dtype() != mx::float32 || v.dtype() != mx::float32) {
+    throw std::invalid_argument("slot_attention: float32 only");
+  }
+  if (k.shape(0) != v.shape(0) || rows.shape(0) != q.shape(0) || lengths.shape(0) != q.shape(0) ||
+      k.shape(1) != v.shape(1) || q.shape(1) % k.shape(1) != 0 || k.shape(2) != v.shape(2) ||
+      q.shape(3) != k.shape(3)) {
+    throw std::invalid_argument("slot_attention: shapes do not match");
+  }
+  auto stream = mx::default_stream(mx::Device::cpu);
+  // The kernel reads each vector's last axis contiguously; strided leading axes (slot views) are fine.
+  auto last_contiguous = [&](const mx::array& a) {
+    return a.ndim() == 4 && a.strides()[3] == 1 ? a : mx::contiguous(a, false, stream);
+  };
+  auto qc = mx::contiguous(q, false, stream);
+  return mx::array(
+      {q.shape(0), q.shape(1), q.shape(2), v.shape(3)}, mx::float32,
+      std::make_shared<SlotAttention>(stream, scale, threads),
+      {qc, last_contiguous(k), last_contiguous(v), mx::astype(rows, mx::int32, stream),
+       mx::astype(lengths, mx::int32, stream)});
+}
+
+}  // namespace mlxchat

@@ -1,0 +1,33 @@
+// The compiled attention primitive (attention.cpp) and the op that builds it.
+#pragma once
+
+#include "mlx/mlx.h"
+#include "mlx/primitives.h"
+
+namespace mx = mlx::core;
+
+namespace mlxchat {
+
+// out[b, h, i] = softmax over keys j <= lengths[b] - L + i of (scale * q[b, h, i] . k[rows[b], h / G, j]) @ v:
+// causal attention of each row's L new queries over the first lengths[b] keys of its slot, rows[b], of the
+// K/V buffers (slots, kv_heads, capacity, dim); float32, on the CPU; nothing of size L x S is stored.
+mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& rows,
+                         const mx::array& lengths, float scale, int threads);
+
+class SlotAttention : public mx::Primitive {
+ public:
+  SlotAttention(mx::Stream stream, float scale, int threads)
+      : mx::Primitive(stream), scale_(scale), threads_(threads) {}
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("SlotAttention runs on the CPU only");
+  }
+  const char* name() const override { return "SlotAttention"; }
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  float scale_;
+  int threads_;
+};
+
+}  // namespace mlxchat

@@ -1,0 +1,33 @@
+// The Python module mlxchat.engine.kernels._ext: MLX ops in the domain "mlx", so they take and return mx.array.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "attention.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// Which of attention.cpp's clones the CPU runs (GCC picks it by the same test at load).
+std::string isa() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512)";
+  if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2 + FMA)";
+  return "x86-64 (portable)";
+#elif defined(__aarch64__)
+  return "arm64 (NEON)";
+#else
+  return "portable";
+#endif
+}
+
+}  // namespace
+
+NB_MODULE(_ext, m) {
+  m.doc() = "mlxchat's compiled CPU kernels";
+  m.def("slot_attention", &mlxchat::slot_attention, "q"_a, "k"_a, "v"_a, "rows"_a, "lengths"_a, "scale"_a, "threads"_a,
+        "Causal attention of row b's new queries over the first lengths[b] keys of slot rows[b] (float32, CPU).");
+  m.def("isa", &isa, "The instruction set the kernels' code path was chosen for.");
+  m.attr("mlx_version") = MLXCHAT_MLX_VERSION;
+}

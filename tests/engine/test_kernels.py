@@ -1,0 +1,125 @@
+"""The compiled CPU kernels: built here, equal to MLX's attention, batch-invariant; and the fallback path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mlxchat.engine import kernels
+from mlxchat.engine.events import SamplingParams
+from tests.engine.test_family_matrix import PROMPTS, TINY, generated, save, start_as_the_app
+from tests.engine.test_families import alone
+
+GREEDY = SamplingParams(max_tokens=8, ignore_eos=True)
+
+
+def test_the_kernels_are_built_and_pass_their_self_test_on_this_machine():
+    # gcc, g++ and cmake are on every machine the suite runs on: `make setup` must have built them.
+    assert shutil.which("cmake") and shutil.which("g++")
+    status = kernels.status()
+    assert status.active, status.detail
+    assert "compiled attention" in status.detail and "code path" in status.detail
+
+
+def reference(q, k, v, rows, lengths, scale):
+    """MLX's own attention, row by row, over each row's slot region (causal, new queries last)."""
+    import mlx.core as mx
+
+    outs = []
+    for b, (row, length) in enumerate(zip(rows, lengths)):
+        mask = "causal" if q.shape[2] > 1 else None
+        outs.append(mx.fast.scaled_dot_product_attention(
+            q[b : b + 1], k[row : row + 1, :, :length], v[row : row + 1, :, :length], scale=scale, mask=mask
+        ))
+    return mx.concatenate(outs)
+
+
+@pytest.mark.parametrize(
+    "heads, kv_heads, n_new, rows, lengths",
+    [
+        (4, 4, 1, [0, 1, 2], [5, 17, 64]),  # decode rows of different lengths, no grouping
+        (6, 2, 1, [3, 0], [130, 1]),  # grouped-query attention, slots out of order
+        (4, 2, 37, [1], [300]),  # a prefill chunk at an offset: causal inside, block edges uneven
+        (8, 1, 9, [2, 0], [9, 75]),  # multi-query attention, a chunk starting at 0
+    ],
+)
+def test_kernel_attention_equals_mlx(heads, kv_heads, n_new, rows, lengths):
+    import mlx.core as mx
+
+    slots, capacity, dim = 4, 320, 16
+    k = mx.random.normal((slots, kv_heads, capacity, dim), key=mx.random.key(1))
+    v = mx.random.normal((slots, kv_heads, capacity, dim), key=mx.random.key(2))
+    q = mx.random.normal((len(rows), heads, n_new, dim), key=mx.random.key(3))
+    want = reference(q, k, v, rows, lengths, 0.25)
+    for threads in (1, 2):
+        got = kernels.status().module.slot_attention(q, k, v, mx.array(rows), mx.array(lengths), 0.25, threads)
+        assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item(), (threads, mx.abs(got - want).max().item())
+
+
+def test_a_rows_result_is_bit_identical_whatever_shares_its_pass():
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    k = mx.random.normal((3, 2, 200, 32), key=mx.random.key(4))
+    v = mx.random.normal((3, 2, 200, 32), key=mx.random.key(5))
+    q = mx.random.normal((3, 4, 1, 32), key=mx.random.key(6))
+    alone_row = ext.slot_attention(q[1:2], k, v, mx.array([1]), mx.array([150]), 0.2, 1)
+    together = ext.slot_attention(q, k, v, mx.array([0, 1, 2]), mx.array([10, 150, 199]), 0.2, 2)
+    assert mx.array_equal(together[1:2], alone_row).item()
+
+
+def test_a_long_chunk_does_not_store_scores_of_length_times_positions():
+    """A 512-token chunk at position 3,500: (L x S) float32 scores per head would be 7 MiB each."""
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    k = mx.zeros((1, 1, 4096, 64))
+    q = mx.zeros((1, 8, 512, 64))
+    mx.eval(k, q)
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    mx.eval(ext.slot_attention(q, k, k, mx.array([0]), mx.array([4000]), 0.125, 2))
+    assert mx.get_peak_memory() - before < 3 * q.nbytes
+
+
+def test_without_the_kernels_doctor_says_so_and_the_engine_still_equals_mlx_lm(tmp_path: Path, monkeypatch):
+    from mlx_lm.utils import load_model as mlx_lm_load
+
+    monkeypatch.setenv(kernels.OFF_VARIABLE, "off")
+    kernels.status.cache_clear()
+    try:
+        assert not kernels.status().active
+        assert kernels.status().detail.startswith("off (MLXCHAT_KERNELS=off)")
+        folder = save(TINY["llama"], tmp_path / "llama")
+        engine = start_as_the_app(folder, tmp_path / "cache")
+        reference_model, _ = mlx_lm_load(folder)
+        try:
+            handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
+            assert [h.result(120).error for h in handles] == [None] * len(PROMPTS)
+            for i, p in enumerate(PROMPTS):
+                assert generated(engine, i, p) == alone(reference_model, p, 8)[:-1]
+        finally:
+            engine.shutdown()
+    finally:
+        monkeypatch.delenv(kernels.OFF_VARIABLE)
+        kernels.status.cache_clear()
+    assert kernels.status().active
+
+
+def test_doctor_names_the_path_that_runs(tiny_model_dir, capsys, monkeypatch):
+    from mlxchat.app.cli import main
+
+    def kernel_line() -> str:
+        assert main(["doctor", "--model", str(tiny_model_dir)]) == 0
+        return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("kernels"))
+
+    assert "compiled attention" in kernel_line()
+    monkeypatch.setenv(kernels.OFF_VARIABLE, "off")
+    kernels.status.cache_clear()
+    try:
+        assert "off (MLXCHAT_KERNELS=off): MLX's own operations run" in kernel_line()
+    finally:
+        monkeypatch.delenv(kernels.OFF_VARIABLE)
+        kernels.status.cache_clear()
