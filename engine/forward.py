@@ -26,6 +26,8 @@ class Forward:
         self._head: Callable[[mx.array], mx.array] | None = None
         self._body: Callable[[mx.array, list[Any]], mx.array] = lambda inputs, caches: model(inputs, cache=caches)
         self._cores: SingleThreadedBlas | None = None
+        # Several groups of rows (a decode pass and a prompt chunk) through one pass, where the body allows.
+        self._bodies: Callable[[list[tuple[mx.array, list[Any]]]], list[mx.array]] | None = None
         # Whether engine.cpu.tuning has ways to choose from for this model on this device.
         self.tunable = False
         if family in PLAIN_HEAD_FAMILIES and args is not None and hasattr(model, "model"):
@@ -38,6 +40,7 @@ class Forward:
             if self.tunable and split is not False:
                 llama = cpu_llama.CpuLlama(model, head)
                 self._body, self._head, self._cores = llama.body, llama.head, llama.cores
+                self._bodies = llama.bodies
 
     def working(self, busy: bool) -> None:
         """Whether the engine has work: a forward that splits matmuls across the cores holds the BLAS
@@ -60,6 +63,24 @@ class Forward:
         """Logits (B, vocab) at each row's position (positions (B,), or None when L is 1)."""
         states = _at(self._body(inputs, caches), positions)
         return self._head(states) if self._head is not None else states
+
+
+    @property
+    def mixes(self) -> bool:
+        """Whether decode rows and a prompt chunk can share one pass (`mixed_logits`)."""
+        return self._bodies is not None and self._head is not None
+
+    def mixed_logits(
+        self, decode: tuple[mx.array, list[Any]], chunk: tuple[mx.array, list[Any]], positions: mx.array | None
+    ) -> tuple[mx.array, mx.array | None]:
+        """One pass over decode rows (B, 1) and prompt chunks (B', L): the decode rows' logits, and the
+        chunks' at `positions` (None: the chunks only store their K/V)."""
+        assert self._bodies is not None and self._head is not None
+        decoded, chunks = self._bodies([decode, chunk])
+        picked = [decoded[:, 0, :]] if positions is None else [decoded[:, 0, :], _at(chunks, positions)]
+        logits = self._head(mx.concatenate(picked, axis=0))
+        rows = decoded.shape[0]
+        return logits[:rows], (logits[rows:] if positions is not None else None)
 
 
 def _at(x: mx.array, positions: mx.array | None) -> mx.array:

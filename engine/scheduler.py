@@ -16,7 +16,7 @@ from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine import refusals
 from mlxchat.engine.chat_engine import render
-from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, RequestStats, TextDelta
+from mlxchat.engine.events import Done, EngineSnapshot
 from mlxchat.engine.forward import Forward
 from mlxchat.engine.handle import Submit, deliver
 from mlxchat.engine.kv import attention as slot_attention
@@ -26,9 +26,10 @@ from mlxchat.engine.loading.families import slot_store
 from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
-from mlxchat.engine.prefill_policy import chunk_width, pick_prefill
+from mlxchat.engine.prefill_policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, StepCosts, pick_prefill
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
 from mlxchat.engine.rate import RateMeter
+from mlxchat.engine.replies import ReplyEvents
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
 from mlxchat.engine.status import EngineInfo, engine_snapshot
@@ -43,7 +44,7 @@ class _DecodePass:
     tokens: mx.array
 
 
-class SlotScheduler:
+class SlotScheduler(ReplyEvents):
     """N slots over one model: admits requests, steps every slot with work, delivers their events."""
 
     def __init__(
@@ -76,6 +77,9 @@ class SlotScheduler:
         self.store = self._new_store(plan)
         self.prefixes = Prefixes(park_budget_bytes)
         self.rate = RateMeter()
+        self.costs = StepCosts()
+        # Prompt tokens one pass reads when nothing streams (engine.prefill_policy).
+        self.prefill_budget = GPU_BUDGET if mx.default_device().type == mx.gpu else PREFILL_BUDGET
         self._rr = 0
         self._memory = (0, 0)
 
@@ -163,30 +167,55 @@ class SlotScheduler:
     # ---- a step ----
 
     def step(self) -> None:
-        """Prefill chunks, then one decode pass for every decoding slot; a failure ends only the replies it hit."""
+        """Reads prompt chunks and decodes every decoding slot; a failure ends only the replies it hit.
+
+        While slots stream, a prompt is read in chunks sized from measured step costs, so that their
+        step takes at most STALL times its usual time; where the model allows, their tokens and the
+        chunk share one pass (one read of the weights).
+        """
+        started = time.perf_counter()
         try:
             for s in self.slots:
                 if s.request and s.request.cancelled and not self._in_flight(s):
                     self._finish(s, "cancelled")
             prefilling = [s for s in self.slots if s.request and s.request.pending]
-            if prefilling:
-                self._guarded(self._prefill_batch(prefilling), self._prefill)
-            self._decode()
-            self._memory = (mx.get_active_memory(), mx.get_peak_memory())
+            streaming = any(s.request and not s.request.pending for s in self.slots)
+            read = 0
+            if prefilling and streaming:
+                chunk = self.costs.chunk(self.prefill_chunk)
+                batch = self._prefill_batch(prefilling, chunk, chunk)
+                if self.forward.mixes:
+                    read, rows = self._guarded(batch, lambda slots: self._mixed(slots, chunk)) or (0, 0)
+                    self._record(started, read, rows)
+                    if not any(s.request and s.request.pending for s in self.slots):
+                        self._decode()  # the prompts are read: the pipelined decode passes start now
+                    return
+                read = self._guarded(batch, lambda slots: self._prefill(slots, chunk)) or 0
+            elif prefilling:
+                batch = self._prefill_batch(prefilling, self.prefill_chunk, self.prefill_budget)
+                read = self._guarded(batch, lambda slots: self._prefill(slots, self.prefill_chunk)) or 0
+            rows = self._decode()
+            self._record(started, read, rows)
         except Exception as exc:
             self.fail_all(exc)
+
+    def _record(self, started: float, read: int, rows: int) -> None:
+        self.costs.record(time.perf_counter() - started, read, rows)
+        self._memory = (mx.get_active_memory(), mx.get_peak_memory())
 
     def fail_all(self, exc: Exception) -> None:
         """A failure outside a pass: the pass in flight is dropped and every reply ends with the error."""
         self._pass = None
         self._fail([s for s in self.slots if s.request], exc)
 
-    def _guarded(self, slots: list[Slot], fn: Callable[[list[Slot]], None]) -> None:
-        """Runs a pass; if the pass itself fails, only the slots in it end with the error."""
+    def _guarded(self, slots: list[Slot], fn: Callable[[list[Slot]], Any]) -> Any:
+        """Runs a pass and returns what it returns; if the pass itself fails, only the slots in it end
+        with the error (and it returns None)."""
         try:
-            fn(slots)
+            return fn(slots)
         except Exception as exc:
             self._fail(slots, exc)
+            return None
 
     def _fail(self, slots: list[Slot], exc: Exception) -> None:
         for s in slots:
@@ -249,48 +278,74 @@ class SlotScheduler:
 
     # ---- prefill ----
 
-    def _prefill_batch(self, prefilling: list[Slot]) -> list[Slot]:
+    def _prefill_batch(self, prefilling: list[Slot], chunk: int, budget: int) -> list[Slot]:
         """The prefilling slots to take in one pass (engine.prefill_policy), in turn from pass to pass."""
         self._rr = (self._rr + 1) % len(prefilling)
         order = prefilling[self._rr :] + prefilling[: self._rr]
-        return pick_prefill(order, self.store, self.prefill_chunk, self.padded_prefill)
+        return pick_prefill(order, self.store, chunk, self.padded_prefill, budget)
 
-    def _prefill(self, slots: list[Slot]) -> None:
-        """One pass over the next chunk of each slot's prompt; rows are right-padded to the longest.
+    def _prefill(self, slots: list[Slot], chunk: int) -> int:
+        """One pass over the next chunk (up to `chunk` tokens) of each slot's prompt; rows are right-padded
+        to the longest. A slot whose prompt ends in this chunk gets its first reply token from this pass.
+        Returns the prompt tokens read."""
+        part = PromptChunks(slots, chunk, self.store)
+        if part.positions is not None:
+            firsts = part.sample(self.forward.logits(part.inputs, part.caches, part.positions))
+            mx.eval(firsts)
+            return self._advance(part, firsts.tolist())
+        # Only the K/V of middle chunks are needed: evaluating them skips the head entirely.
+        self.forward.states(part.inputs, part.caches)
+        mx.eval(self.store.arrays)
+        return self._advance(part, [])
 
-        A slot whose prompt ends in this chunk gets its first reply token from this pass.
-        """
-        requests = [s.request for s in slots]
-        width = chunk_width(slots, self.prefill_chunk)
-        if len(slots) == 1:
-            width = min(width, self.store.capacity - self.store.lengths[slots[0].id])
-        chunks = [r.pending[:width] for r in requests]  # type: ignore[union-attr]
-        rows = [s.id for s in slots]
-        inputs = mx.array([c + c[-1:] * (width - len(c)) for c in chunks])
-        caches = self.store.batch(rows, width, [len(c) for c in chunks])
-        ending = [len(c) == len(r.pending) for c, r in zip(chunks, requests)]  # type: ignore[union-attr]
-        if any(ending):
-            logits = self.forward.logits(inputs, caches, mx.array([len(c) - 1 for c in chunks]))
-            tokens = sample_rows(logits, [r.sampler for r in requests])  # type: ignore[union-attr]
-            mx.eval(tokens)
-            firsts = tokens.tolist()
-        else:
-            # Only the K/V of middle chunks are needed: evaluating them skips the head entirely.
-            self.forward.states(inputs, caches)
-            mx.eval(self.store.arrays)
-        self.store.commit(rows, [len(c) for c in chunks])
-        for slot, r, chunk, end in zip(slots, requests, chunks, ending):
+    def _advance(self, part: "PromptChunks", firsts: list[int]) -> int:
+        """Records a pass over `part`'s chunks: the slots' histories grow, and prompts that ended take
+        their first reply token (`firsts`, one per ending row in order)."""
+        self.store.commit(part.rows, [len(c) for c in part.chunks])
+        ending = iter(firsts)
+        for slot, chunk, end in zip(part.slots, part.chunks, part.ending):
+            r = slot.request
             slot.history.extend(chunk)
             del r.pending[: len(chunk)]  # type: ignore[union-attr]
             if end:
-                self._take(slot, firsts[rows.index(slot.id)], next_pass=False)
+                self._take(slot, next(ending), next_pass=False)
+        return sum(len(c) for c in part.chunks)
+
+    def _mixed(self, slots: list[Slot], chunk: int) -> tuple[int, int]:
+        """One pass over every decoding slot's next token and the next chunk of `slots`' prompts, sharing
+        each matmul; returns (prompt tokens read, slots decoded). Synchronous: the next pass waits for it."""
+        self.settle()
+        decoding = [s for s in self.slots if s.request and s.request.next_input is not None]
+        if not decoding:
+            return self._prefill(slots, chunk), 0
+        ids = [s.id for s in decoding]
+        inputs = mx.array([[s.request.next_input] for s in decoding])  # type: ignore[union-attr]
+        for s in decoding:
+            s.history.append(s.request.next_input)  # type: ignore[union-attr, arg-type]
+            s.request.next_input = None  # type: ignore[union-attr]
+        caches = self.store.batch(ids, 1)
+        part = PromptChunks(slots, chunk, self.store)
+        decode_logits, chunk_logits = self.forward.mixed_logits((inputs, caches), (part.inputs, part.caches),
+                                                                part.positions)
+        tokens = sample_rows(decode_logits, [s.request.sampler for s in decoding])  # type: ignore[union-attr]
+        firsts = part.sample(chunk_logits) if chunk_logits is not None else None
+        mx.eval(tokens, firsts, self.store.arrays)
+        self.store.commit(ids, [1] * len(ids))
+        self.rate.record(len(decoding))
+        for s, token in zip(decoding, tokens.tolist()):
+            if s.request is not None:
+                if s.request.cancelled:
+                    self._finish(s, "cancelled")
+                else:
+                    self._take(s, token, next_pass=False)
+        return self._advance(part, firsts.tolist() if firsts is not None else []), len(decoding)
 
     # ---- decode ----
 
     def _in_flight(self, slot: Slot) -> bool:
         return self._pass is not None and any(s is slot for s, _ in self._pass.rows)
 
-    def _decode(self) -> None:
+    def _decode(self) -> int:
         """Dispatches the next decode pass for every decoding slot, then reads the previous one's tokens.
 
         The pass is queued (async_eval) before the previous tokens are turned into text, so the
@@ -320,6 +375,7 @@ class SlotScheduler:
             self._guarded([s for s, _ in rows], lambda _: self._dispatch(rows, inputs))
         if previous is not None:
             self._read(previous)
+        return len(rows)
 
     def _continues(self, r: Request) -> bool:
         """Whether a reply may go on after its next token (known limits only; EOS is seen later)."""
@@ -348,84 +404,6 @@ class SlotScheduler:
                 continue
             if in_next:  # the new pass wrote this slot's next K/V for nothing: forget it
                 self.store.undo(s.id)
-
-    def _take(self, slot: Slot, token: int, next_pass: bool) -> bool:
-        """Takes a sampled token; True if the reply goes on with it as its next input.
-
-        `next_pass`: the token is already the slot's input in the pass in flight.
-        """
-        r = slot.request
-        assert r is not None
-        try:
-            if not self._accept(slot, r, token, room=next_pass or self.store.lengths[slot.id] < self.store.capacity):
-                return False
-        except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
-            self._finish(slot, "error", f"{type(exc).__name__}: {exc}")
-            return False
-        if next_pass:
-            slot.history.append(token)
-        else:
-            r.next_input = token
-        return True
-
-    def _accept(self, slot: Slot, r: Request, token: int, room: bool) -> bool:
-        """Streams a sampled token; ends the reply on a stop token or a limit (False), else True."""
-        now = time.perf_counter()
-        r.t_first = r.t_first or now
-        r.t_last = now
-        if token in self.tokenizer.eos_token_ids and not r.sampling.ignore_eos:
-            self._finish(slot, "stop")
-            return False
-        r.generated += 1
-        r.unreported += 1
-        r.detokenizer.add_token(token)
-        self._emit(slot, r.detokenizer.last_segment)
-        if r.generated >= r.sampling.max_tokens:
-            self._finish(slot, "length")
-            return False
-        if not room:
-            self._finish(slot, "context")
-            return False
-        return True
-
-    def _emit(self, slot: Slot, text: str) -> None:
-        r = slot.request
-        if text and r:
-            r.text.append(text)
-            delta = TextDelta(r.id, slot.id, text, r.unreported)
-            r.unreported = 0
-            deliver(r.handle, r.on_event, delta)
-
-    def _finish(self, slot: Slot, reason: FinishReason, error: str | None = None) -> None:
-        r = slot.request
-        if r is None:
-            return
-        slot.request = None
-        if r.pending:  # a prefill cut short leaves only the tokens that were stored
-            slot.rollback(self.store, len(slot.history))
-        tail = ""
-        try:
-            r.detokenizer.finalize()
-            tail = r.detokenizer.last_segment
-        except Exception:  # a broken detokenizer must not keep the request from ending
-            pass
-        if tail:
-            r.text.append(tail)
-            deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, tail, r.unreported), quiet=True)
-        slot.last_tok_s = r.decode_tok_s()
-        slot.last_refilled = r.refilled
-        stats = RequestStats(
-            prompt_tokens=len(r.prompt),
-            cached_tokens=r.cached,
-            refilled_tokens=r.refilled,
-            prefilled_tokens=r.prompt_processed - r.cached,
-            generated_tokens=r.generated,
-            ttft_s=(r.t_first - r.t_submit) if r.t_first else 0.0,
-            decode_tok_s=slot.last_tok_s,
-            restored_from=r.restored_from,
-            lost=r.lost,
-        )
-        deliver(r.handle, r.on_event, Done(r.id, slot.id, reason, "".join(r.text), stats, error))
 
     def _new_store(self, plan: SlotPlan) -> SlotKVStore:
         """Slot caches for `plan`, one store per layer of the kind the model's own cache has."""

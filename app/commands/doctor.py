@@ -110,7 +110,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
 
 def kernel_line() -> str:
     """Which attention path runs: mlxchat's compiled CPU kernel, or MLX's own operations, and why."""
-    from mlxchat.engine.kernels import status
+    from mlxchat.engine.cpu.kernels import status
 
     if device_kind() != "cpu":
         return f"MLX's own on the {device_kind()} (the compiled kernels are for the CPU)"

@@ -8,8 +8,7 @@ from typing import Any, Callable
 
 import mlx.core as mx
 
-from mlxchat.engine import kernels
-from mlxchat.engine.cpu import activations
+from mlxchat.engine.cpu import activations, kernels
 
 # Below this many query-key products a second thread costs more than it saves.
 THREADED_WORK = 1 << 20

@@ -83,43 +83,71 @@ class CpuLlama:
 
     def body(self, inputs: mx.array, caches: list[Any]) -> mx.array:
         """What `model.model(inputs, caches)` returns; `caches` are the engine's slot caches."""
+        return self.bodies([(inputs, caches)])[0]
+
+    def bodies(self, groups: list[tuple[mx.array, list[Any]]]) -> list[mx.array]:
+        """`body` for several groups of rows at once, each (B, L) with its own caches: their tokens share
+        every matmul (one read of the weights), and each group attends over its own slots."""
         if self._other is None:
             # Made on the engine thread, which owns every MLX stream it uses.
             self._other = mx.new_stream(mx.cpu)
         inner = self.inner
-        h = inner.embed_tokens(inputs)
-        for layer, weights, cache in zip(inner.layers, self._layers, caches):
-            h = h + self._attend(layer.self_attn, layer.input_layernorm(h), cache, weights)
+        shapes = [inputs.shape for inputs, _ in groups]
+        h = mx.concatenate([inner.embed_tokens(inputs).reshape(1, -1, inner.args.hidden_size)
+                            for inputs, _ in groups], axis=1)
+        for i, (layer, weights) in enumerate(zip(inner.layers, self._layers)):
+            caches = [layer_caches[i] for _, layer_caches in groups]
+            h = h + self._attend(layer.self_attn, layer.input_layernorm(h), caches, shapes, weights)
             x = layer.post_attention_layernorm(h)
             gate = weights.gate(x)
             with mx.stream(self._other):
                 up = weights.up(x)
             h = h + self._matmul(activations.swiglu(gate, up), weights.down)
-        return inner.norm(h)
+        h = inner.norm(h)
+        out, start = [], 0
+        for b, n in shapes:
+            out.append(h[:, start : start + b * n].reshape(b, n, -1))
+            start += b * n
+        return out
 
     def head(self, states: mx.array) -> mx.array:
         """Logits for final hidden states."""
         return self._matmul(states, self._head)
 
-    def _attend(self, attn: Any, x: mx.array, cache: Any, weights: _Layer) -> mx.array:
-        b, n, _ = x.shape
-        queries = weights.q(x).reshape(b, n, attn.n_heads, -1).transpose(0, 2, 1, 3)
-        queries = attn.rope(queries, offset=cache.offset)
+    def _attend(
+        self, attn: Any, x: mx.array, caches: list[Any], shapes: list[tuple[int, int]], weights: _Layer
+    ) -> mx.array:
+        """Self-attention for x (1, tokens of every group, hidden): projections once, attention group by group."""
+        queries_all = weights.q(x)
         with mx.stream(self._other):
-            keys = weights.k(x).reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
-            values = weights.v(x).reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
-            keys = attn.rope(keys, offset=cache.offset)
-        cache.write(keys, values)
-        # Attention costs a few small matmuls per row: half the rows on each stream.
-        half = b // 2
-        if half:
-            first = cache.attend(queries[:half], attn.scale, None, slice(0, half))
+            keys_all, values_all = weights.k(x), weights.v(x)
+        grouped, start = [], 0
+        for cache, (b, n) in zip(caches, shapes):
+            part = slice(start, start + b * n)
+            start += b * n
+            queries = queries_all[:, part].reshape(b, n, attn.n_heads, -1).transpose(0, 2, 1, 3)
+            grouped.append(attn.rope(queries, offset=cache.offset))
             with mx.stream(self._other):
-                second = cache.attend(queries[half:], attn.scale, None, slice(half, b))
-            out = mx.concatenate([first, second], axis=0)
-        else:
-            out = cache.attend(queries, attn.scale, None)
-        return self._matmul(out.transpose(0, 2, 1, 3).reshape(b, n, -1), weights.o)
+                keys = keys_all[:, part].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+                values = values_all[:, part].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+                keys = attn.rope(keys, offset=cache.offset)
+            cache.write(keys, values)
+        # Every group's K/V is written before any attends: each write can then update the buffer in
+        # place (an earlier version still read by attention would make MLX copy the whole buffer).
+        outs = []
+        for cache, queries, (b, n) in zip(caches, grouped, shapes):
+            # Attention costs a few small matmuls per row: half the rows on each stream.
+            half = b // 2
+            if half:
+                first = cache.attend(queries[:half], attn.scale, None, slice(0, half))
+                with mx.stream(self._other):
+                    second = cache.attend(queries[half:], attn.scale, None, slice(half, b))
+                out = mx.concatenate([first, second], axis=0)
+            else:
+                out = cache.attend(queries, attn.scale, None)
+            outs.append(out.transpose(0, 2, 1, 3).reshape(1, b * n, -1))
+        out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=1)
+        return self._matmul(out, weights.o)
 
     def _matmul(self, x: mx.array, w: _Weight) -> mx.array:
         """x @ weight.T (+ bias), each half of the output on its own stream."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxchat.engine import kernels
+from mlxchat.engine.cpu import kernels
 from mlxchat.engine.events import SamplingParams
 from tests.engine.test_family_matrix import PROMPTS, TINY, generated, save, start_as_the_app
 from tests.engine.test_families import alone

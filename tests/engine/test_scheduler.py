@@ -39,3 +39,38 @@ def test_a_request_for_a_busy_slot_is_refused_at_once(tokenizer) -> None:
     core.admit(Submit(second, tokens=PROMPTS[1], sampling=GREEDY))
     done = second.result(timeout=0)
     assert done.refused and "still answering" in (done.error or "")
+
+
+def test_a_prompt_arriving_while_slots_stream_shares_their_passes_and_everything_equals_mlx_lm_alone(
+    tokenizer,
+) -> None:
+    model = build_family("llama")
+    core = SlotScheduler(model, tokenizer, plan(), prefill_chunk=16)
+    assert core.forward.mixes  # llama on the CPU: decode rows and a prompt chunk share each matmul
+    streams = [RequestHandle(i + 1, i) for i in range(2)]
+    long = [(5 * j) % 250 + 1 for j in range(90)]
+    reply = SamplingParams(max_tokens=30, ignore_eos=True)
+    for handle, prompt in zip(streams, PROMPTS):
+        core.admit(Submit(handle, tokens=prompt, sampling=reply))
+    while any(s.request and s.request.pending for s in core.slots):
+        core.step()
+    for _ in range(3):
+        core.step()  # both stream: decode steps alone, which the costs measure
+    late = RequestHandle(9, 2)
+    core.admit(Submit(late, tokens=long, sampling=GREEDY))
+    tokens_per_step = []
+    while core.slots[2].request and core.slots[2].request.pending:
+        before = [len(core.slots[i].history) for i in range(2)]
+        core.step()
+        tokens_per_step.append([len(core.slots[i].history) - b for i, b in enumerate(before)])
+    # Every step that read the long prompt also gave each stream its next token (the last one also
+    # dispatched the next decode pass, whose input the streams' histories hold at once).
+    assert all(grown == [1, 1] for grown in tokens_per_step[:-1]), " ".join(map(str, tokens_per_step))
+    assert tokens_per_step[-1] == [2, 2]
+    # 90 tokens in chunks of at most 16 while the others stream.
+    assert len(tokens_per_step) >= 90 // 16
+    while core.busy:
+        core.step()
+    for handle, prompt in zip(streams, PROMPTS):
+        assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, reply.max_tokens)[:-1]
+    assert core.slots[2].history[len(long) :] == alone(model, long, GREEDY.max_tokens)[:-1]

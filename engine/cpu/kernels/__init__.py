@@ -32,7 +32,7 @@ def status() -> KernelStatus:
     import mlx.core as mx  # first: it loads the libmlx the kernels link to
 
     try:
-        from mlxchat.engine.kernels import _ext  # type: ignore[attr-defined]
+        from mlxchat.engine.cpu.kernels import _ext  # type: ignore[attr-defined]
     except ImportError as exc:
         return KernelStatus(False, f"not built ({exc}): MLX's own operations run; `make setup` or "
                                    "`pip install .` with a C++ compiler and CMake builds them")

@@ -1,4 +1,4 @@
-// The Python module mlxchat.engine.kernels._ext: MLX ops in the domain "mlx", so they take and return mx.array.
+// The Python module mlxchat.engine.cpu.kernels._ext: MLX ops in the domain "mlx", so they take and return mx.array.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
