@@ -24,7 +24,7 @@ namespace mlxchat {
 
 namespace {
 
-constexpr int QUERY_BLOCK = 8;   // queries of one head group that share each key block
+constexpr int QUERY_BLOCK = 16;  // queries of one head group that share each key block
 constexpr int KEY_BLOCK = 64;    // keys whose scores are live at once (per query row)
 constexpr int MAX_THREADS = 64;
 
@@ -48,6 +48,57 @@ inline float exp_nonpositive(float x) {
   p = p * f + 1.0f;
   int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   return std::bit_cast<float>(bits) * p;
+}
+
+// Eight floats as one value: GCC's vector extension, lowered to one AVX register, two SSE or NEON ones.
+typedef float v8 __attribute__((vector_size(32)));
+
+__attribute__((always_inline)) inline v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+__attribute__((always_inline)) inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+
+// C (M x N) += A (M x K) . B (K x N), row-major with leading dimensions: tiles of R rows x 16 outputs
+// kept in registers (2R vectors), so each loaded B vector serves R rows.
+template <int R>
+__attribute__((always_inline)) inline void tile(const float* A, int64_t lda, const float* B, int64_t ldb, float* out,
+                                                int64_t ldc, int64_t K) {
+  v8 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = load8(out + r * ldc);
+    acc[r][1] = load8(out + r * ldc + 8);
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const v8 b0 = load8(B + k * ldb), b1 = load8(B + k * ldb + 8);
+    for (int r = 0; r < R; ++r) {
+      const float a = A[r * lda + k];
+      acc[r][0] += a * b0;
+      acc[r][1] += a * b1;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    store8(out + r * ldc, acc[r][0]);
+    store8(out + r * ldc + 8, acc[r][1]);
+  }
+}
+
+__attribute__((always_inline)) inline void gemm_acc(const float* A, int64_t lda, const float* B, int64_t ldb,
+                                                    float* out, int64_t ldc, int64_t M, int64_t N, int64_t K) {
+  int64_t n0 = 0;
+  for (; n0 + 16 <= N; n0 += 16) {
+    int64_t m0 = 0;
+    for (; m0 + 4 <= M; m0 += 4) tile<4>(A + m0 * lda, lda, B + n0, ldb, out + m0 * ldc + n0, ldc, K);
+    for (; m0 < M; ++m0) tile<1>(A + m0 * lda, lda, B + n0, ldb, out + m0 * ldc + n0, ldc, K);
+  }
+  for (; n0 < N; ++n0)
+    for (int64_t m = 0; m < M; ++m) {
+      float sum = out[m * ldc + n0];
+      for (int64_t k = 0; k < K; ++k) sum += A[m * lda + k] * B[k * ldb + n0];
+      out[m * ldc + n0] = sum;
+    }
 }
 
 struct Problem {
@@ -98,29 +149,26 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
       const float* kj = K + (j0 + j) * p.ks[2];
       for (int64_t d = 0; d < D; ++d) Kt[d * KEY_BLOCK + j] = kj[d];
     }
+    // Scores of every row against the block's keys, as one small matrix product.
+    std::fill(s, s + rows * KEY_BLOCK, 0.0f);
+    gemm_acc(Q, D, Kt, KEY_BLOCK, s, KEY_BLOCK, rows, KEY_BLOCK, D);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t limit = first + q0 + (r % (q1 - q0)) + 1;  // keys < limit are visible to row r
-      const float* qr = Q + r * D;
       float* sr = s + r * KEY_BLOCK;
-#pragma omp simd
-      for (int64_t j = 0; j < KEY_BLOCK; ++j) sr[j] = 0.0f;
-      for (int64_t d = 0; d < D; ++d) {
-        const float qd = qr[d];
-        const float* kt = Kt + d * KEY_BLOCK;
-#pragma omp simd
-        for (int64_t j = 0; j < KEY_BLOCK; ++j) sr[j] += qd * kt[j];
-      }
       float block_max = m[r];
       for (int64_t j = 0; j < nj; ++j) {
         if (j0 + j >= limit) sr[j] = -std::numeric_limits<float>::infinity();
         block_max = std::max(block_max, sr[j]);
       }
-      if (block_max == -std::numeric_limits<float>::infinity()) continue;  // nothing visible yet
+      if (block_max == -std::numeric_limits<float>::infinity()) {  // nothing visible to this row yet
+        std::fill(sr, sr + nj, 0.0f);
+        continue;
+      }
       const float correction = exp_nonpositive(m[r] - block_max);
       m[r] = block_max;
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < j1 - j0; ++j) {
+      for (int64_t j = 0; j < nj; ++j) {
         sr[j] = exp_nonpositive(sr[j] - block_max);
         sum += sr[j];
       }
@@ -128,14 +176,9 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
       float* ar = acc + r * Dv;
 #pragma omp simd
       for (int64_t d = 0; d < Dv; ++d) ar[d] *= correction;
-      for (int64_t j = 0; j < nj; ++j) {
-        const float w = sr[j];
-        if (w == 0.0f) continue;
-        const float* vj = V + (j0 + j) * p.vs[2];
-#pragma omp simd
-        for (int64_t d = 0; d < Dv; ++d) ar[d] += w * vj[d];
-      }
     }
+    // The block's values weighted by the rows' probabilities, added to their outputs.
+    gemm_acc(s, KEY_BLOCK, V + j0 * p.vs[2], p.vs[2], acc, Dv, rows, Dv, nj);
   }
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t i = q0; i < q1; ++i) {
