@@ -27,6 +27,7 @@ namespace {
 constexpr int QUERY_BLOCK = 16;  // queries of one head group that share each key block
 constexpr int KEY_BLOCK = 64;    // keys whose scores are live at once (per query row)
 constexpr int MAX_THREADS = 64;
+constexpr int KEY_SEGMENT = 512;  // keys of one work item: a longer row is split across the cores
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -113,8 +114,11 @@ struct Problem {
   float scale;
 };
 
-// One (row, kv head, block of queries): its G heads x up to QUERY_BLOCK queries attend together.
-MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_t q0, std::vector<float>& scratch) {
+// One (row, kv head, block of queries) over the keys [k0, k1) of its visible range: its G heads x up to
+// QUERY_BLOCK queries attend together. With `partial` null the block covers every visible key and
+// writes its output; else it writes its running max, sum and unnormalized output there, for `merge`.
+MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t k0, int64_t k1,
+                                 float* partial, std::vector<float>& scratch) {
   const int64_t G = p.H / p.Hkv, D = p.D, Dv = p.Dv;
   const int64_t q1 = std::min(q0 + QUERY_BLOCK, p.L);
   const int64_t rows = G * (q1 - q0);
@@ -141,8 +145,8 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
   }
   const float* K = p.k + (valid_row ? p.rows[b] : 0) * p.ks[0] + kh * p.ks[1];
   const float* V = p.v + (valid_row ? p.rows[b] : 0) * p.vs[0] + kh * p.vs[1];
-  const int64_t key_end = std::max<int64_t>(0, first + q1);  // the last query sees keys < first + q1
-  for (int64_t j0 = 0; j0 < key_end; j0 += KEY_BLOCK) {
+  const int64_t key_end = std::min(k1, std::max<int64_t>(0, first + q1));  // the last query sees keys < first + q1
+  for (int64_t j0 = k0; j0 < key_end; j0 += KEY_BLOCK) {
     const int64_t j1 = std::min(j0 + KEY_BLOCK, key_end), nj = j1 - j0;
     // The block's keys transposed (D x KEY_BLOCK): a row's scores are then sums of whole vectors.
     for (int64_t j = 0; j < nj; ++j) {
@@ -180,6 +184,14 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
     // The block's values weighted by the rows' probabilities, added to their outputs.
     gemm_acc(s, KEY_BLOCK, V + j0 * p.vs[2], p.vs[2], acc, Dv, rows, Dv, nj);
   }
+  if (partial != nullptr) {  // rows x (max, sum, Dv outputs)
+    for (int64_t r = 0; r < rows; ++r) {
+      partial[r * (Dv + 2)] = m[r];
+      partial[r * (Dv + 2) + 1] = l[r];
+      std::copy(acc + r * Dv, acc + (r + 1) * Dv, partial + r * (Dv + 2) + 2);
+    }
+    return;
+  }
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t i = q0; i < q1; ++i) {
       const int64_t r = g * (q1 - q0) + (i - q0);
@@ -190,21 +202,86 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
   }
 }
 
+// A block's output from its segments' partials, folded in segment order (the same for any batch).
+void merge(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t segments, const float* partials) {
+  const int64_t G = p.H / p.Hkv, Dv = p.Dv, q1 = std::min(q0 + QUERY_BLOCK, p.L), rows = G * (q1 - q0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t sgm = 0; sgm < segments; ++sgm) m = std::max(m, partials[(sgm * rows + r) * (Dv + 2)]);
+    const int64_t g = r / (q1 - q0), i = q0 + r % (q1 - q0);
+    float* dst = p.out + ((b * p.H + kh * G + g) * p.L + i) * Dv;
+    std::fill(dst, dst + Dv, 0.0f);
+    float l = 0.0f;
+    for (int64_t sgm = 0; sgm < segments; ++sgm) {
+      const float* part = partials + (sgm * rows + r) * (Dv + 2);
+      if (part[0] == -std::numeric_limits<float>::infinity()) continue;
+      const float w = exp_nonpositive(part[0] - m);
+      l += part[1] * w;
+      for (int64_t d = 0; d < Dv; ++d) dst[d] += part[2 + d] * w;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t d = 0; d < Dv; ++d) dst[d] *= inv;
+  }
+}
+
+struct Item {
+  int64_t b, kh, q0, k0, k1;
+  float* partial;  // null: the block's only segment writes its output
+};
+
 void run(const Problem& p, int threads) {
-  const int64_t blocks = (p.L + QUERY_BLOCK - 1) / QUERY_BLOCK;
-  const int64_t items = p.B * p.Hkv * blocks;
-  auto work = [&p, blocks, items](int64_t start, int64_t step) {
+  // Work items: (row, kv head, block of queries, segment of KEY_SEGMENT keys). A long row is cut
+  // into segments so that the cores share it; where it is cut depends only on the row itself, so
+  // a row's result is the same whatever else is in the pass.
+  const int64_t blocks = (p.L + QUERY_BLOCK - 1) / QUERY_BLOCK, G = p.H / p.Hkv;
+  std::vector<Item> items;
+  struct Merge {
+    int64_t b, kh, q0, segments;
+    size_t offset;
+  };
+  std::vector<Merge> merges;
+  size_t partial_floats = 0;
+  for (int64_t b = 0; b < p.B; ++b) {
+    const int64_t length = std::clamp<int64_t>(p.lengths[b], 0, p.S);
+    for (int64_t kh = 0; kh < p.Hkv; ++kh) {
+      for (int64_t qb = 0; qb < blocks; ++qb) {
+        const int64_t q0 = qb * QUERY_BLOCK, q1 = std::min(q0 + QUERY_BLOCK, p.L);
+        const int64_t key_end = std::max<int64_t>(0, length - p.L + q1);
+        const int64_t segments = std::max<int64_t>(1, (key_end + KEY_SEGMENT - 1) / KEY_SEGMENT);
+        if (segments > 1) {
+          merges.push_back({b, kh, q0, segments, partial_floats});
+          partial_floats += segments * G * (q1 - q0) * (p.Dv + 2);
+        }
+        for (int64_t sgm = 0; sgm < segments; ++sgm) {
+          items.push_back({b, kh, q0, sgm * KEY_SEGMENT, segments > 1 ? (sgm + 1) * KEY_SEGMENT : key_end, nullptr});
+        }
+      }
+    }
+  }
+  std::vector<float> partials(partial_floats);
+  {
+    size_t item = 0;
+    for (const auto& mg : merges) {
+      while (items[item].b != mg.b || items[item].kh != mg.kh || items[item].q0 != mg.q0) ++item;
+      const int64_t rows = G * (std::min(mg.q0 + QUERY_BLOCK, p.L) - mg.q0);
+      for (int64_t sgm = 0; sgm < mg.segments; ++sgm, ++item) {
+        items[item].partial = partials.data() + mg.offset + sgm * rows * (p.Dv + 2);
+      }
+    }
+  }
+  auto work = [&p, &items](size_t start, size_t step) {
     std::vector<float> scratch;
-    for (int64_t it = start; it < items; it += step) {
-      const int64_t b = it / (p.Hkv * blocks), kh = (it / blocks) % p.Hkv, qb = it % blocks;
-      attend_block(p, b, kh, qb * QUERY_BLOCK, scratch);
+    for (size_t it = start; it < items.size(); it += step) {
+      const Item& w = items[it];
+      attend_block(p, w.b, w.kh, w.q0, w.k0, w.k1, w.partial, scratch);
     }
   };
-  const int n = static_cast<int>(std::min<int64_t>({threads, items, MAX_THREADS}));
+  const int n = static_cast<int>(std::min<int64_t>({threads, static_cast<int64_t>(items.size()), MAX_THREADS}));
   std::vector<std::thread> helpers;
   for (int t = 1; t < n; ++t) helpers.emplace_back(work, t, n);
   work(0, std::max(n, 1));
   for (auto& h : helpers) h.join();
+  for (const auto& mg : merges) merge(p, mg.b, mg.kh, mg.q0, mg.segments, partials.data() + mg.offset);
 }
 
 }  // namespace
