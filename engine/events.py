@@ -50,6 +50,14 @@ class RequestStats:
     # Why a history this prompt continues was prefilled again: its parked KV was evicted or never kept.
     lost: str | None = None
 
+    @property
+    def cached_from(self) -> str | None:
+        """Where the cached prompt tokens came from: "slot" (this slot's or another's K/V), "memory" (the
+        chat's parked KV); None when nothing was cached."""
+        if not self.cached_tokens:
+            return None
+        return "memory" if self.restored_from == "parked" else "slot"
+
 
 @dataclass(frozen=True)
 class Done:

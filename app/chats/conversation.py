@@ -68,6 +68,9 @@ class Conversation:
         self.chat.touch()
         if stats is not None:
             message.prompt_tokens, message.generated_tokens = stats.prompt_tokens, stats.generated_tokens
+            message.cached_tokens, message.cached_from = stats.cached_tokens, stats.cached_from
+            message.ttft_ms = round(1000 * stats.ttft_s, 1) if stats.ttft_s else None
+            message.decode_tok_s = round(stats.decode_tok_s, 2) if stats.decode_tok_s else None
         self.save()
 
     # ---- a reply ----

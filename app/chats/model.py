@@ -34,6 +34,12 @@ class ChatMessage:
     created: str = field(default_factory=now)
     updated: str = ""
     saved: bool = False
+    # A reply's timings: prompt tokens its slot took from cache and from where ("slot", "memory",
+    # "disk"), milliseconds to its first token, and its decode speed.
+    cached_tokens: int | None = None
+    cached_from: str | None = None
+    ttft_ms: float | None = None
+    decode_tok_s: float | None = None
 
     def __post_init__(self) -> None:
         self.updated = self.updated or self.created
@@ -74,6 +80,11 @@ class Chat:
         """The conversation as the engine's chat template takes it: the system prompt, then every turn."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         return system + [{"role": m.role, "content": m.text} for m in self.messages]
+
+
+# The message fields a row of the messages table holds, in its column order.
+MESSAGE_COLUMNS = ("role", "text", "finish_reason", "prompt_tokens", "generated_tokens", "created", "updated",
+                   "cached_tokens", "cached_from", "ttft_ms", "decode_tok_s")
 
 
 def title_from(text: str) -> str:

@@ -70,12 +70,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE chats DROP COLUMN tab_position",
         "ALTER TABLE chats DROP COLUMN focused",
     ),
+    # 4: each reply's timings, as llama-server's `timings`: prompt tokens taken from cache (and from
+    # where: slot, memory, disk), time to first token, decode speed.
+    (
+        "ALTER TABLE messages ADD COLUMN cached_tokens INTEGER",
+        "ALTER TABLE messages ADD COLUMN cached_from TEXT",
+        "ALTER TABLE messages ADD COLUMN ttft_ms REAL",
+        "ALTER TABLE messages ADD COLUMN decode_tok_s REAL",
+    ),
 )
-SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.
 _UNREADABLE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-
 
 
 class _Unusable(Exception):

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
-from mlxchat.app.chats.model import Chat, ChatMessage, now
+from mlxchat.app.chats.model import MESSAGE_COLUMNS, Chat, ChatMessage, now
 from mlxchat.app.chats.private import private_folder
 from mlxchat.app.chats.schema import _connect, _set_aside, _Unusable
 from mlxchat.app.chats.search import ChatSearch
@@ -121,10 +121,9 @@ class ChatStore(TabLeases, ChatSearch):
             db.execute("DELETE FROM messages WHERE chat_id = ? AND seq >= ?", (chat_id, len(chat.messages)))
             unsaved = [(seq, m) for seq, m in enumerate(chat.messages) if not m.saved]
             db.executemany(
-                "INSERT OR REPLACE INTO messages (chat_id, seq, role, text, finish_reason, prompt_tokens,"
-                " generated_tokens, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(chat_id, seq, m.role, m.text, m.finish_reason, m.prompt_tokens, m.generated_tokens,
-                  m.created, m.updated) for seq, m in unsaved],
+                f"INSERT OR REPLACE INTO messages (chat_id, seq, {', '.join(MESSAGE_COLUMNS)})"
+                f" VALUES (?, ?{', ?' * len(MESSAGE_COLUMNS)})",
+                [(chat_id, seq, *(getattr(m, c) for c in MESSAGE_COLUMNS)) for seq, m in unsaved],
             )
         chat.id, chat.saved = chat_id, True
         for _, message in unsaved:
@@ -150,11 +149,9 @@ class ChatStore(TabLeases, ChatSearch):
     def _chat(self, row: tuple) -> Chat:
         chat_id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed = row
         messages = [
-            ChatMessage(role, text, finish, prompt, generated, m_created, m_updated, saved=True)
-            for role, text, finish, prompt, generated, m_created, m_updated in self._db.execute(
-                "SELECT role, text, finish_reason, prompt_tokens, generated_tokens, created, updated"
-                " FROM messages WHERE chat_id = ? ORDER BY seq",
-                (chat_id,),
+            ChatMessage(**dict(zip(MESSAGE_COLUMNS, values)), saved=True)
+            for values in self._db.execute(
+                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE chat_id = ? ORDER BY seq", (chat_id,)
             )
         ]
         sampling = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens,

@@ -32,6 +32,7 @@ def saved_chat(data_home: Path) -> Chat:
     chat.add("user", "Über Metal?")
     reply = chat.add("assistant", "Yes, it runs on Metal")
     reply.finish_reason, reply.prompt_tokens, reply.generated_tokens = "cancelled", 40, 6
+    reply.cached_tokens, reply.cached_from, reply.ttft_ms, reply.decode_tok_s = 31, "slot", 42.5, 17.0
     store.save(chat)
     store.close()
     return chat
@@ -58,6 +59,8 @@ def test_json_holds_the_messages_with_their_counts(data_home: Path) -> None:
         (m.role, m.text) for m in chat.messages]
     last = document["messages"][-1]
     assert (last["finish_reason"], last["prompt_tokens"], last["generated_tokens"]) == ("cancelled", 40, 6)
+    # Each reply's timings, as llama-server's: cache hits and where from, time to first token, speed.
+    assert (last["cached_tokens"], last["cached_from"], last["ttft_ms"], last["decode_tok_s"]) == (31, "slot", 42.5, 17.0)
     assert "Über" in to_json(chat)  # kept readable, not \\u-escaped
 
 

@@ -46,7 +46,7 @@ def test_a_new_database_is_wal_at_the_latest_version(db_path: Path) -> None:
     open_store(db_path).close()
     db = sqlite3.connect(db_path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
 def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> None:
@@ -55,6 +55,7 @@ def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> Non
     chat = a_chat("What is MLX?\nSecond line", "An array framework.", sampling=sampling)
     reply = chat.messages[1]
     reply.finish_reason, reply.prompt_tokens, reply.generated_tokens = "stop", 12, 5
+    reply.cached_tokens, reply.cached_from, reply.ttft_ms, reply.decode_tok_s = 9, "memory", 31.5, 14.25
     store.save(chat)
     assert chat.id is not None and chat.saved and all(m.saved for m in chat.messages)
     store.close()
@@ -67,6 +68,8 @@ def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> Non
         ("user", "What is MLX?\nSecond line"), ("assistant", "An array framework.")]
     assert (loaded.messages[1].finish_reason, loaded.messages[1].prompt_tokens,
             loaded.messages[1].generated_tokens) == ("stop", 12, 5)
+    timings = loaded.messages[1]
+    assert (timings.cached_tokens, timings.cached_from, timings.ttft_ms, timings.decode_tok_s) == (9, "memory", 31.5, 14.25)
     assert loaded.messages[0].created <= loaded.messages[1].created
     assert loaded.prompt()[0] == {"role": "system", "content": "Be brief."}
 

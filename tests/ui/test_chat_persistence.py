@@ -70,6 +70,9 @@ def test_chats_come_back_after_a_restart(tiny_model_dir: Path) -> None:
         await send(pilot, one, "And then?")
         await wait_for(pilot, lambda: not one.busy, "a reply")
         assert earlier is not None and one.chat.messages[-1].prompt_tokens > earlier  # type: ignore[operator]
+        # Its timings are saved with it: nothing came from cache after the restart, a first token did come.
+        reply = one.chat.messages[-1]
+        assert (reply.cached_tokens, reply.cached_from) == (0, None) and reply.ttft_ms and reply.ttft_ms > 0
         assert len(one.chat.messages) == 6
 
     run(make_app(tiny_model_dir, parallel=3), first_run)
