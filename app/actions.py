@@ -78,6 +78,9 @@ ACTIONS: tuple[KeyAction, ...] = (
               "Copy one code block of this chat (a picker when there are several)", show=False, priority=True),
     KeyAction("export_chat", "alt+e", "export_chat", "Export chat",
               "Write this chat to a Markdown file in the current folder", show=False, priority=True),
+    KeyAction("toggle_timings", "alt+t", "toggle_timings", "Timings",
+              "Show or hide each reply's timings: prompt tokens, cache hits, first token, speed", show=False,
+              priority=True, scope="app"),
     KeyAction("quit", "ctrl+q", "quit", "Quit", "Quit mlxchat", priority=True, in_palette=False, scope="app"),
     # alt+digit reaches the app only from terminals with the kitty keyboard protocol: these two
     # arrive from every terminal (and the palette lists the open chats).

@@ -144,6 +144,20 @@ class Conversation:
         self.save()
 
 
+def timings_line(message: ChatMessage) -> str | None:
+    """A reply's timings as one line (llama-server's `timings`), or None for a reply saved without them."""
+    if message.role != "assistant" or message.prompt_tokens is None or message.ttft_ms is None:
+        return None
+    parts = [f"prompt {message.prompt_tokens:,} tokens"]
+    if message.cached_tokens:
+        parts.append(f"{message.cached_tokens:,} from cache ({message.cached_from or 'slot'})")
+    parts.append(f"first token {message.ttft_ms / 1000:.2f} s")
+    if message.generated_tokens:
+        speed = f" at {message.decode_tok_s:.1f} tok/s" if message.decode_tok_s else ""
+        parts.append(f"{message.generated_tokens:,} tokens{speed}")
+    return " · ".join(parts)
+
+
 def end_note(reason: str | None, text: str, max_tokens: int, error: str | None = None) -> tuple[str, str] | None:
     """The line shown under a finished reply, and its style, or None for a reply that simply ended."""
     if reason is None:

@@ -57,6 +57,7 @@ class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
         self.session = Session(self)
         self._failed_status: int | None = None  # the exit status start-up's failure ends the app with
         self.store: ChatStore | None = None
+        self.show_timings = False  # each reply's timings line (alt+t)
         self._chat_numbers = itertools.count(1)
         self._fan_outs = itertools.count(1)  # each fan-out's number: its chats share it
         self._finished_last: str | None = None  # the chat whose reply ended last (goto_finished shows it)
@@ -149,6 +150,7 @@ class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
         if session.plan is None:
             return None
         pane = ChatPane(next(self._chat_numbers), chat, session, self.store, self._frames, self.settings.keys)
+        pane.set_class(self.show_timings, "-timings")
         session.open_chat(pane.chat_id, pane.chat_title, pane)
         await self.query_one("#chats", TabbedContent).add_pane(pane)
         if show:

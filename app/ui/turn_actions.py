@@ -109,6 +109,12 @@ class TurnActions(AppPart):
         new.chat_input.move_cursor(new.chat_input.document.end)
         self._record_open_chats()
 
+    def action_toggle_timings(self) -> None:
+        """Shows or hides every reply's timings line, in every chat (and in chats opened later)."""
+        self.show_timings = not self.show_timings
+        for pane in self.chat_panes:
+            pane.set_class(self.show_timings, "-timings")
+
     def action_copy_reply(self) -> None:
         """Copies the shown chat's last reply to the clipboard."""
         if self.active_chat is not None:

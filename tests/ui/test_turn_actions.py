@@ -109,3 +109,25 @@ def test_copy_and_export_the_shown_chat(
         assert exported.stat().st_mode & 0o777 == 0o600  # a chat is private, exported too
 
     run(make_app(tiny_model_dir), scenario)
+
+
+def test_alt_t_shows_each_replys_timings_and_hides_them_again(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await two_turns(app, pilot)
+        pane = app.chat_panes[0]
+        lines = list(pane.query(".turn-timings").results(Static))
+        assert len(lines) == 2 and not any(line.display for line in lines)  # hidden until asked for
+        await pilot.press("alt+t")
+        await pilot.pause()
+        assert all(line.display for line in lines)
+        first, second = (str(line.render()) for line in lines)
+        assert first.startswith("prompt ") and "first token" in first and "tok/s" in first
+        # The second turn's prompt continued the first: its slot held that part (cached from the slot).
+        assert "from cache (slot)" in second
+        saved = pane.chat.messages[-1]
+        assert saved.cached_from == "slot" and saved.cached_tokens and saved.ttft_ms
+        await pilot.press("alt+t")
+        await pilot.pause()
+        assert not any(line.display for line in lines)
+
+    run(make_app(tiny_model_dir), scenario)

@@ -15,7 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Static, TabPane
 
 from mlxchat.app.chats import conversation as saving
-from mlxchat.app.chats.conversation import Conversation, end_note, lost_note
+from mlxchat.app.chats.conversation import Conversation, end_note, lost_note, timings_line
 from mlxchat.app.chats.errors import StoreWriteError
 from mlxchat.app.chats.model import Chat, ChatMessage
 from mlxchat.app.chats.store import ChatStore
@@ -68,6 +68,8 @@ class ChatPane(SeatView, TurnEdits, TabPane):
     ChatPane .turn-note { margin: 0 8 0 0; padding: 0 1; color: $text-muted; text-style: italic; }
     ChatPane .turn-note.-error { color: $error; text-style: none; }
     ChatPane .turn-note.-refused { color: $warning; text-style: none; }
+    ChatPane .turn-timings { display: none; margin: 0 8 0 0; padding: 0 1; color: $text-muted; }
+    ChatPane.-timings .turn-timings { display: block; }
     ChatPane .queue-note { margin: 1 8 0 0; padding: 0 1; color: $warning; text-style: italic; }
     ChatPane ChatInput { height: auto; min-height: 3; max-height: 10; border: round $panel-lighten-2; }
     ChatPane ChatInput:focus { border: round $primary; }
@@ -121,6 +123,14 @@ class ChatPane(SeatView, TurnEdits, TabPane):
             yield Static(message.text, classes="user-turn", markup=False)
         else:
             yield from self._reply_widgets(message.text, message.finish_reason)
+            yield from self._timings(message)
+
+    @staticmethod
+    def _timings(message: ChatMessage) -> Iterator[Widget]:
+        """A reply's timings line, shown while the pane has the -timings class (alt+t)."""
+        line = timings_line(message)
+        if line is not None:
+            yield Static(line, classes="turn-timings", markup=False)
 
     def _reply_widgets(self, text: str, reason: str | None, error: str | None = None) -> Iterator[Widget]:
         """A finished reply as Markdown (none when nothing was written) and the note on how it ended."""
@@ -333,6 +343,8 @@ class ChatPane(SeatView, TurnEdits, TabPane):
         widgets = list(self._end_note(done.text, done.reason, done.error))
         if done.stats.lost:
             widgets.append(Static(lost_note(done.stats), classes="turn-note", markup=False))
+        if done.text:
+            widgets.extend(self._timings(self.chat.messages[-1]))
         if widgets:
             await self.query_one(".conversation").mount_all(widgets, after=streamed)
         if not done.text:
