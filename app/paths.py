@@ -30,6 +30,11 @@ def tuning_file() -> Path:
     return xdg_dir("XDG_CACHE_HOME", ".cache") / APP_DIR / "tuning.json"
 
 
+def kv_cache_dir() -> Path:
+    """Where saved KV goes (engine.kv.disk): $XDG_CACHE_HOME/mlxchat/kv, else ~/.cache."""
+    return xdg_dir("XDG_CACHE_HOME", ".cache") / APP_DIR / "kv"
+
+
 def models_cache_dir() -> Path:
     """Where GGUF files are converted to MLX folders: $XDG_CACHE_HOME/mlxchat/models, else ~/.cache."""
     return xdg_dir("XDG_CACHE_HOME", ".cache") / APP_DIR / "models"

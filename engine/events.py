@@ -45,7 +45,8 @@ class RequestStats:
     ttft_s: float = 0.0
     decode_tok_s: float = 0.0
     # Where the cached tokens came from when not the slot's own history: "parked" (the chat's KV kept
-    # when it lost its slot) or "slot N" (copied from another slot, e.g. for a fork).
+    # when it lost its slot), "disk" (saved KV, e.g. from before a restart) or "slot N" (copied from
+    # another slot, e.g. for a fork).
     restored_from: str | None = None
     # Why a history this prompt continues was prefilled again: its parked KV was evicted or never kept.
     lost: str | None = None
@@ -53,10 +54,10 @@ class RequestStats:
     @property
     def cached_from(self) -> str | None:
         """Where the cached prompt tokens came from: "slot" (this slot's or another's K/V), "memory" (the
-        chat's parked KV); None when nothing was cached."""
+        chat's parked KV), "disk" (saved KV on disk); None when nothing was cached."""
         if not self.cached_tokens:
             return None
-        return "memory" if self.restored_from == "parked" else "slot"
+        return {"parked": "memory", "disk": "disk"}.get(self.restored_from or "", "slot")
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ class EngineSnapshot:
     batching: str = ""  # whether batched replies match solo ones here (engine.devices.batching_note)
     parked: tuple[ParkedSnapshot, ...] = ()  # most recently parked first
     park_budget_bytes: int = 0
+    disk: str = ""  # the saved-KV tier on disk in a line ("" when it is off)
+    disk_notes: tuple[str, ...] = ()  # saved KV files ignored and removed, and why, oldest first
 
     @property
     def parked_bytes(self) -> int:

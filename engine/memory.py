@@ -27,6 +27,7 @@ WORKING_FRACTION = 0.15
 # context almost three times over; and 8,000 tokens of an 8B model with grouped-query attention
 # (128 KiB per token in float16): a few long chats, for less memory than their weights.
 DEFAULT_PARK_BUDGET_MB = 1024
+DEFAULT_DISK_KV_MB = 4096
 
 
 @dataclass(frozen=True)

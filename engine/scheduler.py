@@ -20,6 +20,7 @@ from mlxchat.engine.events import Done, EngineSnapshot
 from mlxchat.engine.forward import Forward
 from mlxchat.engine.handle import Submit, deliver
 from mlxchat.engine.kv import attention as slot_attention
+from mlxchat.engine.kv.disk import DiskTier
 from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.loading.batch_check import ready_for_slots
 from mlxchat.engine.loading.families import slot_store
@@ -58,10 +59,11 @@ class SlotScheduler(ReplyEvents):
         split: bool | None = None,
         park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
         padded_prefill: bool | None = None,
+        disk: DiskTier | None = None,
     ) -> None:
         """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default).
         `padded_prefill`: whether prompts of different lengths may share a prefill pass (LoadedModel.batching;
-        None: checked here, on the calling thread, as load_model does)."""
+        None: checked here, on the calling thread, as load_model does). `disk`: the saved-KV tier, if any."""
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
         self.model = model
@@ -75,7 +77,7 @@ class SlotScheduler(ReplyEvents):
         self._pass: _DecodePass | None = None
         self.slots = [Slot(i) for i in range(plan.parallel)]
         self.store = self._new_store(plan)
-        self.prefixes = Prefixes(park_budget_bytes)
+        self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = RateMeter()
         self.costs = StepCosts()
         # Prompt tokens one pass reads when nothing streams (engine.prefill_policy).
@@ -158,11 +160,12 @@ class SlotScheduler(ReplyEvents):
             self._read(finished)
 
     def close(self) -> None:
-        """Settles the pass in flight and ends every reply as cancelled."""
+        """Settles the pass in flight, ends every reply as cancelled, and saves every slot's KV to disk."""
         self.settle()
         for s in self.slots:
             if s.request:
                 self._finish(s, "cancelled")
+        self.prefixes.save_all(self.slots, self.store)
 
     # ---- a step ----
 

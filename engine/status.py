@@ -71,4 +71,6 @@ def engine_snapshot(
         batching=info.batching,
         parked=prefixes.view,
         park_budget_bytes=prefixes.parked.budget,
+        disk=prefixes.disk.describe() if prefixes.disk else "",
+        disk_notes=prefixes.disk.said() if prefixes.disk else (),
     )

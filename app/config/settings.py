@@ -27,7 +27,7 @@ from mlxchat.app.config.limits import (
     out_of_order,
 )
 from mlxchat.engine.events import SamplingParams
-from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
+from mlxchat.engine.memory import DEFAULT_DISK_KV_MB, DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotRequest
 
 ENV_PREFIX = "MLXCHAT_"
@@ -150,6 +150,12 @@ class Settings(BaseSettings):
     (the chat then says its history was prefilled again). 1024 holds about 23,000 tokens of the
     default model in float32 (45 KiB each), 8,000 of an 8B model with grouped-query attention
     in float16. 0 turns parking off."""
+
+    disk_kv_mb: int = Field(DEFAULT_DISK_KV_MB, ge=0, le=1 << 24)
+    """Disk space in MiB for saved KV: each chat's KV is also written under the cache folder when it
+    is parked, closed or the app quits, so that a chat reopened later, even after a restart, reads
+    it back instead of prefilling its history again. Past it the least recently used files go
+    first. 0 turns it off."""
 
     weights_dtype: WeightsDtype = "auto"
     """How the weights are held in memory: "auto" (float32 on a CPU, where batching is cheap

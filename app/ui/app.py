@@ -58,6 +58,7 @@ class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
         self._failed_status: int | None = None  # the exit status start-up's failure ends the app with
         self.store: ChatStore | None = None
         self.show_timings = False  # each reply's timings line (alt+t)
+        self._disk_notes_said = 0  # saved KV notes already shown
         self._chat_numbers = itertools.count(1)
         self._fan_outs = itertools.count(1)  # each fan-out's number: its chats share it
         self._finished_last: str | None = None  # the chat whose reply ended last (goto_finished shows it)

@@ -66,7 +66,15 @@ class Startup(AppPart):
             self.notify(warning, severity="warning", timeout=10)
         await self._restore_chats()
         self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
+        self.set_interval(STATUS_INTERVAL_S, self._say_disk_notes)
         self.refresh_bindings()
+
+    def _say_disk_notes(self) -> None:
+        """Says once each saved KV file the engine ignored and removed (damaged, another model's)."""
+        notes = self.session.snapshot().disk_notes if self.session.ready else ()
+        for note in notes[self._disk_notes_said :]:
+            self.notify(f"Saved KV: {note}", severity="warning", timeout=10)
+        self._disk_notes_said = max(self._disk_notes_said, len(notes))
 
     def _show_plan(self) -> None:
         assert self.session.plan is not None

@@ -63,6 +63,14 @@ class LoadedModel:
     batching: BatchCheck | None = None
 
     @property
+    def kv_key(self) -> str:
+        """What saved KV must have been made with to be loaded again: these weights, as held, by this mlx."""
+        import mlx.core as mx
+
+        stamps = sorted(f"{p.name}:{p.stat().st_mtime_ns}" for p in self.mlx_path.glob("*.safetensors"))
+        return f"{self.mlx_path.resolve()}|{','.join(stamps)}|{self.dtype}|{self.weights_bytes}|mlx {mx.__version__}"
+
+    @property
     def padded_prefill(self) -> bool | None:
         """The engine's `padded_prefill` for this model (None: not checked yet)."""
         return None if self.batching is None else self.batching.padded_prefill

@@ -65,14 +65,18 @@ def test_chats_come_back_after_a_restart(tiny_model_dir: Path) -> None:
         assert len(app.chat_panes) == 2
         tab_label = str(app.query_one("#chats").get_tab(one.id or "").label)  # type: ignore[attr-defined]
         assert tab_label == "Hello there"
-        # The restored chat goes on: its next prompt holds the whole conversation, prefilled afresh.
+        # The restored chat goes on: its next prompt holds the whole conversation, most of it read back
+        # from the KV saved on disk when the first run quit.
         earlier = one.chat.messages[-1].prompt_tokens
         await send(pilot, one, "And then?")
         await wait_for(pilot, lambda: not one.busy, "a reply")
         assert earlier is not None and one.chat.messages[-1].prompt_tokens > earlier  # type: ignore[operator]
-        # Its timings are saved with it: nothing came from cache after the restart, a first token did come.
+        # Its timings are saved with it: where its cached tokens came from, and its first token's time.
         reply = one.chat.messages[-1]
-        assert (reply.cached_tokens, reply.cached_from) == (0, None) and reply.ttft_ms and reply.ttft_ms > 0
+        assert reply.cached_from == "disk" and reply.ttft_ms and reply.ttft_ms > 0
+        # At least the whole prompt of the turn before the restart (a random model's reply, byte soup,
+        # re-tokenizes otherwise than it was generated, so the match ends where that reply starts).
+        assert reply.cached_tokens >= earlier - 1  # type: ignore[operator]
         assert len(one.chat.messages) == 6
 
     run(make_app(tiny_model_dir, parallel=3), first_run)

@@ -128,7 +128,8 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table
         return grid
     grid = Table.grid(padding=(0, 1))
     # Three label / value pairs a row fit 120 columns; labels keep their width, values are cut instead.
-    columns = (("Model", "dtype", "Speed", "Queue"), ("Device", "Weights", "Memory", "Parked"), ("BLAS", "KV", "Slots"))
+    columns = (("Model", "dtype", "Speed", "Queue"), ("Device", "Weights", "Memory", "Parked"),
+               ("BLAS", "KV", "Slots", "Disk"))
     for labels in columns:
         grid.add_column(style="bold", no_wrap=True, min_width=max(map(len, labels)))
         grid.add_column(no_wrap=True, overflow="ellipsis")
@@ -147,6 +148,7 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table
         "Queue", waiting,
         "Parked", f"{len(snapshot.parked)} · {format_bytes(snapshot.parked_bytes)} / "
                   f"{format_bytes(snapshot.park_budget_bytes)}",
+        "Disk", snapshot.disk or "off (disk_kv_mb = 0)",
     )
     if not snapshot.batching:
         return grid
