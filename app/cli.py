@@ -14,6 +14,7 @@ from mlxchat.app.config.settings import ConfigError, Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.version import installed_version
 from mlxchat.engine.bench.long_prompt import LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS
+from mlxchat.engine.bench.resume import RESUME_SCENARIO
 from mlxchat.engine.bench.returns import RETURN_SCENARIO
 from mlxchat.engine.bench.runners import (
     DEFAULT_ENGINES,
@@ -98,12 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", parents=[settings_flags], help="measure prefill and decode speed")
     bench.add_argument("--engines", type=_names(RUNNERS), default=list(DEFAULT_ENGINES), metavar="A,B",
                        help=f"engines to measure (known: {', '.join(RUNNERS)})")
-    bench.add_argument("--scenario", choices=[*sorted(SCENARIOS), RETURN_SCENARIO, LONG_SCENARIO],
+    bench.add_argument("--scenario", choices=[*sorted(SCENARIOS), RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO],
                        default="short",
                        help=f"prompts to play; {RETURN_SCENARIO}: time to first token of a chat coming back to "
                             "its parked KV against a full prefill (the smallest --slots count, twice as many chats); "
                             f"{LONG_SCENARIO}: {LONG_STREAMS} chats stream while a {LONG_PROMPT_TOKENS}-token prompt "
-                            "arrives (their gaps before and during it, its first token against alone)")
+                            f"arrives (their gaps before and during it, its first token against alone); "
+                            f"{RESUME_SCENARIO}: a long chat's first token after a restart, with the disk tier "
+                            "and without")
     bench.add_argument("--slots", type=_slot_counts, default=list(DEFAULT_SLOTS), metavar="N,M",
                        help=f"slot counts to measure, e.g. 1,2,4,8 (up to {MAX_SLOTS})")
     bench.add_argument("--shape", choices=list(SHAPES), metavar="NAME",

@@ -1,4 +1,5 @@
-"""`mlxchat bench`: the engines side by side (or the UI, or a return to a parked chat), as a table, JSON and a plot."""
+"""`mlxchat bench`: the engines side by side (or the UI, a return to a parked chat, a long prompt arriving,
+a chat resumed after a restart), as a table, JSON and a plot."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.engine.bench.long_prompt import LONG_SCENARIO
+from mlxchat.engine.bench.resume import RESUME_SCENARIO
 from mlxchat.engine.bench.returns import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
 from mlxchat.engine.bench.runners import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
 
@@ -58,8 +60,8 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     loaded.tuning = load_tuning(loaded.model, tuning_file())
     if args.scenario == RETURN_SCENARIO:
         return _return_bench(args, settings, loaded)
-    if args.scenario == LONG_SCENARIO:
-        return _long_bench(args, loaded)
+    if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO):
+        return _scenario_bench(args, loaded)
     try:
         runs = _run(args, settings, loaded)
     except BenchError as exc:
@@ -111,17 +113,22 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
     return 0
 
 
-def _long_bench(args: argparse.Namespace, loaded: Any) -> int:
-    """`mlxchat bench --scenario long`: streaming gaps while a long prompt is read, and its first token."""
+def _scenario_bench(args: argparse.Namespace, loaded: Any) -> int:
+    """`--scenario long` (streaming gaps while a long prompt is read) or `resume` (a chat reopened after a
+    restart, with and without the disk tier): one run, its table and JSON."""
     from mlxchat.engine.bench.long_prompt import format_long_table, run_long_bench
     from mlxchat.engine.bench.report import make_report
+    from mlxchat.engine.bench.resume import format_resume_table, run_resume_bench
 
-    print(f"bench: {LONG_SCENARIO}: the long prompt alone, then with the chats streaming...", file=sys.stderr,
-          flush=True)
-    record = run_long_bench(loaded)
+    long = args.scenario == LONG_SCENARIO
+    say = "the long prompt alone, then with the chats streaming" if long else \
+        "a chat's first turn, a quit, a restart, its next turn"
+    print(f"bench: {args.scenario}: {say}...", file=sys.stderr, flush=True)
+    records = [run_long_bench(loaded)] if long else run_resume_bench(loaded)
     report = make_report(loaded, [])
-    print(format_long_table(f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}", record))
+    model, device = f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}"
+    print(format_long_table(model, device, records[0]) if long else format_resume_table(model, device, records))
     if args.json:
-        args.json.write_text(json.dumps(asdict(record), indent=2) + "\n")
+        args.json.write_text(json.dumps([asdict(r) for r in records], indent=2) + "\n")
         print(f"bench: wrote {args.json}", file=sys.stderr)
     return 0

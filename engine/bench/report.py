@@ -73,16 +73,20 @@ def format_table(report: BenchReport) -> str:
         )
         for r in report.runs
     ]
-    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
-    # Names read best left-aligned, numbers right-aligned.
-    lines = [
-        "  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-        for row in [columns, *rows]
-    ]
+    lines = aligned(columns, rows, names=2)
     if any(math.isnan(r.decode_tok_s) for r in report.runs):
         lines.append(f"-: the tokens came too close together to time ({MIN_DECODE_S * 1000:g} ms in all): "
                      "no rate to give (raise --max-tokens)")
     return "\n".join([header, *lines])
+
+
+def aligned(columns: tuple[str, ...], rows: list[tuple[str, ...]], names: int = 1) -> list[str]:
+    """A table's lines: its first `names` columns (names) left-aligned, the rest (numbers) right-aligned."""
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
+    return [
+        "  ".join(cell.ljust(w) if i < names else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        for row in [columns, *rows]
+    ]
 
 
 def write_json(report: BenchReport, path: Path) -> None:

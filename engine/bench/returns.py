@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mlxchat.engine.bench.report import aligned
 from mlxchat.engine.bench.workloads import CONTEXT, CTX_ROUNDING, QUESTIONS, SYSTEM_PROMPT
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 
@@ -41,7 +42,7 @@ class ReturnRecord:
     parked_bytes: int  # what the parked store held at the end
 
 
-def _openings(tokenizer, chats: int, notes: int) -> list[list[int]]:  # type: ignore[no-untyped-def]
+def openings(tokenizer, chats: int, notes: int) -> list[list[int]]:  # type: ignore[no-untyped-def]
     """Each chat's first prompt: its own numbered notes and a question, with the model's chat template."""
     prompts = []
     for c in range(chats):
@@ -66,12 +67,12 @@ def run_return_bench(
 ) -> list[ReturnRecord]:
     """Plays the turns with the parked store (`park_budget_mb`) and without it; one record per mode."""
     chats = chats or 2 * slots
-    openings = _openings(loaded.tokenizer, chats, notes)
+    firsts = openings(loaded.tokenizer, chats, notes)
     question = list(loaded.tokenizer.encode("\n\nAnd then? Say more.", add_special_tokens=False))
-    longest = max(len(p) for p in openings) + rounds * (max_tokens + len(question)) + max_tokens + 1
+    longest = max(len(p) for p in firsts) + rounds * (max_tokens + len(question)) + max_tokens + 1
     per_slot = -(-longest // CTX_ROUNDING) * CTX_ROUNDING
     return [
-        _play(loaded, mode, budget, openings, question, slots, per_slot, rounds, max_tokens)
+        _play(loaded, mode, budget, firsts, question, slots, per_slot, rounds, max_tokens)
         for mode, budget in (("parked", park_budget_mb), ("no parking", 0))
     ]
 
@@ -140,11 +141,7 @@ def format_return_table(model: str, device: str, records: list[ReturnRecord]) ->
          str(r.prefilled_p50), str(r.cached_p50), f"{r.first_ttft_ms_p50:.0f}", f"{r.parked_bytes / 2**20:.1f}")
         for r in records
     ]
-    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
-    lines = [
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-        for row in [columns, *rows]
-    ]
+    lines = aligned(columns, rows)
     by_mode = {r.mode: r for r in records}
     footer = []
     if "parked" in by_mode and "no parking" in by_mode and by_mode["parked"].ttft_ms_p50 > 0:

@@ -187,6 +187,28 @@ def test_return_bench_times_a_parked_return_against_a_full_prefill(tiny: LoadedM
     assert "history tok" in table.splitlines()[1] and "sooner than a full prefill" in table.splitlines()[-1]
 
 
+def test_long_bench_reports_the_streams_gaps_and_the_long_prompts_first_token(tiny: LoadedModel) -> None:
+    from mlxchat.engine.bench.long_prompt import format_long_table, run_long_bench
+
+    record = run_long_bench(tiny, streams=2, prompt_tokens=600)
+    assert record.prompt_tokens == 600 and record.streams == 2
+    assert 0 < record.gap_before_p50 <= record.gap_before_max
+    assert 0 < record.gap_during_p50 <= record.gap_during_max
+    assert record.ttft_alone_ms > 0 and record.ttft_streaming_ms > 0
+    table = format_long_table("tiny", "cpu", record)
+    assert "streaming gap, during the prefill" in table and "long prompt's first token" in table
+
+
+def test_resume_bench_reads_the_history_back_from_disk_after_a_restart(tiny: LoadedModel) -> None:
+    from mlxchat.engine.bench.resume import format_resume_table, run_resume_bench
+
+    disk, none = run_resume_bench(tiny, max_tokens=4)
+    assert (disk.mode, none.mode) == ("disk", "no disk") and disk.history_tokens == none.history_tokens
+    assert disk.cached_from == "disk" and disk.cached_tokens >= 0.9 * disk.prompt_tokens and disk.disk_bytes > 0
+    assert none.cached_tokens == 0 and none.disk_bytes == 0
+    assert "read from disk" in format_resume_table("tiny", "cpu", [disk, none]).splitlines()[-1]
+
+
 def test_a_decode_too_short_to_time_gives_no_figure_rather_than_an_impossible_one() -> None:
     # Every token of a stream in one event (the same instant, give or take): no window to divide by.
     trace = RunTrace(0.0, [StreamTrace(10, 0.0, [1.0, 1.0 + 1e-7, 1.0 + 2e-7]) for _ in range(2)])
