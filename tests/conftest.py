@@ -51,13 +51,15 @@ def _isolated_dirs(
 ) -> None:
     """Keeps every test away from the user's real config, cache and data, and from the network.
 
-    Config and data are the test's own (the app writes both); the cache is shared, below.
+    Config, data and saved KV are the test's own (the app writes them); the models cache is shared, below.
     """
     base = tmp_path_factory.getbasetemp()
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data")):
         monkeypatch.setenv(var, str(tmp_path / sub))
     # The cache is shared by the session so a GGUF converted once is reused by later tests.
     monkeypatch.setenv("XDG_CACHE_HOME", str(base / "cache"))
+    # Saved KV found by another test's chats (the same tiny model, the same prompts) would be read back.
+    monkeypatch.setattr("mlxchat.app.paths.kv_cache_dir", lambda: tmp_path / "kv")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for var in [v for v in __import__("os").environ if v.startswith("MLXCHAT_")]:
         monkeypatch.delenv(var)

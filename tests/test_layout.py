@@ -202,7 +202,7 @@ def test_the_wheel_installs_only_mlxchat_with_every_package_and_stylesheet(tmp_p
     names = zipfile.ZipFile(wheel).namelist()
     # `pip install .` builds the compiled kernels (setup.py, CMake, this machine's compiler).
     assert [n for n in names if n.startswith("mlxchat/engine/cpu/kernels/_ext") and n.endswith((".so", ".pyd"))]
-    assert {n.split("/")[0] for n in names} == {"mlxchat", wheel.name.split("-py")[0] + ".dist-info"}
+    assert {n.split("/")[0] for n in names} == {"mlxchat", "-".join(wheel.name.split("-")[:2]) + ".dist-info"}
     # Every package folder of the source is in the wheel: pyproject's package list has not drifted.
     packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
     assert {n.rpartition("/")[0].replace("/", ".") for n in names if n.endswith("/__init__.py")} == packages

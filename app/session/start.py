@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from mlxchat.app.config.settings import Settings, refusals
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
-from mlxchat.app.paths import kv_cache_dir, models_cache_dir, tuning_file
+from mlxchat.app import paths
+from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.engine.loading.models import ModelLoadError, Progress, load_model
 from mlxchat.engine.chat_engine import ChatEngine
-from mlxchat.engine.kv.disk import DiskTier
 from mlxchat.engine.memory import check_memory
 from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
 
@@ -71,6 +71,7 @@ def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> St
     from mlxchat.engine.cpu.blas import blas_in_use
     from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.devices import batching_note, device_kind, device_name
+    from mlxchat.engine.kv.disk import DiskTier
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.status import EngineInfo
 
@@ -110,7 +111,7 @@ def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> St
             loaded.model, loaded.tokenizer, plan, info=info, split=tuned.split if tuned else None,
             park_budget_bytes=settings.park_budget_mb * 2**20, nice=settings.engine_nice,
             padded_prefill=loaded.padded_prefill,
-            disk=DiskTier(kv_cache_dir(), settings.disk_kv_mb * 2**20, loaded.kv_key),
+            disk=DiskTier(paths.kv_cache_dir(), settings.disk_kv_mb * 2**20, loaded.kv_key),
         )
     except MemoryError:
         raise StartFailure(

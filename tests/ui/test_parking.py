@@ -43,7 +43,9 @@ def alternate(tiny_model_dir: Path, parallel: int) -> dict[str, list[tuple[Reque
             parked = app.session.snapshot().parked
             assert [p.label for p in parked] == [first.chat_title] and parked[0].tokens > 0
 
-    run(make_app(tiny_model_dir, parallel=parallel, ctx_size=2048, sampling={"max_tokens": 24}), scenario)
+    # The disk tier off: this is about the parked store (with it, the second run would find the first's KV).
+    run(make_app(tiny_model_dir, parallel=parallel, ctx_size=2048, disk_kv_mb=0, sampling={"max_tokens": 24}),
+        scenario)
     return seen
 
 
@@ -78,4 +80,5 @@ def test_with_parking_off_a_returning_chat_says_why_its_first_token_was_slow(tin
         assert len(said) == 1 and "parking is off (park_budget_mb = 0)" in said[0]
         assert f"prefilled again, {stats.prompt_tokens} tokens, because" in said[0]
 
-    run(make_app(tiny_model_dir, parallel=1, ctx_size=1024, park_budget_mb=0, sampling={"max_tokens": 24}), scenario)
+    run(make_app(tiny_model_dir, parallel=1, ctx_size=1024, park_budget_mb=0, disk_kv_mb=0,
+                 sampling={"max_tokens": 24}), scenario)
