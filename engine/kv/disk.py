@@ -31,6 +31,9 @@ SUFFIX = ".safetensors"
 # safetensors' names for the dtypes a KV cache holds.
 DTYPES = {mx.float32: "F32", mx.float16: "F16", mx.bfloat16: "BF16", mx.int32: "I32", mx.uint32: "U32"}
 HEADER_LIMIT = 64 * 2**20  # a larger header is not one of ours
+# A new entry supersedes an older one whose history it shares this much of: the same chat, moved on
+# (its last reply, as the template renders it again, may tokenize otherwise than it was generated).
+SUPERSEDES = 0.9
 
 
 @dataclass
@@ -103,9 +106,9 @@ class DiskTier:
                 self._note(f"could not save KV to disk ({exc.strerror or exc}); the chat is prefilled next time")
                 continue
             with self._lock:
-                # An entry this one extends holds nothing it does not.
+                # An entry this one (nearly) extends holds nothing worth its space.
                 for key, old in list(self.entries.items()):
-                    if key != name and common_prefix_len(old.tokens, tokens) == len(old.tokens):
+                    if key != name and common_prefix_len(old.tokens, tokens) >= SUPERSEDES * len(old.tokens):
                         _remove(old.path)
                         del self.entries[key]
                 self.entries[name] = DiskEntry(path, tokens, path.stat().st_size)

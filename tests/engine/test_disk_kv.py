@@ -99,3 +99,18 @@ def test_saved_kv_is_private_and_off_at_zero(tokenizer, engines, tmp_path):
     off.submit(0, tokens=CHAT_A, sampling=GREEDY).result(60)
     off.shutdown()
     assert not (tmp_path / "off").exists()
+
+
+def test_a_chat_that_moved_on_replaces_its_older_file(tmp_path):
+    import mlx.core as mx
+
+    tier = DiskTier(tmp_path, 2**30, KEY)
+    state = [(mx.zeros((1, 1, 4, 2)), mx.zeros((1, 1, 4, 2)))]
+    history = list(range(1, 101))
+    tier.write(history, state)
+    tier.write(list(range(500, 800)), state)  # another chat, sharing nothing: it stays
+    moved_on = history[:95] + [7] * 40  # the same chat later: its last reply tokenized otherwise
+    tier.write(moved_on, state)
+    tier.close(5)
+    kept = DiskTier(tmp_path, 2**30, KEY).entries.values()
+    assert sorted(len(e.tokens) for e in kept) == [135, 300]
