@@ -121,7 +121,7 @@ class CpuLlama:
         queries_all = weights.q(x)
         with mx.stream(self._other):
             keys_all, values_all = weights.k(x), weights.v(x)
-        grouped, start = [], 0
+        grouped, writes, start = [], [], 0
         for cache, (b, n) in zip(caches, shapes):
             part = slice(start, start + b * n)
             start += b * n
@@ -131,9 +131,13 @@ class CpuLlama:
                 keys = keys_all[:, part].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
                 values = values_all[:, part].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
                 keys = attn.rope(keys, offset=cache.offset)
-            cache.write(keys, values)
+            writes.append((cache, keys, values))
         # Every group's K/V is written before any attends: each write can then update the buffer in
         # place (an earlier version still read by attention would make MLX copy the whole buffer).
+        # The prompt chunk's first: a mixed pass with 3 decode rows and 8 prompt tokens at 2,500 keys
+        # cost 47-55 ms more than the chunk alone that way, 75-82 ms decode rows first (2 runs each).
+        for cache, keys, values in reversed(writes):
+            cache.write(keys, values)
         outs = []
         for cache, queries, (b, n) in zip(caches, grouped, shapes):
             # Attention costs a few small matmuls per row: half the rows on each stream.
