@@ -1,8 +1,7 @@
 """Which prompts a prefill pass reads, and how many tokens of each: the scheduler's prefill policy.
 
-While other slots stream, a long prompt must not freeze them: a pass that reads prompt tokens
-is sized from measured costs (StepCosts) so that the streams' step takes at most STALL times
-their usual step. With nothing streaming, a pass reads up to the device's budget at once.
+While other slots stream, the chunk comes from engine.pacing (measured step costs); with nothing
+streaming, a pass reads up to the device's budget at once.
 """
 
 from __future__ import annotations
@@ -19,47 +18,6 @@ from mlxchat.engine.slots import Slot
 # the weights once for many more tokens before it is compute-bound: not measured here (no GPU).
 PREFILL_BUDGET = 512
 GPU_BUDGET = 4096
-# While slots stream: their step may take this many times its usual time when a prompt is read with it.
-STALL = 1.8
-# Fewest prompt tokens a pass reads while slots stream (fewer would make the prompt wait for ever),
-# and how many before the costs are measured.
-MIN_CHUNK = 8
-FIRST_CHUNK = 32
-# Weight of the newest measure in the running average of a decode step.
-NEWEST = 0.3
-# Most a chunk may grow or shrink from one pass to the next.
-STEP_RATIO = 2.0
-
-
-class StepCosts:
-    """What the scheduler's steps cost, and the prompt chunk that keeps streaming slots at their pace.
-
-    A pass's cost is far from proportional to its tokens (a pass of 1 token and one of 16 cost about
-    the same on a CPU: the weights are read either way) and a prompt token costs more the further
-    in it sits, so the chunk is steered by what the last one cost, not predicted from a rate.
-    """
-
-    def __init__(self) -> None:
-        self.decode_s: float | None = None
-        self.streaming_chunk = FIRST_CHUNK
-
-    def record(self, seconds: float, prompt_tokens: int, decode_rows: int) -> None:
-        """One step took `seconds`, reading `prompt_tokens` prompt tokens and decoding `decode_rows` slots."""
-        if not decode_rows:
-            return
-        if prompt_tokens == 0:
-            self.decode_s = seconds if self.decode_s is None else (1 - NEWEST) * self.decode_s + NEWEST * seconds
-        elif self.decode_s is not None:
-            # The prompt's share of the step against what STALL allows it.
-            ratio = (STALL - 1.0) * self.decode_s / max(seconds - self.decode_s, 1e-6)
-            ratio = min(STEP_RATIO, max(1 / STEP_RATIO, ratio))
-            self.streaming_chunk = max(MIN_CHUNK, round(prompt_tokens * ratio))
-
-    def chunk(self, most: int) -> int:
-        """Prompt tokens a pass may read while slots stream, so that their step stays within STALL."""
-        return min(most, self.streaming_chunk)
-
-
 def chunk_width(slots: list[Slot], chunk: int) -> int:
     """Tokens per row of a prefill pass over `slots`: the longest pending prompt, up to a chunk."""
     return min(chunk, max(len(s.request.pending) for s in slots))  # type: ignore[union-attr]

@@ -27,7 +27,8 @@ from mlxchat.engine.loading.families import slot_store
 from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
-from mlxchat.engine.prefill_policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, StepCosts, pick_prefill
+from mlxchat.engine.pacing import STALL, StepCosts
+from mlxchat.engine.prefill_policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, pick_prefill
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.replies import ReplyEvents
@@ -60,10 +61,12 @@ class SlotScheduler(ReplyEvents):
         park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
         padded_prefill: bool | None = None,
         disk: DiskTier | None = None,
+        prefill_stall: float = STALL,
     ) -> None:
         """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default).
         `padded_prefill`: whether prompts of different lengths may share a prefill pass (LoadedModel.batching;
-        None: checked here, on the calling thread, as load_model does). `disk`: the saved-KV tier, if any."""
+        None: checked here, on the calling thread, as load_model does). `disk`: the saved-KV tier, if any.
+        `prefill_stall`: how many times their usual step streaming slots may take while a prompt is read."""
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
         self.model = model
@@ -79,7 +82,7 @@ class SlotScheduler(ReplyEvents):
         self.store = self._new_store(plan)
         self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = RateMeter()
-        self.costs = StepCosts()
+        self.costs = StepCosts(prefill_stall)
         # Prompt tokens one pass reads when nothing streams (engine.prefill_policy).
         self.prefill_budget = GPU_BUDGET if mx.default_device().type == mx.gpu else PREFILL_BUDGET
         self._rr = 0
@@ -173,7 +176,7 @@ class SlotScheduler(ReplyEvents):
         """Reads prompt chunks and decodes every decoding slot; a failure ends only the replies it hit.
 
         While slots stream, a prompt is read in chunks sized from measured step costs, so that their
-        step takes at most STALL times its usual time; where the model allows, their tokens and the
+        step takes at most `prefill_stall` times its usual time; where the model allows, their tokens and the
         chunk share one pass (one read of the weights).
         """
         started = time.perf_counter()

@@ -28,6 +28,7 @@ from mlxchat.app.config.limits import (
 )
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.memory import DEFAULT_DISK_KV_MB, DEFAULT_PARK_BUDGET_MB
+from mlxchat.engine.pacing import STALL
 from mlxchat.engine.plan import SlotRequest
 
 ENV_PREFIX = "MLXCHAT_"
@@ -156,6 +157,11 @@ class Settings(BaseSettings):
     is parked, closed or the app quits, so that a chat reopened later, even after a restart, reads
     it back instead of prefilling its history again. Past it the least recently used files go
     first. 0 turns it off."""
+
+    prefill_stall: float = Field(STALL, ge=1.1, le=20.0)
+    """While other chats stream, a new prompt is read in chunks sized so that their steps take at most
+    this many times as long as without it (their tokens and the chunk share a pass where the model
+    allows). Higher: the prompt's first token comes sooner, and the other chats slow down more."""
 
     weights_dtype: WeightsDtype = "auto"
     """How the weights are held in memory: "auto" (float32 on a CPU, where batching is cheap

@@ -112,6 +112,7 @@ def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> St
             park_budget_bytes=settings.park_budget_mb * 2**20, nice=settings.engine_nice,
             padded_prefill=loaded.padded_prefill,
             disk=DiskTier(paths.kv_cache_dir(), settings.disk_kv_mb * 2**20, loaded.kv_key),
+            prefill_stall=settings.prefill_stall,
         )
     except MemoryError:
         raise StartFailure(

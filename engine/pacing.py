@@ -1,0 +1,50 @@
+"""How much a prompt may slow the slots that stream while it is read: chunks steered by measured step costs.
+
+While other slots stream, a long prompt must not freeze them: a pass that reads prompt tokens is
+sized so that the streams' step takes at most `stall` times their usual step (the setting
+prefill_stall). No mlx here: the settings read its default.
+"""
+
+from __future__ import annotations
+
+# While slots stream: their step may take this many times its usual time when a prompt is read with it
+# (the setting prefill_stall). Higher, a long prompt's first token comes sooner and the others slow more.
+STALL = 1.8
+# Fewest prompt tokens a pass reads while slots stream (fewer would make the prompt wait for ever),
+# and how many before the costs are measured.
+MIN_CHUNK = 8
+FIRST_CHUNK = 32
+# Weight of the newest measure in the running average of a decode step.
+NEWEST = 0.3
+# Most a chunk may grow or shrink from one pass to the next.
+STEP_RATIO = 2.0
+
+
+class StepCosts:
+    """What the scheduler's steps cost, and the prompt chunk that keeps streaming slots at their pace.
+
+    A pass's cost is far from proportional to its tokens (a pass of 1 token and one of 16 cost about
+    the same on a CPU: the weights are read either way) and a prompt token costs more the further
+    in it sits, so the chunk is steered by what the last one cost, not predicted from a rate.
+    """
+
+    def __init__(self, stall: float = STALL) -> None:
+        self.stall = stall
+        self.decode_s: float | None = None
+        self.streaming_chunk = FIRST_CHUNK
+
+    def record(self, seconds: float, prompt_tokens: int, decode_rows: int) -> None:
+        """One step took `seconds`, reading `prompt_tokens` prompt tokens and decoding `decode_rows` slots."""
+        if not decode_rows:
+            return
+        if prompt_tokens == 0:
+            self.decode_s = seconds if self.decode_s is None else (1 - NEWEST) * self.decode_s + NEWEST * seconds
+        elif self.decode_s is not None:
+            # The prompt's share of the step against what STALL allows it.
+            ratio = (self.stall - 1.0) * self.decode_s / max(seconds - self.decode_s, 1e-6)
+            ratio = min(STEP_RATIO, max(1 / STEP_RATIO, ratio))
+            self.streaming_chunk = max(MIN_CHUNK, round(prompt_tokens * ratio))
+
+    def chunk(self, most: int) -> int:
+        """Prompt tokens a pass may read while slots stream, so that their step stays within `stall` times."""
+        return min(most, self.streaming_chunk)
