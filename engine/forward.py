@@ -64,7 +64,6 @@ class Forward:
         states = _at(self._body(inputs, caches), positions)
         return self._head(states) if self._head is not None else states
 
-
     @property
     def mixes(self) -> bool:
         """Whether decode rows and a prompt chunk can share one pass (`mixed_logits`)."""

@@ -18,6 +18,8 @@ from mlxchat.engine.slots import Slot
 # the weights once for many more tokens before it is compute-bound: not measured here (no GPU).
 PREFILL_BUDGET = 512
 GPU_BUDGET = 4096
+
+
 def chunk_width(slots: list[Slot], chunk: int) -> int:
     """Tokens per row of a prefill pass over `slots`: the longest pending prompt, up to a chunk."""
     return min(chunk, max(len(s.request.pending) for s in slots))  # type: ignore[union-attr]

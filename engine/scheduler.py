@@ -37,7 +37,6 @@ from mlxchat.engine.slots import Request, Slot
 from mlxchat.engine.status import EngineInfo, engine_snapshot
 
 
-
 @dataclass
 class _DecodePass:
     """A decode pass in flight: which (slot, request) each row serves, and its sampled tokens."""
