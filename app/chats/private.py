@@ -7,18 +7,12 @@ that an earlier mlxchat left wider is tightened when it is next opened.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
-FOLDER_MODE = 0o700
-FILE_MODE = 0o600
+from mlxchat.engine.private_files import FILE_MODE, private_folder, tighten
+
+__all__ = ["private_database", "private_folder", "write_private"]
 DB_SUFFIXES = ("", "-wal", "-shm")  # the database and the files SQLite keeps beside it in WAL mode
-
-
-def private_folder(path: Path) -> None:
-    """Creates `path` (and its parents) if missing, readable by its owner only; tightens it if it is ours."""
-    path.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
-    _tighten(path)
 
 
 def private_database(path: Path) -> None:
@@ -36,7 +30,7 @@ def private_database(path: Path) -> None:
         os.fchmod(fd, FILE_MODE)  # exactly: the umask may have taken more than group and others
         os.close(fd)
     for suffix in DB_SUFFIXES:
-        _tighten(path.with_name(path.name + suffix))
+        tighten(path.with_name(path.name + suffix))
 
 
 def write_private(path: Path, text: str) -> None:
@@ -45,14 +39,3 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as file:
         os.fchmod(fd, FILE_MODE)  # an existing file keeps its mode through O_CREAT: set it
         file.write(text)
-
-
-def _tighten(path: Path) -> None:
-    """Takes group's and others' access away from `path` when it is ours; another user's is left as it is."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        return
-    mode = stat.S_IMODE(info.st_mode)
-    if info.st_uid == os.geteuid() and mode & 0o077:
-        path.chmod(mode & ~0o077)

@@ -25,6 +25,7 @@ import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine.memory import format_bytes
+from mlxchat.engine.private_files import FILE_MODE, private_folder
 
 FORMAT = "mlxchat-kv-1"
 SUFFIX = ".safetensors"
@@ -63,8 +64,8 @@ class DiskTier:
         self._queue: queue.Queue[tuple[str, list[int], list[tuple[str, mx.array, str]], Any] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
         if budget > 0:
-            _private_dir(self.root)
-            _private_dir(self.folder)
+            private_folder(self.root)
+            private_folder(self.folder)
             self._scan()
 
     @property
@@ -77,10 +78,10 @@ class DiskTier:
         """Saves `state` (store.save's, evaluated) for the history `tokens`, in the background."""
         if not self.enabled or not tokens:
             return
-        arrays: list[tuple[str, mx.array, str]] = []
+        arrays: list[tuple[str, mx.array]] = []
         structure = _flatten(state, arrays)
         # The writer reads raw bytes: bfloat16, which Python's buffer protocol lacks, goes as uint16.
-        raw = [(name, a.view(mx.uint16) if a.dtype == mx.bfloat16 else a, DTYPES[a.dtype]) for name, a, _ in arrays]
+        raw = [(name, a.view(mx.uint16) if a.dtype == mx.bfloat16 else a, DTYPES[a.dtype]) for name, a in arrays]
         mx.eval([a for _, a, _ in raw])
         if sum(a.nbytes for _, a, _ in raw) > self.budget:
             return
@@ -131,8 +132,9 @@ class DiskTier:
         head += b" " * (-len(head) % 8)
         path = self.folder / f"{name}{SUFFIX}"
         partial = self.folder / f".{name}.{os.getpid()}.partial"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
+            os.fchmod(fd, FILE_MODE)  # exactly: the umask may have taken more than group and others
             with os.fdopen(fd, "wb") as out:
                 out.write(struct.pack("<Q", len(head)) + head)
                 for _, array, _ in arrays:
@@ -243,14 +245,14 @@ def _read_metadata(path: Path) -> dict[str, str]:
     return header["__metadata__"]
 
 
-def _flatten(state: Any, out: list[tuple[str, mx.array, str]]) -> Any:
+def _flatten(state: Any, out: list[tuple[str, mx.array]]) -> Any:
     """The nesting of lists, tuples and Nones around the arrays of `state`, which go to `out` by name."""
     if state is None:
         return None
     if isinstance(state, (list, tuple)):
         return {"list" if isinstance(state, list) else "tuple": [_flatten(part, out) for part in state]}
     name = f"a{len(out)}"
-    out.append((name, state, ""))
+    out.append((name, state))
     return name
 
 
@@ -262,11 +264,6 @@ def _unflatten(structure: Any, arrays: dict[str, mx.array]) -> Any:
     if "list" in structure:
         return [_unflatten(part, arrays) for part in structure["list"]]
     return tuple(_unflatten(part, arrays) for part in structure["tuple"])
-
-
-def _private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
 
 
 def _size(path: Path) -> int:
