@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mlxchat.engine.bench import reference
 from mlxchat.engine.bench.registry import runner
 from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload
 
@@ -35,12 +36,13 @@ def _mlx_lm_sequential(loaded: LoadedModel, workload: Workload) -> RunTrace:
 
     greedy = make_sampler(temp=0.0)
     no_eos = _no_eos(loaded.tokenizer.eos_token_ids)
+    model = reference.model(loaded)
     trace = RunTrace(time.perf_counter())
     for prompt in workload.prompts:
-        cache = make_prompt_cache(loaded.model)
+        cache = make_prompt_cache(model)
         with trace.stream(len(prompt)) as stream:
             for _ in stream_generate(
-                loaded.model,
+                model,
                 loaded.tokenizer,
                 list(prompt),
                 max_tokens=workload.max_tokens,
@@ -61,7 +63,7 @@ def _mlx_lm_batch(loaded: LoadedModel, workload: Workload) -> RunTrace:
 
     # No stop tokens: every stream decodes exactly max_tokens, as the other engines do.
     gen = BatchGenerator(
-        loaded.model,
+        reference.model(loaded),
         max_tokens=workload.max_tokens,
         stop_tokens=[],
         completion_batch_size=workload.slots,

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 # The runners register themselves as they are imported.
-from mlxchat.engine.bench import mlx_lm_runners, mlxchat_runner  # noqa: F401
+from mlxchat.engine.bench import mlx_lm_runners, mlxchat_runner, reference  # noqa: F401
 from mlxchat.engine.bench.metrics import RunRecord, median_record, summarize
 from mlxchat.engine.bench.mlxchat_runner import close_engines
 from mlxchat.engine.bench.registry import RUNNERS, BenchError, BenchRefused
@@ -58,6 +58,7 @@ def run_bench(
         return _run_cases(loaded, engines, scenario_name, workloads, ctx_size, repeats, on_case)
     finally:
         close_engines()
+        reference.forget(loaded)
 
 
 def _check_context(ctx_size: int, slots: Sequence[int], need: int, max_tokens: int) -> None:
@@ -100,7 +101,8 @@ def _run_cases(
             for engine in engines:
                 mx.reset_peak_memory()
                 trace = _play(engine, loaded, workload)
-                measured[engine, n].append(summarize(engine, workload, trace, mx.get_peak_memory()))
+                peak = mx.get_peak_memory() - reference.idle_bytes(loaded, engine.startswith("mlx-lm"))
+                measured[engine, n].append(summarize(engine, workload, trace, peak))
     return [median_record(runs) for runs in measured.values()]
 
 

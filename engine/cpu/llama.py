@@ -21,31 +21,35 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlxchat.engine.cpu import activations
+from mlxchat.engine.cpu import activations, stored
 from mlxchat.engine.cpu.blas import SingleThreadedBlas
 
 LLAMA_MODULE = "mlx_lm.models.llama"
 
 
 def supports(model: Any, head: Any) -> bool:
-    """Whether `model` is mlx-lm's llama with float weights, without sliding-window layers, on the CPU.
+    """Whether `model` is mlx-lm's llama, without sliding-window layers, on the CPU, with float weights
+    or quantized ones the compiled kernel multiplies by (engine.cpu.stored).
 
     `head` is the module whose weight gives the logits (lm_head or the tied embedding).
     """
     if mx.default_device().type != mx.cpu or type(model).__module__ != LLAMA_MODULE:
         return False
-    layer = model.model.layers[0]
+    if getattr(model.model, "swa_idx", None) is not None:
+        return False
+    kinds = {type(m) for layer in model.model.layers for m in _linears(layer)}
+    if kinds == {nn.Linear}:
+        return type(head) in (nn.Linear, nn.Embedding)
+    return kinds == {stored.StoredLinear} and type(head) in (stored.StoredLinear, stored.StoredEmbedding)
+
+
+def _linears(layer: Any) -> tuple[Any, ...]:
     attn, mlp = layer.self_attn, layer.mlp
-    linear = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
-    return (
-        getattr(model.model, "swa_idx", None) is None
-        and all(type(m) is nn.Linear for m in linear)
-        and type(head) in (nn.Linear, nn.Embedding)
-    )
+    return attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj
 
 
 class _Weight:
-    """One linear layer's weight (out, in), transposed once: whole, and as two halves of its output rows.
+    """One linear layer's float weight (out, in), transposed once: whole, and as two halves of its output rows.
 
     Views, no copies; made once so that a pass does not build a transpose per matmul.
     """
@@ -61,14 +65,62 @@ class _Weight:
         """x @ weight.T (+ bias), on the current stream."""
         return x @ self.t if self.bias is None else mx.addmm(self.bias, x, self.t)
 
+    def split(self, x: mx.array, other: mx.Stream) -> mx.array:
+        """x @ weight.T (+ bias), each half of the output on its own stream."""
+        first, second = self.halves
+        y1 = x @ first
+        with mx.stream(other):
+            y2 = x @ second
+        y = mx.concatenate([y1, y2], axis=-1)
+        return y if self.bias is None else y + self.bias
 
-class _Layer:
-    """The weights of one decoder layer, as the CPU path multiplies by them."""
+
+class _FloatLayer:
+    """A decoder layer's float weights, multiplied through the BLAS, spread over two streams."""
 
     def __init__(self, layer: Any) -> None:
-        attn, mlp = layer.self_attn, layer.mlp
-        self.q, self.k, self.v, self.o = (_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj))
-        self.gate, self.up, self.down = (_linear(m) for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+        self.q, self.k, self.v, self.o, self.gate, self.up, self.down = (
+            _Weight(m.weight, m.get("bias")) for m in _linears(layer)
+        )
+
+    def qkv(self, x: mx.array, other: mx.Stream) -> list[mx.array]:
+        queries = self.q(x)
+        with mx.stream(other):
+            return [queries, self.k(x), self.v(x)]
+
+    def out(self, x: mx.array, other: mx.Stream) -> mx.array:
+        return self.o.split(x, other)
+
+    def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
+        gate = self.gate(x)
+        with mx.stream(other):
+            up = self.up(x)
+        return self.down.split(activations.swiglu(gate, up), other)
+
+
+class _StoredLayer:
+    """A decoder layer's quantized weights as stored, multiplied by the compiled kernel: q, k and v in one
+    call, gate and up with the SwiGLU in another (each call already uses every core)."""
+
+    def __init__(self, layer: Any) -> None:
+        self.q, self.k, self.v, self.o, self.gate, self.up, self.down = _linears(layer)
+        self._qkv_fused = stored.fusable([self.q, self.k, self.v])
+        self._mlp_fused = stored.fusable([self.gate, self.up]) and "bias" not in self.gate and "bias" not in self.up
+
+    def qkv(self, x: mx.array, other: mx.Stream) -> list[mx.array]:
+        if self._qkv_fused:
+            return stored.matmul(x, [self.q, self.k, self.v])
+        return [m(x) for m in (self.q, self.k, self.v)]
+
+    def out(self, x: mx.array, other: mx.Stream) -> mx.array:
+        return self.o(x)
+
+    def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
+        if self._mlp_fused:
+            hidden = stored.matmul(x, [self.gate, self.up], swiglu=True)[0]
+        else:
+            hidden = activations.swiglu(self.gate(x), self.up(x))
+        return self.down(hidden)
 
 
 class CpuLlama:
@@ -78,8 +130,12 @@ class CpuLlama:
         self.inner = model.model
         self.cores = SingleThreadedBlas()
         self._other: mx.Stream | None = None
-        self._head = _Weight(head.weight)
-        self._layers = [_Layer(layer) for layer in self.inner.layers]
+        if isinstance(head, (stored.StoredLinear, stored.StoredEmbedding)):
+            self._head: Any = head
+            self._layers: list[Any] = [_StoredLayer(layer) for layer in self.inner.layers]
+        else:
+            self._head = _Weight(head.weight)
+            self._layers = [_FloatLayer(layer) for layer in self.inner.layers]
 
     def body(self, inputs: mx.array, caches: list[Any]) -> mx.array:
         """What `model.model(inputs, caches)` returns; `caches` are the engine's slot caches."""
@@ -98,11 +154,7 @@ class CpuLlama:
         for i, (layer, weights) in enumerate(zip(inner.layers, self._layers)):
             caches = [layer_caches[i] for _, layer_caches in groups]
             h = h + self._attend(layer.self_attn, layer.input_layernorm(h), caches, shapes, weights)
-            x = layer.post_attention_layernorm(h)
-            gate = weights.gate(x)
-            with mx.stream(self._other):
-                up = weights.up(x)
-            h = h + self._matmul(activations.swiglu(gate, up), weights.down)
+            h = h + weights.mlp(layer.post_attention_layernorm(h), self._other)
         h = inner.norm(h)
         out, start = [], 0
         for b, n in shapes:
@@ -112,15 +164,15 @@ class CpuLlama:
 
     def head(self, states: mx.array) -> mx.array:
         """Logits for final hidden states."""
-        return self._matmul(states, self._head)
+        if isinstance(self._head, _Weight):
+            return self._head.split(states, self._other)
+        return stored.matmul(states, [self._head])[0]
 
     def _attend(
-        self, attn: Any, x: mx.array, caches: list[Any], shapes: list[tuple[int, int]], weights: _Layer
+        self, attn: Any, x: mx.array, caches: list[Any], shapes: list[tuple[int, int]], weights: Any
     ) -> mx.array:
         """Self-attention for x (1, tokens of every group, hidden): projections once, attention group by group."""
-        queries_all = weights.q(x)
-        with mx.stream(self._other):
-            keys_all, values_all = weights.k(x), weights.v(x)
+        queries_all, keys_all, values_all = weights.qkv(x, self._other)
         grouped, writes, start = [], [], 0
         for cache, (b, n) in zip(caches, shapes):
             part = slice(start, start + b * n)
@@ -151,17 +203,4 @@ class CpuLlama:
                 out = cache.attend(queries, attn.scale, None)
             outs.append(out.transpose(0, 2, 1, 3).reshape(1, b * n, -1))
         out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=1)
-        return self._matmul(out, weights.o)
-
-    def _matmul(self, x: mx.array, w: _Weight) -> mx.array:
-        """x @ weight.T (+ bias), each half of the output on its own stream."""
-        first, second = w.halves
-        y1 = x @ first
-        with mx.stream(self._other):
-            y2 = x @ second
-        y = mx.concatenate([y1, y2], axis=-1)
-        return y if w.bias is None else y + w.bias
-
-
-def _linear(linear: nn.Linear) -> _Weight:
-    return _Weight(linear.weight, linear.get("bias"))
+        return weights.out(out, self._other)

@@ -139,14 +139,17 @@ def _download(repo_id: str) -> Path:
         ) from e
 
 
-def _target_dtype(weights_dtype: str) -> str | None:
-    """The float dtype to convert the weights to, or None to keep them as stored."""
-    from mlxchat.engine.cpu.weights import auto_weights_dtype
-
+def _check_dtype(weights_dtype: str) -> None:
     if weights_dtype not in WEIGHTS_DTYPES:
         raise ModelLoadError(f"weights_dtype '{weights_dtype}' is not one of: {', '.join(WEIGHTS_DTYPES)}.")
+
+
+def _target_dtype(weights_dtype: str, model: nn.Module) -> str | None:
+    """The float dtype to convert the weights to, STORED (engine.cpu.weights), or None to keep them as stored."""
+    from mlxchat.engine.cpu.weights import auto_weights_dtype
+
     if weights_dtype == "auto":
-        return auto_weights_dtype()
+        return auto_weights_dtype(model)
     return None if weights_dtype == "keep" else weights_dtype
 
 
@@ -160,6 +163,13 @@ def _convert(model: nn.Module, dtype: str) -> None:
     dequantize_model(model)
     model.set_dtype(getattr(mx, dtype))
     mx.eval(model.parameters())
+
+
+def float32_model(path: Path) -> nn.Module:
+    """mlx-lm's model from an MLX folder, every weight widened to float32: mlx-lm's fastest form on a CPU."""
+    model, _, _ = _load_folder(path)
+    _convert(model, "float32")
+    return model
 
 
 def _describe_dtype(model: nn.Module) -> str:
@@ -225,10 +235,11 @@ def load_model(
 ) -> LoadedModel:
     """Resolves, converts if needed (GGUF, into `cache_dir`), loads and casts a model; `progress` hears about
     each long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error."""
+    import mlx.core as mx
     from mlx.utils import tree_flatten
 
     report = progress or (lambda _: None)
-    target = _target_dtype(weights_dtype)
+    _check_dtype(weights_dtype)
     source = resolve_model(spec)
     if source.kind in ("gguf", "default"):
         from mlxchat.engine.loading.gguf_import import convert_gguf
@@ -244,6 +255,8 @@ def load_model(
         assert source.path is not None
         mlx_path = source.path
 
+    from mlxchat.engine.cpu import stored
+    from mlxchat.engine.cpu.weights import STORED
     from mlxchat.engine.loading.batch_check import check_batching
     from mlxchat.engine.loading.families import layer_kinds
     from mlxchat.engine.loading.lazy import materialize
@@ -252,9 +265,15 @@ def load_model(
     model, tokenizer, config = _load_folder(mlx_path)
     # The layer kinds first: a model no slot can hold is refused before any conversion.
     _refused(layer_kinds, model)
-    if target is not None:
+    target = _target_dtype(weights_dtype, model)
+    if target == STORED:
+        # Scales and biases too: the kernel then widens each weight exactly as float32 dequantizing would.
+        model.set_dtype(mx.float32)
+    elif target is not None:
         report(Progress(f"Converting weights to {target}", 0, 0))
         _convert(model, target)
+    # Where the compiled kernels run, quantized layers left as stored are multiplied by them.
+    stored.install(model)
     report(Progress("Checking batched output against the model alone", 0, 0))
     batching: BatchCheck = _refused(check_batching, model)
     kv = kv_footprint(model)

@@ -12,6 +12,7 @@ import pytest
 from mlx.utils import tree_flatten
 
 from mlxchat.app.paths import models_cache_dir
+from mlxchat.engine.cpu import kernels, stored
 from mlxchat.engine.loading import models
 from mlxchat.engine.devices import device_kind, device_name
 from mlxchat.engine.loading.models import ModelLoadError, load_model, resolve_model
@@ -52,10 +53,14 @@ def test_hub_id_resolves_without_network() -> None:
     assert (source.kind, source.path, source.size_bytes) == ("hub", None, None)
 
 
+# "auto" on a CPU keeps quantized layers for the compiled kernels where they run (this suite builds
+# them), else dequantizes to float32; Metal and CUDA keep the model as stored.
+AUTO_DTYPE = "q4 (group 32)" if device_kind() != "cpu" or kernels.status().active else "float32"
+
+
 @pytest.mark.parametrize(
     ("weights_dtype", "dtype", "kv_itemsize"),
-    # "auto" dequantizes to float32 on a CPU (mlx[cpu] on Linux, where this suite runs) and keeps the rest.
-    [("keep", "q4 (group 32)", 4), ("auto", "float32" if device_kind() == "cpu" else "q4 (group 32)", 4),
+    [("keep", "q4 (group 32)", 4), ("auto", AUTO_DTYPE, 4),
      ("float32", "float32", 4),
      ("float16", "float16", 2), ("bfloat16", "bfloat16", 2)],
 )
@@ -70,6 +75,13 @@ def test_weights_dtype(weights_dtype: str, dtype: str, kv_itemsize: int, tiny_q4
     assert loaded.kv_bytes_per_token == 2 * 2 * 2 * 16 * kv_itemsize
     if dtype.startswith("q4"):
         assert len(quantized) == 2 * 7 + 2  # every projection, the embedding and lm_head
+        # Where the kernels run, every one is multiplied by them; "auto" holds everything else in float32.
+        kernel_backed = all(isinstance(m, (stored.StoredLinear, stored.StoredEmbedding)) for m in quantized)
+        assert kernel_backed == (device_kind() == "cpu" and kernels.status().active)
+        if weights_dtype == "auto" and kernel_backed:
+            assert {p.dtype for name, p in params.items() if not name.endswith(".weight") or "norm" in name} == {
+                mx.float32
+            }
     else:
         assert not quantized
         assert {str(p.dtype) for p in params.values()} == {f"mlx.core.{dtype}"}

@@ -15,10 +15,11 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include "mlx/backend/cpu/encoder.h"
+#include "pool.h"
+#include "vectors.h"
 
 namespace mlxchat {
 
@@ -26,14 +27,7 @@ namespace {
 
 constexpr int QUERY_BLOCK = 16;  // queries of one head group that share each key block
 constexpr int KEY_BLOCK = 64;    // keys whose scores are live at once (per query row)
-constexpr int MAX_THREADS = 64;
 constexpr int KEY_SEGMENT = 512;  // keys of one work item: a longer row is split across the cores
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MLXCHAT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define MLXCHAT_CLONES
-#endif
 
 // e**x for x <= 0 (scores minus their max): MLX's own polynomial, vectorizable.
 inline float exp_nonpositive(float x) {
@@ -50,17 +44,6 @@ inline float exp_nonpositive(float x) {
   int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   return std::bit_cast<float>(bits) * p;
 }
-
-// Eight floats as one value: GCC's vector extension, lowered to one AVX register, two SSE or NEON ones.
-typedef float v8 __attribute__((vector_size(32)));
-
-__attribute__((always_inline)) inline v8 load8(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-__attribute__((always_inline)) inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
 // C (M x N) += A (M x K) . B (K x N), row-major with leading dimensions: tiles of R rows x 16 outputs
 // kept in registers (2R vectors), so each loaded B vector serves R rows.
@@ -269,18 +252,11 @@ void run(const Problem& p, int threads) {
       }
     }
   }
-  auto work = [&p, &items](size_t start, size_t step) {
-    std::vector<float> scratch;
-    for (size_t it = start; it < items.size(); it += step) {
-      const Item& w = items[it];
-      attend_block(p, w.b, w.kh, w.q0, w.k0, w.k1, w.partial, scratch);
-    }
-  };
-  const int n = static_cast<int>(std::min<int64_t>({threads, static_cast<int64_t>(items.size()), MAX_THREADS}));
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < n; ++t) helpers.emplace_back(work, t, n);
-  work(0, std::max(n, 1));
-  for (auto& h : helpers) h.join();
+  parallel_for(static_cast<int64_t>(items.size()), threads, [&p, &items](int64_t it) {
+    thread_local std::vector<float> scratch;
+    const Item& w = items[it];
+    attend_block(p, w.b, w.kh, w.q0, w.k0, w.k1, w.partial, scratch);
+  });
   for (const auto& mg : merges) merge(p, mg.b, mg.kh, mg.q0, mg.segments, partials.data() + mg.offset);
 }
 

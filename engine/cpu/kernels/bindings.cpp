@@ -1,8 +1,10 @@
 // The Python module mlxchat.engine.cpu.kernels._ext: MLX ops in the domain "mlx", so they take and return mx.array.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "attention.h"
+#include "matmul.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -28,6 +30,14 @@ NB_MODULE(_ext, m) {
   m.doc() = "mlxchat's compiled CPU kernels";
   m.def("slot_attention", &mlxchat::slot_attention, "q"_a, "k"_a, "v"_a, "rows"_a, "lengths"_a, "scale"_a, "threads"_a,
         "Causal attention of row b's new queries over the first lengths[b] keys of slot rows[b] (float32, CPU).");
+  m.def(
+      "weights_matmul",
+      [](const mx::array& x, const std::vector<mx::array>& weights, int bits, int group_size, bool swiglu, int threads) {
+        return mlxchat::weights_matmul(x, weights, {bits, group_size}, swiglu, threads);
+      },
+      "x"_a, "weights"_a, "bits"_a, "group_size"_a, "swiglu"_a, "threads"_a,
+      "x (M, K) @ W.T for each weight W as stored: (values, scales, biases) per weight for bits 4 or 8, values "
+      "(float32, float16, bfloat16) for bits 0. With swiglu, gate and up give silu(x @ gate.T) * (x @ up.T).");
   m.def("isa", &isa, "The instruction set the kernels' code path was chosen for.");
   m.attr("mlx_version") = MLXCHAT_MLX_VERSION;
 }

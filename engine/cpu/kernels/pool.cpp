@@ -1,0 +1,113 @@
+// The kernels' worker threads: started on first use, they wait briefly spinning (the next call of
+// a decode step usually comes within microseconds), then sleep.
+
+#include "pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mlxchat {
+
+namespace {
+
+constexpr int MAX_HELPERS = 63;
+#ifndef MLXCHAT_SPIN_US
+#define MLXCHAT_SPIN_US 50
+#endif
+constexpr auto SPIN = std::chrono::microseconds(MLXCHAT_SPIN_US);  // how long an idle worker watches for the next call
+
+inline void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+struct Job {
+  const std::function<void(int64_t)>* task;
+  int64_t tasks;
+  int helpers;  // workers with a lower index join this job
+  std::atomic<int64_t> next{0}, done{0};
+
+  void work() {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+      (*task)(i);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+class Pool {
+ public:
+  void run(int64_t tasks, int threads, const std::function<void(int64_t)>& task) {
+    const int helpers = static_cast<int>(std::min<int64_t>({threads, tasks, MAX_HELPERS + 1})) - 1;
+    std::unique_lock busy(running_, std::try_to_lock);
+    if (helpers <= 0 || !busy.owns_lock()) {
+      for (int64_t i = 0; i < tasks; ++i) task(i);
+      return;
+    }
+    while (static_cast<int>(workers_.size()) < helpers) {
+      const int index = static_cast<int>(workers_.size());
+      workers_.emplace_back([this, index] { loop(index); });
+    }
+    auto job = std::make_shared<Job>();
+    job->task = &task;
+    job->tasks = tasks;
+    job->helpers = helpers;
+    {
+      std::lock_guard lock(mutex_);
+      job_ = job;
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    job->work();
+    // A task a worker took is finished before `task` goes out of scope; one that found none left never calls it.
+    while (job->done.load(std::memory_order_acquire) < tasks) relax();
+    std::lock_guard lock(mutex_);
+    job_.reset();
+  }
+
+ private:
+  void loop(int index) {
+    uint64_t seen = generation_.load(std::memory_order_acquire);
+    for (;;) {
+      const auto until = std::chrono::steady_clock::now() + SPIN;
+      // Yielding, not pausing: a thread with work (an MLX stream) takes the core at once.
+      while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+      }
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        seen = generation_.load(std::memory_order_acquire);
+        job = job_;
+      }
+      if (job && index < job->helpers) job->work();
+    }
+  }
+
+  std::mutex running_;  // one job at a time
+  std::mutex mutex_;    // guards job_
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::shared_ptr<Job> job_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+void parallel_for(int64_t tasks, int threads, const std::function<void(int64_t)>& task) {
+  // Never destroyed: its workers end with the process, with nothing to join at exit.
+  static Pool* pool = new Pool;
+  pool->run(tasks, threads, task);
+}
+
+}  // namespace mlxchat
