@@ -266,14 +266,13 @@ def load_model(
     # The layer kinds first: a model no slot can hold is refused before any conversion.
     _refused(layer_kinds, model)
     target = _target_dtype(weights_dtype, model)
-    if target == STORED:
-        # Scales and biases too: the kernel then widens each weight exactly as float32 dequantizing would.
-        model.set_dtype(mx.float32)
-    elif target is not None:
+    if target not in (None, STORED):
         report(Progress(f"Converting weights to {target}", 0, 0))
         _convert(model, target)
     # Where the compiled kernels run, quantized layers left as stored are multiplied by them.
     stored.install(model)
+    if target == STORED:
+        stored.compute_in_float32(model)
     report(Progress("Checking batched output against the model alone", 0, 0))
     batching: BatchCheck = _refused(check_batching, model)
     kv = kv_footprint(model)

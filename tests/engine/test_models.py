@@ -75,13 +75,15 @@ def test_weights_dtype(weights_dtype: str, dtype: str, kv_itemsize: int, tiny_q4
     assert loaded.kv_bytes_per_token == 2 * 2 * 2 * 16 * kv_itemsize
     if dtype.startswith("q4"):
         assert len(quantized) == 2 * 7 + 2  # every projection, the embedding and lm_head
-        # Where the kernels run, every one is multiplied by them; "auto" holds everything else in float32.
+        # Where the kernels run, every one is multiplied by them; "auto" computes in float32, with the
+        # quantized weights' scales as stored (the GGUF's float16).
         kernel_backed = all(isinstance(m, (stored.StoredLinear, stored.StoredEmbedding)) for m in quantized)
         assert kernel_backed == (device_kind() == "cpu" and kernels.status().active)
         if weights_dtype == "auto" and kernel_backed:
-            assert {p.dtype for name, p in params.items() if not name.endswith(".weight") or "norm" in name} == {
-                mx.float32
-            }
+            scales = {n for n in params if n.endswith((".scales", ".biases"))}
+            assert {params[n].dtype for n in scales} == {mx.float16}
+            assert {p.dtype for n, p in params.items() if n not in scales and p.dtype != mx.uint32} == {mx.float32}
+            assert loaded.model.model.embed_tokens(mx.array([[1, 2]])).dtype == mx.float32
     else:
         assert not quantized
         assert {str(p.dtype) for p in params.values()} == {f"mlx.core.{dtype}"}

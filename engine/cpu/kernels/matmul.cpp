@@ -10,6 +10,7 @@
 #include "matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -33,12 +34,23 @@ struct Matrix {
   const void* values;
   const void* scales;
   const void* biases;
-  mx::Dtype scale_type;
   int64_t N;
   float* out;  // (M, N); for swiglu only the first matrix's is written
 };
 
-enum class Kind { q4, q8, f16, bf16, f32 };
+// How weights and, for quantized ones, their scales are held: known at compile time in the inner loops.
+enum class Kind { q4, q4_f16, q4_bf16, q8, q8_f16, q8_bf16, f16, bf16, f32 };
+enum class Float { f32, f16, bf16 };
+
+constexpr bool is_q4(Kind k) { return k == Kind::q4 || k == Kind::q4_f16 || k == Kind::q4_bf16; }
+constexpr bool is_q8(Kind k) { return k == Kind::q8 || k == Kind::q8_f16 || k == Kind::q8_bf16; }
+constexpr bool is_quantized(Kind k) { return is_q4(k) || is_q8(k); }
+// The float type of a quantized kind's scales and biases, or of a float kind's values.
+constexpr Float float_of(Kind k) {
+  if (k == Kind::q4_f16 || k == Kind::q8_f16 || k == Kind::f16) return Float::f16;
+  if (k == Kind::q4_bf16 || k == Kind::q8_bf16 || k == Kind::bf16) return Float::bf16;
+  return Float::f32;
+}
 
 struct Problem {
   const float* x;
@@ -50,24 +62,30 @@ struct Problem {
   std::vector<int64_t> first_task;  // of each matrix, and the total at the end
 };
 
-inline float scalar(const void* p, int64_t i, mx::Dtype type) {
-  if (type == mx::float32) return static_cast<const float*>(p)[i];
+template <Float F>
+__attribute__((always_inline)) inline float scalar(const void* p, int64_t i) {
+  if constexpr (F == Float::f32) return static_cast<const float*>(p)[i];
   const uint16_t bits = static_cast<const uint16_t*>(p)[i];
-  if (type == mx::bfloat16) return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+  if constexpr (F == Float::bf16) return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
   return static_cast<float>(std::bit_cast<_Float16>(bits));
 }
 
 // Eight weights k..k+7 of a row, widened to float32.
 template <Kind KIND>
 __attribute__((always_inline)) inline v8 widen(const void* row, int64_t k) {
-  if constexpr (KIND == Kind::q4) {
+  // k is a multiple of 8 (and never negative): shifts, not divisions, find its word.
+  if constexpr (is_q4(KIND)) {
     const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
-    const uint32_t word = static_cast<const uint32_t*>(row)[k / 8];
+    const uint32_t word = static_cast<const uint32_t*>(row)[k >> 3];
     return __builtin_convertvector((v8i)(((v8u){} + word) >> shifts & 15u), v8);
-  } else if constexpr (KIND == Kind::q8) {
-    v8b b;
-    std::memcpy(&b, static_cast<const uint8_t*>(row) + k, sizeof b);
-    return __builtin_convertvector(__builtin_convertvector(b, v8i), v8);
+  } else if constexpr (is_q8(KIND)) {
+    // The 8 bytes in every quarter, then each byte moved to the bottom of its lane: in-lane moves, so GCC
+    // makes them one broadcast and one byte shuffle.
+    uint64_t bytes;
+    std::memcpy(&bytes, static_cast<const uint8_t*>(row) + k, sizeof bytes);
+    const v32b pick = {0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 20, 0, 0, 0, 21, 0, 0, 0, 22, 0, 0, 0, 23, 0, 0, 0};
+    const v32b spread = __builtin_shuffle((v32b)(v4q){bytes, bytes, bytes, bytes}, pick);
+    return __builtin_convertvector((v8i)((v8u)spread & 255u), v8);
   } else if constexpr (KIND == Kind::f32) {
     return load8(static_cast<const float*>(row) + k);
   } else {
@@ -95,29 +113,44 @@ void pack_rows(const float* X, int64_t M, int64_t K, int64_t height, float* out)
   }
 }
 
-// Calls use(i, vector) for each 8 weights i * 8.. of row n of W, widened to float32 (the last zero-padded):
-// the one place weights are widened, so that every path multiplies by the same values.
-template <Kind KIND, class Use>
+// Calls use(i, vectors) for each 8 weights i * 8.. of rows n..n + C - 1 of W, widened to float32 (the last
+// zero-padded): the one place weights are widened, so that every path multiplies by the same values.
+template <Kind KIND, int C, class Use>
 __attribute__((always_inline)) inline void each_vector(const Problem& p, const Matrix& w, int64_t n, Use use) {
   const int64_t K = p.K;
-  if constexpr (KIND == Kind::q4 || KIND == Kind::q8) {
+  v8 v[C];
+  if constexpr (is_quantized(KIND)) {
     // K is a whole number of groups, and a group of vectors.
-    const int64_t group = p.group_size, groups = K / group, words = K * (KIND == Kind::q4 ? 4 : 8) / 32;
-    const uint32_t* row = static_cast<const uint32_t*>(w.values) + n * words;
+    const int64_t group = p.group_size, groups = K / group, words = K * (is_q4(KIND) ? 4 : 8) / 32;
+    const uint32_t* rows[C];
+    for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint32_t*>(w.values) + (n + c) * words;
     for (int64_t g = 0; g < groups; ++g) {
-      const float s = scalar(w.scales, n * groups + g, w.scale_type);
-      const float b = scalar(w.biases, n * groups + g, w.scale_type);
-      for (int64_t k = g * group; k < (g + 1) * group; k += 8) use(k / 8, widen<KIND>(row, k) * s + b);
+      float s[C], b[C];
+      for (int c = 0; c < C; ++c) {
+        s[c] = scalar<float_of(KIND)>(w.scales, (n + c) * groups + g);
+        b[c] = scalar<float_of(KIND)>(w.biases, (n + c) * groups + g);
+      }
+      for (int64_t k = g * group; k < (g + 1) * group; k += 8) {
+        for (int c = 0; c < C; ++c) v[c] = widen<KIND>(rows[c], k) * s[c] + b[c];
+        use(k >> 3, v);
+      }
     }
   } else {
-    const mx::Dtype type = KIND == Kind::f32 ? mx::float32 : KIND == Kind::f16 ? mx::float16 : mx::bfloat16;
-    const char* row = static_cast<const char*>(w.values) + n * K * (KIND == Kind::f32 ? 4 : 2);
+    const int64_t size = KIND == Kind::f32 ? 4 : 2;
+    const char* rows[C];
+    for (int c = 0; c < C; ++c) rows[c] = static_cast<const char*>(w.values) + (n + c) * K * size;
     int64_t k = 0;
-    for (; k + 8 <= K; k += 8) use(k / 8, widen<KIND>(row, k));
+    for (; k + 8 <= K; k += 8) {
+      for (int c = 0; c < C; ++c) v[c] = widen<KIND>(rows[c], k);
+      use(k >> 3, v);
+    }
     if (k < K) {
-      float tail[8] = {};
-      for (int64_t j = k; j < K; ++j) tail[j - k] = scalar(row, j, type);
-      use(k / 8, load8(tail));
+      for (int c = 0; c < C; ++c) {
+        float tail[8] = {};
+        for (int64_t j = k; j < K; ++j) tail[j - k] = scalar<float_of(KIND)>(rows[c], j);
+        v[c] = load8(tail);
+      }
+      use(k >> 3, v);
     }
   }
 }
@@ -126,21 +159,37 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
 template <Kind KIND>
 __attribute__((always_inline)) inline void widen_row(const Problem& p, const Matrix& w, int64_t n, float* panel,
                                                      int C, int c) {
-  each_vector<KIND>(p, w, n, [&](int64_t i, v8 v) { store8(panel + (i * C + c) * 8, v); });
+  each_vector<KIND, 1>(p, w, n, [&](int64_t i, const v8* v) { store8(panel + (i * C + c) * 8, v[0]); });
 }
 
-// y[r * ldy] = X[r] . W[n] for the R rows of one panel, each weight vector widened in registers and used at
-// once by every row (few rows: widening to memory would cost more than the products). Each row sums as
-// dot_tile does, so its result is the same bits either way.
-template <Kind KIND, int R>
-__attribute__((always_inline)) inline void fused_column(const Problem& p, const Matrix& w, int64_t n, const float* X,
-                                                        float* y, int64_t ldy) {
-  v8 acc[R] = {};
-  each_vector<KIND>(p, w, n, [&](int64_t i, v8 v) {
+// y[r * ldy + c] = X[r] . W[n + c] for the R rows of one panel and C columns, each weight vector widened in
+// registers and used at once by every row (few rows: widening to memory would cost more than the products).
+// C columns at once give a few rows enough independent sums to hide the adds' latency. Each (row, column)
+// sums as dot_tile does, so its result is the same bits either way.
+template <Kind KIND, int R, int C>
+__attribute__((always_inline)) inline void fused_columns(const Problem& p, const Matrix& w, int64_t n, const float* X,
+                                                         float* y, int64_t ldy) {
+  v8 acc[R][C] = {};
+  each_vector<KIND, C>(p, w, n, [&](int64_t i, const v8* v) {
     const float* x = X + i * R * 8;
-    for (int r = 0; r < R; ++r) acc[r] += load8(x + r * 8) * v;
+    for (int r = 0; r < R; ++r) {
+      const v8 xv = load8(x + r * 8);
+      for (int c = 0; c < C; ++c) acc[r][c] += xv * v[c];
+    }
   });
-  for (int r = 0; r < R; ++r) y[r * ldy] = sum8(acc[r]);
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) y[r * ldy + c] = sum8(acc[r][c]);
+  }
+}
+
+// Columns [n0, n1) for the R rows of one panel: C at a time, then one by one.
+template <Kind KIND, int R>
+__attribute__((always_inline)) inline void fused_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
+                                                       const float* X, float* Y, int64_t ldy) {
+  constexpr int C = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // R x C sums, and C widened vectors, fit in 16 registers
+  int64_t n = n0;
+  for (; n + C <= n1; n += C) fused_columns<KIND, R, C>(p, w, n, X, Y + (n - n0), ldy);
+  for (; n < n1; ++n) fused_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
 }
 
 // Rows [n0, n1) of W as float32 panels of COLUMN_TILE columns (the last may have one), panel j at j * 2 * padded(K).
@@ -211,18 +260,15 @@ __attribute__((always_inline)) inline void columns(const Problem& p, const Matri
     dots(X, p.M, padded(p.K), widen_block<KIND>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
     return;
   }
-  for (int64_t n = n0; n < n1; ++n) {
-    float* y = Y + (n - n0);
-    switch (p.M) {
-      case 8: fused_column<KIND, 8>(p, w, n, X, y, ldy); break;
-      case 7: fused_column<KIND, 7>(p, w, n, X, y, ldy); break;
-      case 6: fused_column<KIND, 6>(p, w, n, X, y, ldy); break;
-      case 5: fused_column<KIND, 5>(p, w, n, X, y, ldy); break;
-      case 4: fused_column<KIND, 4>(p, w, n, X, y, ldy); break;
-      case 3: fused_column<KIND, 3>(p, w, n, X, y, ldy); break;
-      case 2: fused_column<KIND, 2>(p, w, n, X, y, ldy); break;
-      default: fused_column<KIND, 1>(p, w, n, X, y, ldy); break;
-    }
+  switch (p.M) {
+    case 8: return fused_block<KIND, 8>(p, w, n0, n1, X, Y, ldy);
+    case 7: return fused_block<KIND, 7>(p, w, n0, n1, X, Y, ldy);
+    case 6: return fused_block<KIND, 6>(p, w, n0, n1, X, Y, ldy);
+    case 5: return fused_block<KIND, 5>(p, w, n0, n1, X, Y, ldy);
+    case 4: return fused_block<KIND, 4>(p, w, n0, n1, X, Y, ldy);
+    case 3: return fused_block<KIND, 3>(p, w, n0, n1, X, Y, ldy);
+    case 2: return fused_block<KIND, 2>(p, w, n0, n1, X, Y, ldy);
+    default: return fused_block<KIND, 1>(p, w, n0, n1, X, Y, ldy);
   }
 }
 
@@ -255,7 +301,11 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
 MLXCHAT_CLONES void run_task(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch) {
   switch (p.kind) {
     case Kind::q4: return block<Kind::q4>(p, X, task, scratch);
+    case Kind::q4_f16: return block<Kind::q4_f16>(p, X, task, scratch);
+    case Kind::q4_bf16: return block<Kind::q4_bf16>(p, X, task, scratch);
     case Kind::q8: return block<Kind::q8>(p, X, task, scratch);
+    case Kind::q8_f16: return block<Kind::q8_f16>(p, X, task, scratch);
+    case Kind::q8_bf16: return block<Kind::q8_bf16>(p, X, task, scratch);
     case Kind::f16: return block<Kind::f16>(p, X, task, scratch);
     case Kind::bf16: return block<Kind::bf16>(p, X, task, scratch);
     case Kind::f32: return block<Kind::f32>(p, X, task, scratch);
@@ -273,10 +323,12 @@ void run(const Problem& p, int threads) {
 
 int per_matrix(WeightFormat format) { return format.bits == 0 ? 1 : 3; }
 
-Kind kind_of(WeightFormat format, mx::Dtype values) {
-  if (format.bits == 4) return Kind::q4;
-  if (format.bits == 8) return Kind::q8;
-  return values == mx::float16 ? Kind::f16 : values == mx::bfloat16 ? Kind::bf16 : Kind::f32;
+// `type`: the dtype of the scales (quantized) or of the values (float).
+Kind kind_of(WeightFormat format, mx::Dtype type) {
+  const int f = type == mx::float16 ? 1 : type == mx::bfloat16 ? 2 : 0;
+  if (format.bits == 4) return std::array{Kind::q4, Kind::q4_f16, Kind::q4_bf16}[f];
+  if (format.bits == 8) return std::array{Kind::q8, Kind::q8_f16, Kind::q8_bf16}[f];
+  return std::array{Kind::f32, Kind::f16, Kind::bf16}[f];
 }
 
 }  // namespace
@@ -285,7 +337,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   auto& encoder = mx::cpu::get_command_encoder(stream());
   const auto& x = inputs[0];
   for (const auto& a : inputs) encoder.set_input_array(a);
-  Problem p{x.data<float>(), x.shape(0), x.shape(1), kind_of(format_, inputs[1].dtype()), format_.group_size, swiglu_,
+  Problem p{x.data<float>(), x.shape(0), x.shape(1), kind_of(format_, inputs[format_.bits ? 2 : 1].dtype()), format_.group_size, swiglu_,
             {}, {0}};
   const int per = per_matrix(format_);
   for (size_t i = 0; i * per + 1 < inputs.size(); ++i) {
@@ -299,7 +351,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
     }
     p.matrices.push_back({values.data<void>(), quantized ? inputs[2 + i * per].data<void>() : nullptr,
                           quantized ? inputs[3 + i * per].data<void>() : nullptr,
-                          quantized ? inputs[2 + i * per].dtype() : values.dtype(), values.shape(0), out});
+                          values.shape(0), out});
     if (swiglu_ && i == 1) break;  // the up projection shares the gate's tasks
     p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
   }
@@ -338,8 +390,9 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
       if (values.dtype() != mx::uint32 || values.shape(1) * 32 != K * format.bits) fail("packed weights do not match K");
       if (scales.shape() != mx::Shape{static_cast<int>(N), static_cast<int>(K / format.group_size)} ||
           biases.shape() != scales.shape() || biases.dtype() != scales.dtype() ||
+          scales.dtype() != weights[1].dtype() ||
           (scales.dtype() != mx::float32 && scales.dtype() != mx::float16 && scales.dtype() != mx::bfloat16)) {
-        fail("scales and biases must be (N, K / group_size), float32, float16 or bfloat16");
+        fail("scales and biases must be (N, K / group_size), all float32, float16 or bfloat16");
       }
       inputs.push_back(mx::contiguous(values, false, stream));
       inputs.push_back(mx::contiguous(scales, false, stream));
