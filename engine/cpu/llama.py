@@ -130,7 +130,9 @@ class CpuLlama:
         self.inner = model.model
         self.cores = SingleThreadedBlas()
         self._other: mx.Stream | None = None
-        if isinstance(head, (stored.StoredLinear, stored.StoredEmbedding)):
+        # Whether work is spread over two MLX streams (float weights through the BLAS).
+        self._spread = not isinstance(head, (stored.StoredLinear, stored.StoredEmbedding))
+        if not self._spread:
             self._head: Any = head
             self._layers: list[Any] = [_StoredLayer(layer) for layer in self.inner.layers]
         else:
@@ -145,8 +147,9 @@ class CpuLlama:
         """`body` for several groups of rows at once, each (B, L) with its own caches: their tokens share
         every matmul (one read of the weights), and each group attends over its own slots."""
         if self._other is None:
-            # Made on the engine thread, which owns every MLX stream it uses.
-            self._other = mx.new_stream(mx.cpu)
+            # Made on the engine thread, which owns every MLX stream it uses. The compiled kernels use
+            # every core in each call: a second stream would only add waits between the two.
+            self._other = mx.new_stream(mx.cpu) if self._spread else mx.default_stream(mx.cpu)
         inner = self.inner
         shapes = [inputs.shape for inputs, _ in groups]
         h = mx.concatenate([inner.embed_tokens(inputs).reshape(1, -1, inner.args.hidden_size)
@@ -175,13 +178,14 @@ class CpuLlama:
         queries_all, keys_all, values_all = weights.qkv(x, self._other)
         grouped, writes, start = [], [], 0
         for cache, (b, n) in zip(caches, shapes):
-            part = slice(start, start + b * n)
+            # One group takes the arrays whole: no slice to build and evaluate in each of the layers.
+            part = [a if len(shapes) == 1 else a[:, start : start + b * n] for a in (queries_all, keys_all, values_all)]
             start += b * n
-            queries = queries_all[:, part].reshape(b, n, attn.n_heads, -1).transpose(0, 2, 1, 3)
+            queries = part[0].reshape(b, n, attn.n_heads, -1).transpose(0, 2, 1, 3)
             grouped.append(attn.rope(queries, offset=cache.offset))
             with mx.stream(self._other):
-                keys = keys_all[:, part].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
-                values = values_all[:, part].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+                keys = part[1].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+                values = part[2].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
                 keys = attn.rope(keys, offset=cache.offset)
             writes.append((cache, keys, values))
         # Every group's K/V is written before any attends: each write can then update the buffer in
@@ -192,8 +196,8 @@ class CpuLlama:
             cache.write(keys, values)
         outs = []
         for cache, queries, (b, n) in zip(caches, grouped, shapes):
-            # Attention costs a few small matmuls per row: half the rows on each stream.
-            half = b // 2
+            # Without the kernels, attention costs a few small matmuls per row: half the rows on each stream.
+            half = b // 2 if self._spread else 0
             if half:
                 first = cache.attend(queries[:half], attn.scale, None, slice(0, half))
                 with mx.stream(self._other):

@@ -29,16 +29,18 @@ def attend_per_slot(
     valid: Callable[[], mx.array],
     scale: float,
     sinks: mx.array | None = None,
+    slot_arrays: Callable[[], tuple[mx.array, mx.array]] | None = None,
 ) -> mx.array:
     """Attention for `queries` (B, heads, L, dim), row b over keys[rows[b], :, :lengths[b]].
 
     The L new tokens are the last L of each row, so causality is the usual bottom-right one.
     `valid()` gives the (B, 1, 1, longest) mask of each row's tokens when rows are padded.
     Rows of neighbouring slots with similar lengths share one call over a view of their
-    regions; K/V are never copied. The compiled kernel, where it runs, serves every row in one call.
+    regions; K/V are never copied. The compiled kernel, where it runs, serves every row in one call;
+    `slot_arrays()` gives it `rows` and `lengths` as arrays made once per pass.
     """
     if sinks is None:
-        out = kernel_attention(queries, keys, values, rows, lengths, scale)
+        out = kernel_attention(queries, keys, values, rows, lengths, scale, slot_arrays)
         if out is not None:
             return out
     n_new = queries.shape[2]

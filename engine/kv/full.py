@@ -105,4 +105,5 @@ class FullAttentionPass:
             valid=lambda: lay.valid()[part],
             scale=scale,
             sinks=sinks,
+            slot_arrays=lambda: lay.slot_arrays(part),
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
 
 
@@ -27,7 +29,7 @@ class PassLayout:
         self.mask_rank = mask_rank
         self._scatter_index: mx.array | None = None
         self._valid: mx.array | None = None
-        self._masks: dict[tuple, mx.array] = {}
+        self._masks: dict[tuple, Any] = {}
 
     def scatter_index(self, heads: int, capacity: int) -> mx.array:
         """Flat (slot, head, position) indices of each row's new token, for one scatter per layer."""
@@ -36,6 +38,13 @@ class PassLayout:
             starts = mx.array(self.starts)[:, None]
             self._scatter_index = (rows * heads + mx.arange(heads)[None]) * capacity + starts
         return self._scatter_index
+
+    def slot_arrays(self, part: slice) -> tuple[mx.array, mx.array]:
+        """The slots and lengths of rows `part` as int32 arrays, made once for all layers."""
+        key = ("slots", part.start, part.stop)
+        if key not in self._masks:
+            self._masks[key] = mx.array(self.rows[part], mx.int32), mx.array(self.lengths[part], mx.int32)
+        return self._masks[key]
 
     def valid(self) -> mx.array:
         """(rows, 1, 1, longest) mask of each row's own tokens, made once for all layers."""

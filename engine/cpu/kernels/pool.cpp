@@ -18,7 +18,7 @@ namespace {
 
 constexpr int MAX_HELPERS = 63;
 #ifndef MLXCHAT_SPIN_US
-#define MLXCHAT_SPIN_US 50
+#define MLXCHAT_SPIN_US 2000
 #endif
 constexpr auto SPIN = std::chrono::microseconds(MLXCHAT_SPIN_US);  // how long an idle worker watches for the next call
 
