@@ -7,6 +7,7 @@ from typing import Any, Callable
 import mlx.core as mx
 
 from mlxchat.engine.cpu import llama as cpu_llama
+from mlxchat.engine.cpu import stored
 from mlxchat.engine.cpu.blas import SingleThreadedBlas
 
 # Families whose Model.__call__ is exactly `head(self.model(inputs, cache))`, the head being
@@ -36,8 +37,10 @@ class Forward:
             else:
                 head = self._head = model.lm_head
             self._body = model.model
-            self.tunable = cpu_llama.supports(model, head)
-            if self.tunable and split is not False:
+            runs_llama = cpu_llama.supports(model, head)
+            # Quantized layers kept for the kernels have one way to run: the CPU llama's fused calls.
+            self.tunable = runs_llama and not stored.holds_stored(model)
+            if runs_llama and (split is not False or not self.tunable):
                 llama = cpu_llama.CpuLlama(model, head)
                 self._body, self._head, self._cores = llama.body, llama.head, llama.cores
                 self._bodies = llama.bodies

@@ -33,6 +33,16 @@ def model(loaded: LoadedModel) -> Any:
     return _copies[id(loaded.model)][0]
 
 
+def describe(loaded: LoadedModel) -> str:
+    """What mlx-lm runs, where it is not `loaded`'s own model; "" where it is."""
+    from mlxchat.engine.cpu.stored import holds_stored
+
+    if not holds_stored(loaded.model):
+        return ""
+    return ("a float32 copy of the model, its fastest form on a CPU (its own quantized matmul does not gain "
+            "from batching); the peak memory of each run leaves out the other engine's model")
+
+
 def idle_bytes(loaded: LoadedModel, mlx_lm: bool) -> int:
     """Bytes held by the model a run does not use (the other engine's), to leave out of its peak memory."""
     if id(loaded.model) not in _copies:

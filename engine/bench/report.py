@@ -25,6 +25,7 @@ class BenchReport:
     runs: list[RunRecord]
     machine: str = ""  # the CPU (model, cores, vector extensions) or the GPU's name
     tuning: str = ""  # how the CPU path runs the model here, as measured by `mlxchat doctor --tune`
+    reference: str = ""  # what mlx-lm's runners ran, where it is not the loaded model (engine.bench.reference)
 
     def to_json(self) -> dict[str, Any]:
         """The report as `mlxchat bench --json` writes it."""
@@ -33,6 +34,7 @@ class BenchReport:
 
 def make_report(loaded: LoadedModel, runs: list[RunRecord]) -> BenchReport:
     """The report of `runs`, saying which model, device, BLAS and dtype they ran on."""
+    from mlxchat.engine.bench import reference
     from mlxchat.engine.cpu import tuning
     from mlxchat.engine.cpu.blas import blas_in_use
     from mlxchat.engine.devices import cpu_summary, device_kind, device_name
@@ -50,6 +52,7 @@ def make_report(loaded: LoadedModel, runs: list[RunRecord]) -> BenchReport:
         runs=runs,
         machine=cpu_summary() if kind == "cpu" else device_name(),
         tuning=how,
+        reference=reference.describe(loaded),
     )
 
 
@@ -58,6 +61,8 @@ def format_table(report: BenchReport) -> str:
     header = f"model {report.model} | {report.dtype} | device {report.device} | BLAS {report.blas}\n{report.machine}"
     if report.tuning:
         header += f"\nCPU path: {report.tuning}"
+    if report.reference and any(r.engine.startswith("mlx-lm") for r in report.runs):
+        header += f"\nmlx-lm runs {report.reference}"
     columns = ("engine", "scenario", "slots", "decode tok/s", "prefill tok/s", "TTFT ms", "step ms", "KV MiB", "peak MiB")
     rows = [
         (

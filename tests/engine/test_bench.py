@@ -93,7 +93,7 @@ def test_run_bench_report_table_and_json(tiny: LoadedModel, tmp_path: Path) -> N
         assert f"{os.cpu_count()} cores" in report.machine and "CPU path: split matmuls" in table
     write_json(report, tmp_path / "bench.json")
     data = json.loads((tmp_path / "bench.json").read_text())
-    assert set(data) == {"model", "device", "blas", "dtype", "runs", "machine", "tuning"}
+    assert set(data) == {"model", "device", "blas", "dtype", "runs", "machine", "tuning", "reference"}
     assert all(set(run) == RUN_KEYS for run in data["runs"])
     plot = tmp_path / "bench.png"
     plot_report(report, plot)
@@ -237,3 +237,31 @@ def test_bench_refuses_a_context_too_small_for_its_slots(tiny_model_dir: Path, c
     assert main([*args, "--ctx-size", "1024", "--slots", "8"]) == 2
     err = capsys.readouterr().err
     assert "1024 / 8 = 128 tokens per slot is below the minimum" in err and "Traceback" not in err
+
+
+def test_mlx_lm_runs_a_float32_copy_of_a_model_kept_quantized_for_the_kernels(tiny_model_dir: Path, tmp_path: Path):
+    """MLX's own quantized matmul does not gain from batching on a CPU: the bench compares with mlx-lm at its
+    fastest, and says so; each run's peak leaves out the model the other engine runs."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    from mlxchat.app.paths import models_cache_dir
+    from mlxchat.engine.bench import reference
+    from mlxchat.engine.cpu import kernels, stored
+    from tests.tiny_gguf import write_tiny_gguf
+
+    gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
+    loaded = load_model(str(gguf), cache_dir=models_cache_dir())
+    if not stored.holds_stored(loaded.model):
+        assert not kernels.status().active or not loaded.dtype.startswith("q")
+        pytest.skip("no layer is kept as stored here (no compiled kernels, or not a CPU)")
+    copy = reference.model(loaded)
+    assert copy is not loaded.model and not stored.holds_stored(copy)
+    assert {p.dtype for _, p in tree_flatten(copy.parameters())} == {mx.float32}
+    assert reference.idle_bytes(loaded, mlx_lm=True) == loaded.weights_bytes
+    assert reference.idle_bytes(loaded, mlx_lm=False) > 4 * loaded.weights_bytes  # float32 against 4 bits
+    runs = run_bench(loaded, engines=["mlx-lm-batch", "mlxchat"], slots=[1], max_tokens=4, repeats=1)
+    assert "mlx-lm runs a float32 copy" in format_table(make_report(loaded, runs))
+    assert all(r.peak_bytes > 0 for r in runs)
+    assert reference.idle_bytes(loaded, mlx_lm=True) == 0  # the copy is let go with the bench
+    mx.clear_cache()

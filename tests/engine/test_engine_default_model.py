@@ -1,4 +1,5 @@
-"""The engine on the real default model (SmolLM2-135M, float32): right answers, batching exact."""
+"""The engine on the real default model (SmolLM2-135M, as the app holds it and as float32): right answers,
+batching exact."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ QUESTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def engine():
-    loaded: LoadedModel = load_model(None, "float32", cache_dir=models_cache_dir())
+# "auto" is what the app runs (quantized layers kept as stored where the kernels run); float32 is the other path.
+@pytest.fixture(scope="module", params=["auto", "float32"])
+def engine(request):
+    loaded: LoadedModel = load_model(None, request.param, cache_dir=models_cache_dir())
     plan = plan_slots(SlotRequest(parallel=4, ctx_size=4096), loaded.trained_ctx, loaded.kv_bytes_per_token)
     engine = Engine(loaded.model, loaded.tokenizer, plan)
     yield engine

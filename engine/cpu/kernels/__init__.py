@@ -43,15 +43,20 @@ def status() -> KernelStatus:
     problem = _self_test(_ext)
     if problem:
         return KernelStatus(False, f"failed their self-test ({problem}): MLX's own operations run")
-    return KernelStatus(True, f"compiled attention, {_ext.isa()} code path", _ext)
+    return KernelStatus(True, f"compiled attention and matmul over stored weights, {_ext.isa()} code path", _ext)
 
 
 def _self_test(ext: Any) -> str | None:
-    """A small attention against MLX's own, on this CPU; None when they agree."""
+    """A small attention and a 4-bit matmul against MLX's own, on this CPU; None when they agree."""
     import mlx.core as mx
 
     try:
         with mx.stream(mx.cpu):
+            weights = mx.quantize(mx.random.normal((24, 64), key=mx.random.key(3)), 32, 4)
+            x = mx.random.normal((3, 64), key=mx.random.key(4))
+            product = ext.weights_matmul(x, list(weights), 4, 32, False, 2)[0]
+            if not mx.allclose(product, x @ mx.dequantize(*weights, 32, 4).T, atol=1e-4).item():
+                return "its matmul differs from MLX's"
             keys = mx.random.normal((2, 2, 24, 8), key=mx.random.key(0))
             values = mx.random.normal((2, 2, 24, 8), key=mx.random.key(1))
             queries = mx.random.normal((1, 4, 3, 8), key=mx.random.key(2))
@@ -62,4 +67,4 @@ def _self_test(ext: Any) -> str | None:
             error = mx.abs(got - want).max().item()
     except Exception as exc:  # a module that cannot even run is reported, never used
         return f"{type(exc).__name__}: {exc}"
-    return None if error < 1e-4 else f"differs from MLX by {error:.2e}"
+    return None if error < 1e-4 else f"its attention differs from MLX's by {error:.2e}"

@@ -1,0 +1,116 @@
+"""Weights kept as stored on the CPU: the compiled matmul equals float32 dequantizing, a row's result
+does not depend on the rows beside it, and a quantized model loads and runs that way as the app runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from mlxchat.app.paths import models_cache_dir
+from mlxchat.engine.cpu import kernels, stored
+from mlxchat.engine.events import SamplingParams
+from mlxchat.engine.loading.models import load_model
+from tests.engine.test_family_matrix import PROMPTS, generated, start_as_the_app
+from tests.tiny_gguf import write_tiny_gguf
+
+pytestmark = pytest.mark.skipif(not kernels.status().active, reason="the compiled kernels are not built here")
+
+
+def ext():
+    return kernels.status().module
+
+
+def quantized(n: int, k: int, bits: int, group: int, scales: mx.Dtype, seed: int = 0) -> list[mx.array]:
+    weight, s, b = mx.quantize(mx.random.normal((n, k), key=mx.random.key(seed)), group, bits)
+    return [weight, s.astype(scales), b.astype(scales)]
+
+
+def widened(q: list[mx.array], bits: int, group: int) -> mx.array:
+    """What float32 dequantizing gives (scales widened first, as the kernel does)."""
+    return mx.dequantize(q[0], q[1].astype(mx.float32), q[2].astype(mx.float32), group, bits)
+
+
+@pytest.mark.parametrize("bits, group, scales", [
+    (4, 32, mx.float16), (4, 64, mx.bfloat16), (4, 128, mx.float32), (8, 32, mx.float16), (8, 64, mx.float32),
+])
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 20])
+def test_matmul_equals_float32_dequantizing(bits, group, scales, rows):
+    q = quantized(70, 256, bits, group, scales)
+    x = mx.random.normal((rows, 256), key=mx.random.key(1))
+    for threads in (1, 2):
+        got = ext().weights_matmul(x, q, bits, group, False, threads)[0]
+        assert mx.allclose(got, x @ widened(q, bits, group).T, atol=1e-4, rtol=1e-5).item()
+
+
+@pytest.mark.parametrize("bits", [4, 8, 0])
+def test_a_rows_result_is_bit_identical_whatever_number_of_rows_shares_the_call(bits):
+    # 1-8 rows widen weights in registers, more widen them to memory in panels of 6: every count crosses a path.
+    q = quantized(45, 128, bits, 32, mx.float16) if bits else [mx.random.normal((45, 130)).astype(mx.bfloat16)]
+    x = mx.random.normal((20, q[0].shape[1] * 32 // bits if bits else 130), key=mx.random.key(2))
+    alone = [ext().weights_matmul(x[r : r + 1], q, bits, 32, False, 1)[0] for r in range(20)]
+    for rows in range(2, 21):
+        together = ext().weights_matmul(x[:rows], q, bits, 32, False, 2)[0]
+        for r in range(rows):
+            assert mx.array_equal(together[r : r + 1], alone[r]).item(), (rows, r)
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16, mx.float32])
+def test_float_weights_of_any_width(dtype):
+    w = mx.random.normal((33, 70), key=mx.random.key(3)).astype(dtype)  # 70: not a whole number of vectors
+    x = mx.random.normal((5, 70), key=mx.random.key(4))
+    got = ext().weights_matmul(x, [w], 0, 0, False, 2)[0]
+    assert mx.allclose(got, x @ w.astype(mx.float32).T, atol=1e-4).item()
+
+
+def test_several_weights_and_the_swiglu_in_one_call():
+    gate, up = quantized(96, 128, 4, 32, mx.float16, 5), quantized(96, 128, 4, 32, mx.float16, 6)
+    x = mx.random.normal((4, 128), key=mx.random.key(7))
+    g, u = x @ widened(gate, 4, 32).T, x @ widened(up, 4, 32).T
+    both = ext().weights_matmul(x, gate + up, 4, 32, False, 2)
+    assert [mx.allclose(a, b, atol=1e-4).item() for a, b in zip(both, (g, u))] == [True, True]
+    fused = ext().weights_matmul(x, gate + up, 4, 32, True, 2)
+    assert len(fused) == 1
+    assert mx.allclose(fused[0], g * mx.sigmoid(g) * u, rtol=1e-4, atol=1e-3).item()
+
+
+@pytest.mark.parametrize("args, message", [
+    ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16)[:2], 4, 32), "values, scales, biases"),
+    ((mx.zeros((2, 96)), quantized(8, 64, 4, 32, mx.float16), 4, 32), "packed weights do not match K"),
+    ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16), 3, 32), "bits must be 4 or 8"),
+    ((mx.zeros((2, 64), mx.float16), [mx.zeros((8, 64))], 0, 0), r"x must be \(M, K\) float32"),
+])
+def test_bad_arguments_are_refused_with_the_reason(args, message):
+    with pytest.raises(ValueError, match=message):
+        ext().weights_matmul(*args, False, 1)
+
+
+def test_unsupported_quantization_is_left_to_mlx():
+    import mlx.nn as nn
+
+    model = nn.Sequential(nn.QuantizedLinear(64, 32, bits=4, group_size=32), nn.QuantizedLinear(64, 32, bits=6))
+    assert stored.install(model) == 1
+    assert type(model.layers[0]) is stored.StoredLinear and type(model.layers[1]) is nn.QuantizedLinear
+    assert stored.unsupported(model) == ["layers.1"]
+
+
+def test_a_quantized_model_loads_as_stored_and_batched_replies_equal_alone(tiny_model_dir: Path, tmp_path: Path):
+    """The app's load ("auto", on the engine's own thread): kernel-backed layers, and every reply of rows
+    sharing passes is the one it gets alone, token for token."""
+    gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
+    loaded = load_model(str(gguf), cache_dir=models_cache_dir())
+    assert stored.holds_stored(loaded.model) and loaded.dtype == "q4 (group 32)"
+    engine = start_as_the_app(gguf, tmp_path / "cache")
+    greedy = SamplingParams(max_tokens=8, ignore_eos=True)
+    try:
+        alone = []
+        for p in PROMPTS:
+            assert engine.submit(0, tokens=p, sampling=greedy).result(120).error is None
+            alone.append(generated(engine, 0, p))
+            engine.clear(0, park=False)
+        handles = [engine.submit(i, tokens=p, sampling=greedy) for i, p in enumerate(PROMPTS)]
+        assert [h.result(120).error for h in handles] == [None] * len(PROMPTS)
+        assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
+    finally:
+        engine.shutdown()
