@@ -1,10 +1,7 @@
 // The compiled attention primitive (attention.cpp) and the op that builds it.
 #pragma once
 
-#include "mlx/mlx.h"
-#include "mlx/primitives.h"
-
-namespace mx = mlx::core;
+#include "primitive.h"
 
 namespace mlxchat {
 
@@ -14,14 +11,11 @@ namespace mlxchat {
 mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& rows,
                          const mx::array& lengths, float scale, int threads);
 
-class SlotAttention : public mx::Primitive {
+class SlotAttention : public CpuPrimitive {
  public:
   SlotAttention(mx::Stream stream, float scale, int threads)
-      : mx::Primitive(stream), scale_(scale), threads_(threads) {}
+      : CpuPrimitive(stream), scale_(scale), threads_(threads) {}
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("SlotAttention runs on the CPU only");
-  }
   const char* name() const override { return "SlotAttention"; }
   bool is_equivalent(const mx::Primitive& other) const override;
 

@@ -3,10 +3,7 @@
 
 #include <vector>
 
-#include "mlx/mlx.h"
-#include "mlx/primitives.h"
-
-namespace mx = mlx::core;
+#include "primitive.h"
 
 namespace mlxchat {
 
@@ -26,14 +23,11 @@ struct WeightFormat {
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
                                       bool swiglu, int threads);
 
-class WeightsMatmul : public mx::Primitive {
+class WeightsMatmul : public CpuPrimitive {
  public:
   WeightsMatmul(mx::Stream stream, WeightFormat format, bool swiglu, int threads)
-      : mx::Primitive(stream), format_(format), swiglu_(swiglu), threads_(threads) {}
+      : CpuPrimitive(stream), format_(format), swiglu_(swiglu), threads_(threads) {}
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
-  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
-    throw std::runtime_error("WeightsMatmul runs on the CPU only");
-  }
   const char* name() const override { return "WeightsMatmul"; }
   bool is_equivalent(const mx::Primitive& other) const override;
 
