@@ -10,6 +10,10 @@ same layers, same weights, its own way to cut them:
   BLAS at one thread while the engine works and gives its threads back when it is idle.
 - the SwiGLU's exp, which MLX's CPU backend evaluates one element at a time (engine.cpu.activations).
 
+Quantized layers kept as stored (engine.cpu.stored) go to the compiled kernel instead, which uses
+every core in each call: q, k and v in one call, gate and up with the SwiGLU in another. Either
+way the pass holds its tokens as rows (tokens, hidden), so no reshape is built around each matmul.
+
 mlx-lm's model is left untouched, so anything else in the process that runs it (mlx-lm's own
 generators) is unaffected.
 """
@@ -40,7 +44,12 @@ def supports(model: Any, head: Any) -> bool:
     kinds = {type(m) for layer in model.model.layers for m in _linears(layer)}
     if kinds == {nn.Linear}:
         return type(head) in (nn.Linear, nn.Embedding)
-    return kinds == {stored.StoredLinear} and type(head) in (stored.StoredLinear, stored.StoredEmbedding)
+    # Stored layers: where the rest computes in float32 ("auto"), the kernel's rows need no cast.
+    return (
+        kinds == {stored.StoredLinear}
+        and type(head) in (stored.StoredLinear, stored.StoredEmbedding)
+        and model.model.norm.weight.dtype == mx.float32
+    )
 
 
 def _linears(layer: Any) -> tuple[Any, ...]:
@@ -103,24 +112,21 @@ class _StoredLayer:
     call, gate and up with the SwiGLU in another (each call already uses every core)."""
 
     def __init__(self, layer: Any) -> None:
-        self.q, self.k, self.v, self.o, self.gate, self.up, self.down = _linears(layer)
-        self._qkv_fused = stored.fusable([self.q, self.k, self.v])
-        self._mlp_fused = stored.fusable([self.gate, self.up]) and "bias" not in self.gate and "bias" not in self.up
+        q, k, v, o, gate, up, down = _linears(layer)
+        self._qkv = [stored.Call([q, k, v])] if stored.fusable([q, k, v]) else [stored.Call([m]) for m in (q, k, v)]
+        fused = stored.fusable([gate, up]) and "bias" not in gate and "bias" not in up
+        self._mlp = [stored.Call([gate, up], swiglu=True)] if fused else [stored.Call([gate]), stored.Call([up])]
+        self._o, self._down = stored.Call([o]), stored.Call([down])
 
     def qkv(self, x: mx.array, other: mx.Stream) -> list[mx.array]:
-        if self._qkv_fused:
-            return stored.matmul(x, [self.q, self.k, self.v])
-        return [m(x) for m in (self.q, self.k, self.v)]
+        return [out for call in self._qkv for out in call.rows(x)]
 
     def out(self, x: mx.array, other: mx.Stream) -> mx.array:
-        return self.o(x)
+        return self._o.rows(x)[0]
 
     def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
-        if self._mlp_fused:
-            hidden = stored.matmul(x, [self.gate, self.up], swiglu=True)[0]
-        else:
-            hidden = activations.swiglu(self.gate(x), self.up(x))
-        return self.down(hidden)
+        hidden = [out for call in self._mlp for out in call.rows(x)]
+        return self._down.rows(hidden[0] if len(hidden) == 1 else activations.swiglu(*hidden))[0]
 
 
 class CpuLlama:
@@ -133,7 +139,7 @@ class CpuLlama:
         # Whether work is spread over two MLX streams (float weights through the BLAS).
         self._spread = not isinstance(head, (stored.StoredLinear, stored.StoredEmbedding))
         if not self._spread:
-            self._head: Any = head
+            self._head: Any = stored.Call([head])
             self._layers: list[Any] = [_StoredLayer(layer) for layer in self.inner.layers]
         else:
             self._head = _Weight(head.weight)
@@ -152,8 +158,9 @@ class CpuLlama:
             self._other = mx.new_stream(mx.cpu) if self._spread else mx.default_stream(mx.cpu)
         inner = self.inner
         shapes = [inputs.shape for inputs, _ in groups]
-        h = mx.concatenate([inner.embed_tokens(inputs).reshape(1, -1, inner.args.hidden_size)
-                            for inputs, _ in groups], axis=1)
+        # Every group's tokens as rows (tokens, hidden): what the matmuls take, with no reshape around them.
+        h = mx.concatenate([inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size)
+                            for inputs, _ in groups], axis=0)
         for i, (layer, weights) in enumerate(zip(inner.layers, self._layers)):
             caches = [layer_caches[i] for _, layer_caches in groups]
             h = h + self._attend(layer.self_attn, layer.input_layernorm(h), caches, shapes, weights)
@@ -161,7 +168,7 @@ class CpuLlama:
         h = inner.norm(h)
         out, start = [], 0
         for b, n in shapes:
-            out.append(h[:, start : start + b * n].reshape(b, n, -1))
+            out.append(h[start : start + b * n].reshape(b, n, -1))
             start += b * n
         return out
 
@@ -169,17 +176,17 @@ class CpuLlama:
         """Logits for final hidden states."""
         if isinstance(self._head, _Weight):
             return self._head.split(states, self._other)
-        return stored.matmul(states, [self._head])[0]
+        return self._head.rows(states)[0]
 
     def _attend(
         self, attn: Any, x: mx.array, caches: list[Any], shapes: list[tuple[int, int]], weights: Any
     ) -> mx.array:
-        """Self-attention for x (1, tokens of every group, hidden): projections once, attention group by group."""
+        """Self-attention for x (tokens of every group, hidden): projections once, attention group by group."""
         queries_all, keys_all, values_all = weights.qkv(x, self._other)
         grouped, writes, start = [], [], 0
         for cache, (b, n) in zip(caches, shapes):
             # One group takes the arrays whole: no slice to build and evaluate in each of the layers.
-            part = [a if len(shapes) == 1 else a[:, start : start + b * n] for a in (queries_all, keys_all, values_all)]
+            part = [a if len(shapes) == 1 else a[start : start + b * n] for a in (queries_all, keys_all, values_all)]
             start += b * n
             queries = part[0].reshape(b, n, attn.n_heads, -1).transpose(0, 2, 1, 3)
             grouped.append(attn.rope(queries, offset=cache.offset))
@@ -205,6 +212,6 @@ class CpuLlama:
                 out = mx.concatenate([first, second], axis=0)
             else:
                 out = cache.attend(queries, attn.scale, None)
-            outs.append(out.transpose(0, 2, 1, 3).reshape(1, b * n, -1))
-        out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=1)
+            outs.append(out.transpose(0, 2, 1, 3).reshape(b * n, -1))
+        out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
         return weights.out(out, self._other)

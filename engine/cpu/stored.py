@@ -39,27 +39,40 @@ def supported(module: Any) -> bool:
     )
 
 
-def matmul(x: mx.array, layers: Sequence[Any], swiglu: bool = False) -> list[mx.array]:
-    """x @ W.T for each layer's weight, in one call of the kernel: one output each, or with `swiglu` (gate, up)
-    one output, silu(x @ gate.T) * (x @ up.T). Layers' biases are added; the outputs have x's dtype."""
-    first = layers[0]
-    rows = x.reshape(-1, x.shape[-1])
-    work = rows.shape[0] * rows.shape[1] * sum(layer["weight"].shape[0] for layer in layers)
-    outs = kernels.status().module.weights_matmul(
-        rows.astype(mx.float32),
-        [a for layer in layers for a in (layer["weight"], layer["scales"], layer["biases"])],
-        first.bits,
-        first.group_size,
-        swiglu,
-        THREADS if work >= THREADED_WORK else 1,
-    )
-    if not swiglu:
-        outs = [out + layer["bias"] if "bias" in layer else out for out, layer in zip(outs, layers)]
-    return [out.astype(x.dtype).reshape(*x.shape[:-1], out.shape[-1]) for out in outs]
+class Call:
+    """One call of the kernel over fixed layers, its arguments gathered once (a decode step makes over a
+    hundred calls: their Python cost counts). Gives x @ W.T for each layer's weight, or with `swiglu`
+    (gate, up) one output, silu(x @ gate.T) * (x @ up.T); layers' biases are added."""
+
+    def __init__(self, layers: Sequence[Any], swiglu: bool = False) -> None:
+        first = layers[0]
+        self._arrays = [a for layer in layers for a in (layer["weight"], layer["scales"], layer["biases"])]
+        self._format = (first.bits, first.group_size, swiglu)
+        self._columns = sum(layer["weight"].shape[0] for layer in layers)
+        self._biases = [None] if swiglu else [layer.get("bias") for layer in layers]
+
+    def holds(self, layer: Any) -> bool:
+        """Whether this call (of one layer) still holds `layer`'s current arrays."""
+        held = (self._arrays[0], self._arrays[1], self._arrays[2], self._biases[0])
+        now = (layer["weight"], layer["scales"], layer["biases"], layer.get("bias"))
+        return all(a is b for a, b in zip(held, now))
+
+    def rows(self, x: mx.array) -> list[mx.array]:
+        """For float32 rows x (M, K): the outputs (M, N)."""
+        work = x.shape[0] * x.shape[1] * self._columns
+        outs = kernels.status().module.weights_matmul(
+            x, self._arrays, *self._format, THREADS if work >= THREADED_WORK else 1
+        )
+        return [out if bias is None else out + bias for out, bias in zip(outs, self._biases)]
+
+    def __call__(self, x: mx.array) -> list[mx.array]:
+        """For x of any shape (..., K) and dtype: the outputs, of x's shape and dtype but the last axis."""
+        outs = self.rows(x.reshape(-1, x.shape[-1]).astype(mx.float32))
+        return [out.astype(x.dtype).reshape(*x.shape[:-1], out.shape[-1]) for out in outs]
 
 
 def fusable(layers: Sequence[Any]) -> bool:
-    """Whether these layers can share one call: alike in format, none with a bias (for swiglu)."""
+    """Whether these layers can share one call: all supported, alike in format."""
     first = layers[0]
     return all(
         supported(layer)
@@ -74,7 +87,11 @@ class StoredLinear(nn.QuantizedLinear):
     """mlx-lm's QuantizedLinear, multiplied by the compiled kernel."""
 
     def __call__(self, x: mx.array) -> mx.array:
-        return matmul(x, [self])[0]
+        return self.call(x)[0]
+
+    @property
+    def call(self) -> Call:
+        return _call_of(self)
 
 
 class StoredEmbedding(nn.QuantizedEmbedding):
@@ -91,7 +108,19 @@ class StoredEmbedding(nn.QuantizedEmbedding):
                              self["biases"][x].astype(self.widen_to), self.group_size, self.bits)
 
     def as_linear(self, x: mx.array) -> mx.array:
-        return matmul(x, [self])[0]
+        return self.call(x)[0]
+
+    @property
+    def call(self) -> Call:
+        return _call_of(self)
+
+
+def _call_of(layer: Any) -> Call:
+    """The layer's own Call, made again whenever its arrays were replaced (e.g. cast to float32)."""
+    call = layer.__dict__.get("_call")
+    if call is None or not call.holds(layer):
+        call = layer.__dict__["_call"] = Call([layer])
+    return call
 
 
 def _adopt(module: nn.Module, cls: type) -> nn.Module:

@@ -44,24 +44,16 @@ def test_matmul_equals_float32_dequantizing(bits, group, scales, rows):
         assert mx.allclose(got, x @ widened(q, bits, group).T, atol=1e-4, rtol=1e-5).item()
 
 
-@pytest.mark.parametrize("bits", [4, 8, 0])
+@pytest.mark.parametrize("bits", [4, 8])
 def test_a_rows_result_is_bit_identical_whatever_number_of_rows_shares_the_call(bits):
     # 1-8 rows widen weights in registers, more widen them to memory in panels of 6: every count crosses a path.
-    q = quantized(45, 128, bits, 32, mx.float16) if bits else [mx.random.normal((45, 130)).astype(mx.bfloat16)]
-    x = mx.random.normal((20, q[0].shape[1] * 32 // bits if bits else 130), key=mx.random.key(2))
+    q = quantized(45, 128, bits, 32, mx.float16)
+    x = mx.random.normal((20, 128), key=mx.random.key(2))
     alone = [ext().weights_matmul(x[r : r + 1], q, bits, 32, False, 1)[0] for r in range(20)]
     for rows in range(2, 21):
         together = ext().weights_matmul(x[:rows], q, bits, 32, False, 2)[0]
         for r in range(rows):
             assert mx.array_equal(together[r : r + 1], alone[r]).item(), (rows, r)
-
-
-@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16, mx.float32])
-def test_float_weights_of_any_width(dtype):
-    w = mx.random.normal((33, 70), key=mx.random.key(3)).astype(dtype)  # 70: not a whole number of vectors
-    x = mx.random.normal((5, 70), key=mx.random.key(4))
-    got = ext().weights_matmul(x, [w], 0, 0, False, 2)[0]
-    assert mx.allclose(got, x @ w.astype(mx.float32).T, atol=1e-4).item()
 
 
 def test_several_weights_and_the_swiglu_in_one_call():
@@ -79,7 +71,7 @@ def test_several_weights_and_the_swiglu_in_one_call():
     ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16)[:2], 4, 32), "values, scales, biases"),
     ((mx.zeros((2, 96)), quantized(8, 64, 4, 32, mx.float16), 4, 32), "packed weights do not match K"),
     ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16), 3, 32), "bits must be 4 or 8"),
-    ((mx.zeros((2, 64), mx.float16), [mx.zeros((8, 64))], 0, 0), r"x must be \(M, K\) float32"),
+    ((mx.zeros((2, 64), mx.float16), quantized(8, 64, 4, 32, mx.float16), 4, 32), r"x must be \(M, K\) float32"),
 ])
 def test_bad_arguments_are_refused_with_the_reason(args, message):
     with pytest.raises(ValueError, match=message):

@@ -36,8 +36,8 @@ NB_MODULE(_ext, m) {
         return mlxchat::weights_matmul(x, weights, {bits, group_size}, swiglu, threads);
       },
       "x"_a, "weights"_a, "bits"_a, "group_size"_a, "swiglu"_a, "threads"_a,
-      "x (M, K) @ W.T for each weight W as stored: (values, scales, biases) per weight for bits 4 or 8, values "
-      "(float32, float16, bfloat16) for bits 0. With swiglu, gate and up give silu(x @ gate.T) * (x @ up.T).");
+      "x (M, K) @ W.T for each 4- or 8-bit weight W as stored, given as (values, scales, biases). With swiglu, "
+      "gate and up give silu(x @ gate.T) * (x @ up.T).");
   m.def("isa", &isa, "The instruction set the kernels' code path was chosen for.");
   m.attr("mlx_version") = MLXCHAT_MLX_VERSION;
 }

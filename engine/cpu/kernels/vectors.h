@@ -16,8 +16,6 @@ namespace mlxchat {
 typedef float v8 __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
-typedef uint16_t v8h __attribute__((vector_size(16)));
-typedef _Float16 v8f16 __attribute__((vector_size(16)));
 typedef uint8_t v32b __attribute__((vector_size(32)));
 typedef uint64_t v4q __attribute__((vector_size(32)));
 

@@ -1,0 +1,250 @@
+// The compiled matmul's work, shared by the files that compile it for each kind of weight
+// (matmul_q4.cpp, matmul_q8.cpp: compiled apart, and in parallel) and by matmul.cpp,
+// which packs the rows and hands the tasks to the worker pool.
+//
+// The output columns are cut into blocks of COLUMNS; each block is a task. Up to FUSED_ROWS rows, a
+// task widens each weight vector in registers and every row uses it at once; more rows, it widens its
+// block of W to float32 once (in cache) and panels of rows take their dot products with it. Either
+// way each (row, column) sums 8 lanes at a time in the same order, whatever the number of rows: a
+// row's result does not depend on the rows beside it.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "vectors.h"
+
+namespace mlxchat::matmul {
+
+constexpr int64_t COLUMNS = 32;  // output columns of one task
+constexpr int ROW_TILE = 6;     // rows sharing each loaded weight vector
+constexpr int FUSED_ROWS = 8;   // up to this many rows, weights are widened in registers, not to memory
+constexpr int COLUMN_TILE = 2;  // columns sharing each loaded row vector
+
+struct Matrix {
+  const void* values;
+  const void* scales;
+  const void* biases;
+  int64_t N;
+  float* out;  // (M, N); for swiglu only the first matrix's is written
+};
+
+// How weights and, for quantized ones, their scales are held: known at compile time in the inner loops.
+enum class Kind { q4, q4_f16, q4_bf16, q8, q8_f16, q8_bf16 };
+enum class Float { f32, f16, bf16 };
+
+constexpr bool is_q4(Kind k) { return k == Kind::q4 || k == Kind::q4_f16 || k == Kind::q4_bf16; }
+constexpr bool is_q8(Kind k) { return k == Kind::q8 || k == Kind::q8_f16 || k == Kind::q8_bf16; }
+// The float type of a kind's scales and biases.
+constexpr Float float_of(Kind k) {
+  if (k == Kind::q4_f16 || k == Kind::q8_f16) return Float::f16;
+  if (k == Kind::q4_bf16 || k == Kind::q8_bf16) return Float::bf16;
+  return Float::f32;
+}
+
+struct Problem {
+  const float* x;
+  int64_t M, K;
+  Kind kind;
+  int group_size;
+  bool swiglu;
+  std::vector<Matrix> matrices;
+  std::vector<int64_t> first_task;  // of each matrix, and the total at the end
+};
+
+template <Float F>
+__attribute__((always_inline)) inline float scalar(const void* p, int64_t i) {
+  if constexpr (F == Float::f32) return static_cast<const float*>(p)[i];
+  const uint16_t bits = static_cast<const uint16_t*>(p)[i];
+  if constexpr (F == Float::bf16) return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+  return static_cast<float>(std::bit_cast<_Float16>(bits));
+}
+
+// Eight weights k..k+7 of a row, widened to float32.
+template <Kind KIND>
+__attribute__((always_inline)) inline v8 widen(const void* row, int64_t k) {
+  // k is a multiple of 8 (and never negative): shifts, not divisions, find its word.
+  if constexpr (is_q4(KIND)) {
+    const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
+    const uint32_t word = static_cast<const uint32_t*>(row)[k >> 3];
+    return __builtin_convertvector((v8i)(((v8u){} + word) >> shifts & 15u), v8);
+  } else {
+    // The 8 bytes in every quarter, then each byte moved to the bottom of its lane: in-lane moves, so GCC
+    // makes them one broadcast and one byte shuffle.
+    uint64_t bytes;
+    std::memcpy(&bytes, static_cast<const uint8_t*>(row) + k, sizeof bytes);
+    const v32b pick = {0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 20, 0, 0, 0, 21, 0, 0, 0, 22, 0, 0, 0, 23, 0, 0, 0};
+    const v32b spread = __builtin_shuffle((v32b)(v4q){bytes, bytes, bytes, bytes}, pick);
+    return __builtin_convertvector((v8i)((v8u)spread & 255u), v8);
+  }
+}
+
+// K rounded up to whole vectors; the padding holds zeros, which add nothing to a sum.
+inline int64_t padded(int64_t K) { return (K + 7) / 8 * 8; }
+
+// Calls use(i, vectors) for each 8 weights i * 8.. of rows n..n + C - 1 of W, widened to float32: the one
+// place weights are widened, so that every path multiplies by the same values.
+template <Kind KIND, int C, class Use>
+__attribute__((always_inline)) inline void each_vector(const Problem& p, const Matrix& w, int64_t n, Use use) {
+  const int64_t K = p.K;
+  v8 v[C];
+  // K is a whole number of groups, and a group of vectors.
+  const int64_t group = p.group_size, groups = K / group, words = K * (is_q4(KIND) ? 4 : 8) / 32;
+  const uint32_t* rows[C];
+  for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint32_t*>(w.values) + (n + c) * words;
+  for (int64_t g = 0; g < groups; ++g) {
+    float s[C], b[C];
+    for (int c = 0; c < C; ++c) {
+      s[c] = scalar<float_of(KIND)>(w.scales, (n + c) * groups + g);
+      b[c] = scalar<float_of(KIND)>(w.biases, (n + c) * groups + g);
+    }
+    for (int64_t k = g * group; k < (g + 1) * group; k += 8) {
+      for (int c = 0; c < C; ++c) v[c] = widen<KIND>(rows[c], k) * s[c] + b[c];
+      use(k >> 3, v);
+    }
+  }
+}
+
+// Row n of W as float32, as lane block `c` of a panel of C columns: vector i at (i * C + c) * 8.
+template <Kind KIND>
+__attribute__((always_inline)) inline void widen_row(const Problem& p, const Matrix& w, int64_t n, float* panel,
+                                                     int C, int c) {
+  each_vector<KIND, 1>(p, w, n, [&](int64_t i, const v8* v) { store8(panel + (i * C + c) * 8, v[0]); });
+}
+
+// y[r * ldy + c] = X[r] . W[n + c] for the R rows of one panel and C columns, each weight vector widened in
+// registers and used at once by every row (few rows: widening to memory would cost more than the products).
+// C columns at once give a few rows enough independent sums to hide the adds' latency. Each (row, column)
+// sums as dot_tile does, so its result is the same bits either way.
+template <Kind KIND, int R, int C>
+__attribute__((always_inline)) inline void fused_columns(const Problem& p, const Matrix& w, int64_t n, const float* X,
+                                                         float* y, int64_t ldy) {
+  v8 acc[R][C] = {};
+  each_vector<KIND, C>(p, w, n, [&](int64_t i, const v8* v) {
+    const float* x = X + i * R * 8;
+    for (int r = 0; r < R; ++r) {
+      const v8 xv = load8(x + r * 8);
+      for (int c = 0; c < C; ++c) acc[r][c] += xv * v[c];
+    }
+  });
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) y[r * ldy + c] = sum8(acc[r][c]);
+  }
+}
+
+// Columns [n0, n1) for the R rows of one panel: C at a time, then one by one.
+template <Kind KIND, int R>
+__attribute__((always_inline)) inline void fused_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
+                                                       const float* X, float* Y, int64_t ldy) {
+  constexpr int C = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // R x C sums, and C widened vectors, fit in 16 registers
+  int64_t n = n0;
+  for (; n + C <= n1; n += C) fused_columns<KIND, R, C>(p, w, n, X, Y + (n - n0), ldy);
+  for (; n < n1; ++n) fused_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+}
+
+// Rows [n0, n1) of W as float32 panels of COLUMN_TILE columns (the last may have one), panel j at j * 2 * padded(K).
+template <Kind KIND>
+__attribute__((always_inline)) inline const float* widen_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
+                                                               float* out) {
+  const int64_t Kp = padded(p.K);
+  for (int64_t n = n0; n < n1; ++n) {
+    const int64_t first = n0 + (n - n0) / COLUMN_TILE * COLUMN_TILE;
+    const int C = static_cast<int>(std::min<int64_t>(COLUMN_TILE, n1 - first));
+    widen_row<KIND>(p, w, n, out + (first - n0) * Kp, C, static_cast<int>(n - first));
+  }
+  return out;
+}
+
+// Y[r, c] = X[r] . W[c] for a panel of R rows and one of C columns: each loaded weight vector serves R rows,
+// each row vector C columns. Every (r, c) sums in the same order for any R and C: a row's result does not
+// depend on the rows that share its panel.
+template <int R, int C>
+__attribute__((always_inline)) inline void dot_tile(const float* X, const float* W, int64_t vectors, float* Y,
+                                                    int64_t ldy) {
+  v8 acc[R][C] = {};
+  for (int64_t i = 0; i < vectors; ++i, X += R * 8, W += C * 8) {
+    v8 w[C];
+    for (int c = 0; c < C; ++c) w[c] = load8(W + c * 8);
+    for (int r = 0; r < R; ++r) {
+      const v8 xv = load8(X + r * 8);
+      for (int c = 0; c < C; ++c) acc[r][c] += xv * w[c];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) Y[r * ldy + c] = sum8(acc[r][c]);
+  }
+}
+
+template <int R>
+__attribute__((always_inline)) inline void dot_panel(const float* X, int64_t Kp, const float* W, int64_t columns,
+                                                     float* Y, int64_t ldy) {
+  int64_t c = 0;
+  for (; c + COLUMN_TILE <= columns; c += COLUMN_TILE) dot_tile<R, COLUMN_TILE>(X, W + c * Kp, Kp / 8, Y + c, ldy);
+  if (c < columns) dot_tile<R, 1>(X, W + c * Kp, Kp / 8, Y + c, ldy);
+}
+
+// Y (M x columns, leading dimension ldy) = X . W.T, from pack_rows' panels (ROW_TILE rows, then single rows)
+// and widen_block's: each panel of rows sweeps the block of W while it stays in the nearest cache.
+__attribute__((always_inline)) inline void dots(const float* X, int64_t M, int64_t Kp, const float* W, int64_t columns,
+                                                float* Y, int64_t ldy) {
+  int64_t m = 0;
+  for (; m + ROW_TILE <= M; m += ROW_TILE) dot_panel<ROW_TILE>(X + m * Kp, Kp, W, columns, Y + m * ldy, ldy);
+  for (; m < M; ++m) dot_panel<1>(X + m * Kp, Kp, W, columns, Y + m * ldy, ldy);
+}
+
+// Y (M x (n1 - n0), leading dimension ldy) = X . W[n0:n1].T: few rows widen in registers, more widen the
+// block once into `buffer` for all their panels.
+template <Kind KIND>
+__attribute__((always_inline)) inline void columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
+                                                   const float* X, float* Y, int64_t ldy, float* buffer) {
+  if (p.M > FUSED_ROWS) {
+    dots(X, p.M, padded(p.K), widen_block<KIND>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
+    return;
+  }
+  switch (p.M) {
+    case 8: return fused_block<KIND, 8>(p, w, n0, n1, X, Y, ldy);
+    case 7: return fused_block<KIND, 7>(p, w, n0, n1, X, Y, ldy);
+    case 6: return fused_block<KIND, 6>(p, w, n0, n1, X, Y, ldy);
+    case 5: return fused_block<KIND, 5>(p, w, n0, n1, X, Y, ldy);
+    case 4: return fused_block<KIND, 4>(p, w, n0, n1, X, Y, ldy);
+    case 3: return fused_block<KIND, 3>(p, w, n0, n1, X, Y, ldy);
+    case 2: return fused_block<KIND, 2>(p, w, n0, n1, X, Y, ldy);
+    default: return fused_block<KIND, 1>(p, w, n0, n1, X, Y, ldy);
+  }
+}
+
+template <Kind KIND>
+__attribute__((always_inline)) inline void block(const Problem& p, const float* X, int64_t task,
+                                                 std::vector<float>& scratch) {
+  const int64_t index = std::upper_bound(p.first_task.begin(), p.first_task.end(), task) - p.first_task.begin() - 1;
+  const Matrix& w = p.matrices[index];
+  const int64_t n0 = (task - p.first_task[index]) * COLUMNS, n1 = std::min(n0 + COLUMNS, w.N), width = n1 - n0;
+  const int64_t panel = p.M > FUSED_ROWS ? COLUMNS * padded(p.K) : 0;
+  if (!p.swiglu) {
+    scratch.resize(panel);
+    columns<KIND>(p, w, n0, n1, X, w.out + n0, w.N, scratch.data());
+    return;
+  }
+  // silu(x . gate) * (x . up), for the same columns of both.
+  scratch.resize(panel + 2 * p.M * COLUMNS);
+  float* gate = scratch.data() + panel;
+  float* up = gate + p.M * COLUMNS;
+  columns<KIND>(p, w, n0, n1, X, gate, COLUMNS, scratch.data());
+  columns<KIND>(p, p.matrices[1], n0, n1, X, up, COLUMNS, scratch.data());
+  for (int64_t m = 0; m < p.M; ++m) {
+    for (int64_t c = 0; c < width; ++c) {
+      const float g = gate[m * COLUMNS + c];
+      w.out[m * w.N + n0 + c] = g / (1.0f + std::exp(-g)) * up[m * COLUMNS + c];
+    }
+  }
+}
+
+// The task runners, one per family of kinds (each file cloned per x86 level).
+void run_q4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+void run_q8(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+
+}  // namespace mlxchat::matmul
