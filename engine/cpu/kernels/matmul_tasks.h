@@ -243,6 +243,13 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
   }
 }
 
+// Task `task` of `p`, for whichever of KINDS p holds: the body of each file's runner.
+template <Kind... KINDS>
+__attribute__((always_inline)) inline void run_kinds(const Problem& p, const float* X, int64_t task,
+                                                     std::vector<float>& scratch) {
+  ((p.kind == KINDS ? block<KINDS>(p, X, task, scratch) : void()), ...);
+}
+
 // The task runners, one per family of kinds (each file cloned per x86 level).
 void run_q4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_q8(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
