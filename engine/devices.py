@@ -29,11 +29,16 @@ def use_exact_matmuls(exact: bool) -> str:
     return ""
 
 
-def batching_note(kind: str, dtype: str) -> str:
-    """Whether a batched reply is the same as the prompt's reply alone on this device and dtype, in words."""
+def batching_note(kind: str, dtype: str, kernels: bool = False) -> str:
+    """Whether a batched reply is the same as the prompt's reply alone on this device and dtype, in words.
+
+    `kernels`: the quantized layers are multiplied by mlxchat's compiled matmul (engine.cpu.stored), whose
+    rows do not depend on the rows beside them."""
     tf32 = kind == "cuda" and os.environ.get(TF32_VARIABLE, "1") != "0"
     if dtype == "float32" and not tf32:
         return "batched replies match each prompt's alone (float32, full precision)"
+    if kernels:
+        return f"batched replies match each prompt's alone ({dtype} through mlxchat's kernels, float32 sums)"
     why = "TF32 matmuls (exact = false)" if dtype == "float32" else f"{dtype} on {'the CPU' if kind == 'cpu' else 'a GPU'}"
     return f"batched replies can differ from each prompt's alone: {why} round differently by batch size"
 

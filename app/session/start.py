@@ -103,7 +103,7 @@ def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> St
         blas=blas_in_use().kind,
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
-        batching=batching_note(device_kind(), loaded.dtype),
+        batching=batching_note(device_kind(), loaded.dtype, loaded.kernel_matmuls),
     )
     try:
         tuned = load_tuning(loaded.model, tuning_file())

@@ -61,6 +61,8 @@ class LoadedModel:
     tuning: Tuning | None = None
     # How the slots may batch it, checked against mlx-lm alone at load (engine.loading.batch_check).
     batching: BatchCheck | None = None
+    # Whether its quantized layers are multiplied by the compiled kernels (engine.cpu.stored): batch-invariant.
+    kernel_matmuls: bool = False
 
     @property
     def kv_key(self) -> str:
@@ -290,4 +292,5 @@ def load_model(
         config=config,
         kv_footprint=kv,
         batching=batching,
+        kernel_matmuls=stored.holds_stored(model),
     )

@@ -40,6 +40,9 @@ def test_batching_note_says_where_batched_replies_can_differ(monkeypatch) -> Non
         assert batching_note(kind, dtype).startswith("batched replies match"), kind
     assert "bfloat16 on a GPU" in batching_note("cuda", "bfloat16")
     assert "q4 (group 32) on a GPU" in batching_note("metal", "q4 (group 32)")
+    # Quantized layers through the compiled kernels: a row's sums do not depend on the rows beside it.
+    assert batching_note("cpu", "q4/q8 (group 32)", kernels=True).startswith("batched replies match")
+    assert "q4/q8 (group 32) on the CPU" in batching_note("cpu", "q4/q8 (group 32)")
     monkeypatch.delenv(TF32_VARIABLE)
     assert "TF32" in batching_note("cuda", "float32")
     assert batching_note("metal", "float32").startswith("batched replies match")

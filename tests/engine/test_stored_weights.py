@@ -92,7 +92,7 @@ def test_a_quantized_model_loads_as_stored_and_batched_replies_equal_alone(tiny_
     sharing passes is the one it gets alone, token for token."""
     gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
     loaded = load_model(str(gguf), cache_dir=models_cache_dir())
-    assert stored.holds_stored(loaded.model) and loaded.dtype == "q4 (group 32)"
+    assert stored.holds_stored(loaded.model) and loaded.dtype == "q4 (group 32)" and loaded.kernel_matmuls
     engine = start_as_the_app(gguf, tmp_path / "cache")
     greedy = SamplingParams(max_tokens=8, ignore_eos=True)
     try:
