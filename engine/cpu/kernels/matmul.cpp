@@ -25,23 +25,31 @@ using namespace matmul;
 
 namespace {
 
-// X (M x K) as panels of `height` rows, then single rows: for each 8 k's, the panel's rows' vectors side by
-// side, so that one pointer walks a panel. Panel m0 starts at m0 * padded(K).
-void pack_rows(const float* X, int64_t M, int64_t K, int64_t height, float* out) {
-  const int64_t Kp = padded(K);
-  for (int64_t m0 = 0; m0 < M;) {
-    const int64_t R = m0 + height <= M ? height : 1;
-    float* panel = out + m0 * Kp;
-    for (int64_t r = 0; r < R; ++r) {
-      for (int64_t k = 0; k < Kp; ++k) panel[(k / 8 * R + r) * 8 + k % 8] = k < K ? X[(m0 + r) * K + k] : 0.0f;
-    }
-    m0 += R;
+// X (M x K), up to FUSED_ROWS rows, for fused_columns: for each 8 k's, the rows' vectors side by side.
+void pack_rows(const float* X, int64_t M, int64_t K, float* out) {
+  for (int64_t r = 0; r < M; ++r) {
+    for (int64_t k = 0; k < K; ++k) out[(k / 8 * M + r) * 8 + k % 8] = X[r * K + k];
+  }
+}
+
+// Rows [m0, m0 + R) of X (M x K) for outer_tile, at out + m0 * K: row r's k = 8i + l at (l * K / 8 + i) * R + r.
+void pack_lanes(const float* X, int64_t m0, int64_t R, int64_t K, float* out) {
+  float* panel = out + m0 * K;
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t k = 0; k < K; ++k) panel[(k % 8 * (K / 8) + k / 8) * R + r] = X[(m0 + r) * K + k];
   }
 }
 
 void run(const Problem& p, int threads) {
-  std::vector<float> X(p.M * padded(p.K));
-  pack_rows(p.x, p.M, p.K, p.M > FUSED_ROWS ? ROW_TILE : p.M, X.data());
+  std::vector<float> X(p.M * p.K);
+  if (p.M <= FUSED_ROWS) {
+    pack_rows(p.x, p.M, p.K, X.data());
+  } else {
+    parallel_for((p.M + ROW_TILE - 1) / ROW_TILE, threads, [&p, &X](int64_t panel) {
+      const int64_t m0 = panel * ROW_TILE;
+      pack_lanes(p.x, m0, std::min<int64_t>(ROW_TILE, p.M - m0), p.K, X.data());
+    });
+  }
   const auto run_task = is_q4(p.kind) ? run_q4 : run_q8;
   parallel_for(p.first_task.back(), threads, [&p, &X, run_task](int64_t task) {
     thread_local std::vector<float> scratch;

@@ -4,9 +4,9 @@
 //
 // The output columns are cut into blocks of COLUMNS; each block is a task. Up to FUSED_ROWS rows, a
 // task widens each weight vector in registers and every row uses it at once; more rows, it widens its
-// block of W to float32 once (in cache) and panels of rows take their dot products with it. Either
-// way each (row, column) sums 8 lanes at a time in the same order, whatever the number of rows: a
-// row's result does not depend on the rows beside it.
+// block of W to float32 once (in cache) and tiles of rows x columns take outer products with it, as a
+// BLAS does. Either way each (row, column) sums 8 lanes, each in the same order, and adds them in the
+// same order, whatever the number of rows: a row's result does not depend on the rows beside it.
 #pragma once
 
 #include <algorithm>
@@ -21,9 +21,9 @@
 namespace mlxchat::matmul {
 
 constexpr int64_t COLUMNS = 32;  // output columns of one task
-constexpr int ROW_TILE = 6;     // rows sharing each loaded weight vector
-constexpr int FUSED_ROWS = 8;   // up to this many rows, weights are widened in registers, not to memory
-constexpr int COLUMN_TILE = 2;  // columns sharing each loaded row vector
+constexpr int FUSED_ROWS = 8;     // up to this many rows, weights are widened in registers, not to memory
+constexpr int ROW_TILE = 6;       // more rows: rows sharing each loaded weight vector of an outer product
+constexpr int TILE_COLUMNS = 16;  // and columns sharing each row's weight (6 x 2 sums, 2 weights, 1 row: 15 registers)
 
 struct Matrix {
   const void* values;
@@ -83,9 +83,6 @@ __attribute__((always_inline)) inline v8 widen(const void* row, int64_t k) {
   }
 }
 
-// K rounded up to whole vectors; the padding holds zeros, which add nothing to a sum.
-inline int64_t padded(int64_t K) { return (K + 7) / 8 * 8; }
-
 // Calls use(i, vectors) for each 8 weights i * 8.. of rows n..n + C - 1 of W, widened to float32: the one
 // place weights are widened, so that every path multiplies by the same values.
 template <Kind KIND, int C, class Use>
@@ -109,17 +106,10 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
   }
 }
 
-// Row n of W as float32, as lane block `c` of a panel of C columns: vector i at (i * C + c) * 8.
-template <Kind KIND>
-__attribute__((always_inline)) inline void widen_row(const Problem& p, const Matrix& w, int64_t n, float* panel,
-                                                     int C, int c) {
-  each_vector<KIND, 1>(p, w, n, [&](int64_t i, const v8* v) { store8(panel + (i * C + c) * 8, v[0]); });
-}
-
 // y[r * ldy + c] = X[r] . W[n + c] for the R rows of one panel and C columns, each weight vector widened in
 // registers and used at once by every row (few rows: widening to memory would cost more than the products).
 // C columns at once give a few rows enough independent sums to hide the adds' latency. Each (row, column)
-// sums as dot_tile does, so its result is the same bits either way.
+// sums as outer_tile does, so its result is the same bits either way.
 template <Kind KIND, int R, int C>
 __attribute__((always_inline)) inline void fused_columns(const Problem& p, const Matrix& w, int64_t n, const float* X,
                                                          float* y, int64_t ldy) {
@@ -146,55 +136,36 @@ __attribute__((always_inline)) inline void fused_block(const Problem& p, const M
   for (; n < n1; ++n) fused_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
 }
 
-// Rows [n0, n1) of W as float32 panels of COLUMN_TILE columns (the last may have one), panel j at j * 2 * padded(K).
+// Rows [n0, n1) of W as float32 for outer_tile, in tiles of TILE_COLUMNS columns (the last padded with zeros):
+// tile t at t * TILE_COLUMNS * K holds weight 8i + l of its column c at (l * K / 8 + i) * TILE_COLUMNS + c.
+// Eight columns at a time, their vectors transposed in registers, so that a lane's 8 columns go out in one store.
 template <Kind KIND>
-__attribute__((always_inline)) inline const float* widen_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
-                                                               float* out) {
-  const int64_t Kp = padded(p.K);
-  for (int64_t n = n0; n < n1; ++n) {
-    const int64_t first = n0 + (n - n0) / COLUMN_TILE * COLUMN_TILE;
-    const int C = static_cast<int>(std::min<int64_t>(COLUMN_TILE, n1 - first));
-    widen_row<KIND>(p, w, n, out + (first - n0) * Kp, C, static_cast<int>(n - first));
+__attribute__((always_inline)) inline const float* widen_lanes(const Problem& p, const Matrix& w, int64_t n0,
+                                                               int64_t n1, float* out) {
+  const int64_t K = p.K, vectors = K / 8, width = n1 - n0;
+  if (width % TILE_COLUMNS) std::fill_n(out + width / TILE_COLUMNS * TILE_COLUMNS * K, TILE_COLUMNS * K, 0.0f);
+  int64_t n = n0;
+  for (; n + 8 <= n1; n += 8) {
+    float* tile = out + (n - n0) / TILE_COLUMNS * TILE_COLUMNS * K + (n - n0) % TILE_COLUMNS;
+    each_vector<KIND, 8>(p, w, n, [&](int64_t i, const v8* v) {
+      v8 lanes[8];
+      std::copy_n(v, 8, lanes);
+      transpose8(lanes);
+      for (int l = 0; l < 8; ++l) store8(tile + (l * vectors + i) * TILE_COLUMNS, lanes[l]);
+    });
+  }
+  for (; n < n1; ++n) {
+    float* tile = out + (n - n0) / TILE_COLUMNS * TILE_COLUMNS * K + (n - n0) % TILE_COLUMNS;
+    each_vector<KIND, 1>(p, w, n, [&](int64_t i, const v8* v) {
+      for (int l = 0; l < 8; ++l) tile[(l * vectors + i) * TILE_COLUMNS] = v[0][l];
+    });
   }
   return out;
 }
 
-// Y[r, c] = X[r] . W[c] for a panel of R rows and one of C columns: each loaded weight vector serves R rows,
-// each row vector C columns. Every (r, c) sums in the same order for any R and C: a row's result does not
-// depend on the rows that share its panel.
-template <int R, int C>
-__attribute__((always_inline)) inline void dot_tile(const float* X, const float* W, int64_t vectors, float* Y,
-                                                    int64_t ldy) {
-  v8 acc[R][C] = {};
-  for (int64_t i = 0; i < vectors; ++i, X += R * 8, W += C * 8) {
-    v8 w[C];
-    for (int c = 0; c < C; ++c) w[c] = load8(W + c * 8);
-    for (int r = 0; r < R; ++r) {
-      const v8 xv = load8(X + r * 8);
-      for (int c = 0; c < C; ++c) acc[r][c] += xv * w[c];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) Y[r * ldy + c] = sum8(acc[r][c]);
-  }
-}
-
-template <int R>
-__attribute__((always_inline)) inline void dot_panel(const float* X, int64_t Kp, const float* W, int64_t columns,
-                                                     float* Y, int64_t ldy) {
-  int64_t c = 0;
-  for (; c + COLUMN_TILE <= columns; c += COLUMN_TILE) dot_tile<R, COLUMN_TILE>(X, W + c * Kp, Kp / 8, Y + c, ldy);
-  if (c < columns) dot_tile<R, 1>(X, W + c * Kp, Kp / 8, Y + c, ldy);
-}
-
-// Y (M x columns, leading dimension ldy) = X . W.T, from pack_rows' panels (ROW_TILE rows, then single rows)
-// and widen_block's: each panel of rows sweeps the block of W while it stays in the nearest cache.
-__attribute__((always_inline)) inline void dots(const float* X, int64_t M, int64_t Kp, const float* W, int64_t columns,
-                                                float* Y, int64_t ldy) {
-  int64_t m = 0;
-  for (; m + ROW_TILE <= M; m += ROW_TILE) dot_panel<ROW_TILE>(X + m * Kp, Kp, W, columns, Y + m * ldy, ldy);
-  for (; m < M; ++m) dot_panel<1>(X + m * Kp, Kp, W, columns, Y + m * ldy, ldy);
-}
+// Y (M x width, leading dimension ldy) = X . W.T from pack_lanes' panels of X and widen_lanes' tiles of W,
+// by outer products (matmul_tiles.cpp: it does not depend on the kind of weights, so it is compiled once).
+void outer_products(const float* X, int64_t M, int64_t K, const float* W, int64_t width, float* Y, int64_t ldy);
 
 // Y (M x (n1 - n0), leading dimension ldy) = X . W[n0:n1].T: few rows widen in registers, more widen the
 // block once into `buffer` for all their panels.
@@ -202,7 +173,7 @@ template <Kind KIND>
 __attribute__((always_inline)) inline void columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                    const float* X, float* Y, int64_t ldy, float* buffer) {
   if (p.M > FUSED_ROWS) {
-    dots(X, p.M, padded(p.K), widen_block<KIND>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
+    outer_products(X, p.M, p.K, widen_lanes<KIND>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
     return;
   }
   switch (p.M) {
@@ -223,7 +194,7 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
   const int64_t index = std::upper_bound(p.first_task.begin(), p.first_task.end(), task) - p.first_task.begin() - 1;
   const Matrix& w = p.matrices[index];
   const int64_t n0 = (task - p.first_task[index]) * COLUMNS, n1 = std::min(n0 + COLUMNS, w.N), width = n1 - n0;
-  const int64_t panel = p.M > FUSED_ROWS ? COLUMNS * padded(p.K) : 0;
+  const int64_t panel = p.M > FUSED_ROWS ? COLUMNS * p.K : 0;
   if (!p.swiglu) {
     scratch.resize(panel);
     columns<KIND>(p, w, n0, n1, X, w.out + n0, w.N, scratch.data());

@@ -27,6 +27,25 @@ __attribute__((always_inline)) inline v8 load8(const float* p) {
 
 __attribute__((always_inline)) inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
+// v[c][l] becomes v[l][c]: three rounds of in-lane and cross-lane shuffles, as AVX transposes 8 x 8.
+__attribute__((always_inline)) inline void transpose8(v8 (&v)[8]) {
+  v8 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(v[i], v[i + 1], (v8i){0, 8, 1, 9, 4, 12, 5, 13});
+    t[i + 1] = __builtin_shuffle(v[i], v[i + 1], (v8i){2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int i = 0; i < 8; i += 4) {
+    for (int j = 0; j < 2; ++j) {
+      u[i + 2 * j] = __builtin_shuffle(t[i + j], t[i + j + 2], (v8i){0, 1, 8, 9, 4, 5, 12, 13});
+      u[i + 2 * j + 1] = __builtin_shuffle(t[i + j], t[i + j + 2], (v8i){2, 3, 10, 11, 6, 7, 14, 15});
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = __builtin_shuffle(u[i], u[i + 4], (v8i){0, 1, 2, 3, 8, 9, 10, 11});
+    v[i + 4] = __builtin_shuffle(u[i], u[i + 4], (v8i){4, 5, 6, 7, 12, 13, 14, 15});
+  }
+}
+
 // The lanes' sum, always in the same order.
 __attribute__((always_inline)) inline float sum8(v8 v) {
   return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
