@@ -12,11 +12,13 @@ from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.sampling import sample_rows
 from mlxchat.engine.slots import Slot
 
-# Most prompt tokens in one pass (all rows together) when no slot is streaming. On a CPU a pass is
-# compute-bound well below this (SmolLM2 float32, 2 cores of an AMD EPYC: 327 tok/s in 64-token
-# passes, 360 in 128, 298 in 256), so larger passes only delay the next decode step. A GPU reads
-# the weights once for many more tokens before it is compute-bound: not measured here (no GPU).
-PREFILL_BUDGET = 512
+# Most prompt tokens in one pass (all rows together) when no slot is streaming. On a CPU a pass's
+# rate rises up to about this size and falls beyond (SmolLM2 Q4_1 through the compiled matmul, 2 cores
+# of an AMD EPYC: 362 tok/s in 64-token passes, 431 in 256, 470-480 in 512-1024, 386 in 2048; float32
+# through the BLAS: 278, 350, 342-421, 337), and a burst of 8 chats' 130-token prompts is read in one
+# pass instead of three prompts first and the rest paced beside their streams. A GPU reads the weights
+# once for many more tokens before it is compute-bound: not measured here (no GPU).
+PREFILL_BUDGET = 1024
 GPU_BUDGET = 4096
 
 

@@ -32,6 +32,23 @@ def test_admitted_requests_step_to_their_ends_each_as_mlx_lm_alone(tokenizer) ->
         assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, GREEDY.max_tokens)[:-1]
 
 
+def test_a_burst_of_prompts_with_nothing_streaming_is_read_in_one_pass(tokenizer) -> None:
+    # Eight chats asking at once (the bench's short scenario): a pass of every prompt reads faster than
+    # a few prompts first and the rest paced beside their streams, and no first token comes later.
+    model = build_family("llama")
+    core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=8 * 256))
+    prompts = [[(11 * i + j) % 250 + 1 for j in range(128 - i)] for i in range(8)]
+    handles = [RequestHandle(i + 1, i) for i in range(8)]
+    for handle, prompt in zip(handles, prompts):
+        core.admit(Submit(handle, tokens=prompt, sampling=GREEDY))
+    core.step()
+    assert [s.state for s in core.snapshot().slots] == ["decoding"] * 8
+    while core.busy:
+        core.step()
+    for handle, prompt in zip(handles, prompts):
+        assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, GREEDY.max_tokens)[:-1]
+
+
 def test_a_request_for_a_busy_slot_is_refused_at_once(tokenizer) -> None:
     core = SlotScheduler(build_family("llama"), tokenizer, plan())
     core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=GREEDY))
