@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import mlx.core as mx
@@ -34,7 +33,7 @@ def kernel_attention(
         return None
     b, heads, n, dim = queries.shape
     work = heads * n * sum(lengths) * dim
-    threads = (os.cpu_count() or 1) if work >= THREADED_WORK else 1
+    threads = kernels.THREADS if work >= THREADED_WORK else 1
     row_array, length_array = slot_arrays() if slot_arrays else (mx.array(rows), mx.array(lengths))
     return ext.slot_attention(queries, keys, values, row_array, length_array, scale, threads)
 

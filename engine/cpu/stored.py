@@ -12,7 +12,6 @@ code calls them unchanged.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import mlx.core as mx
@@ -25,7 +24,6 @@ BITS = (4, 8)
 GROUP_SIZES = (32, 64, 128)
 # Below this many multiply-adds a call runs on one thread: waking the others would cost more.
 THREADED_WORK = 1 << 18
-THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def supported(module: Any) -> bool:
@@ -61,7 +59,7 @@ class Call:
         """For float32 rows x (M, K): the outputs (M, N)."""
         work = x.shape[0] * x.shape[1] * self._columns
         outs = kernels.status().module.weights_matmul(
-            x, self._arrays, *self._format, THREADS if work >= THREADED_WORK else 1
+            x, self._arrays, *self._format, kernels.THREADS if work >= THREADED_WORK else 1
         )
         return [out if bias is None else out + bias for out, bias in zip(outs, self._biases)]
 

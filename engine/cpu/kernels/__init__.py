@@ -13,6 +13,8 @@ from functools import cache
 from typing import Any
 
 OFF_VARIABLE = "MLXCHAT_KERNELS"
+# The cores a threaded kernel call spreads over: those this process may run on.
+THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)

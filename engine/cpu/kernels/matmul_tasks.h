@@ -21,6 +21,7 @@
 namespace mlxchat::matmul {
 
 constexpr int64_t COLUMNS = 32;  // output columns of one task
+constexpr int AHEAD = 8;          // rows of W ahead of use that the widening prefetches
 constexpr int FUSED_ROWS = 8;     // up to this many rows, weights are widened in registers, not to memory
 constexpr int ROW_TILE = 6;       // more rows: rows sharing each loaded weight vector of an outer product
 constexpr int TILE_COLUMNS = 16;  // and columns sharing each row's weight (6 x 2 sums, 2 weights, 1 row: 15 registers)
@@ -94,6 +95,8 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
   const uint32_t* rows[C];
   for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint32_t*>(w.values) + (n + c) * words;
   for (int64_t g = 0; g < groups; ++g) {
+    // The same group of a row AHEAD rows on, ahead of its use.
+    for (int c = 0; c < C; ++c) __builtin_prefetch(rows[c] + AHEAD * words + g * group * (is_q4(KIND) ? 4 : 8) / 32);
     float s[C], b[C];
     for (int c = 0; c < C; ++c) {
       s[c] = scalar<float_of(KIND)>(w.scales, (n + c) * groups + g);

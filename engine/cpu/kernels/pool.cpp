@@ -30,16 +30,38 @@ inline void relax() {
 #endif
 }
 
+// The tasks are cut into one contiguous span per thread, each walked in order from its start: a thread then
+// reads the weights of neighbouring tasks one after another, which the hardware prefetcher follows (tasks
+// handed out in turn made each thread skip every other block: 3.6 GB/s read from memory, not 10). A thread
+// done with its span takes what is left of the others'.
 struct Job {
+  struct Span {
+    alignas(64) std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+
   const std::function<void(int64_t)>* task;
   int64_t tasks;
   int helpers;  // workers with a lower index join this job
-  std::atomic<int64_t> next{0}, done{0};
+  std::unique_ptr<Span[]> spans;
+  std::atomic<int64_t> done{0};
 
-  void work() {
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-      (*task)(i);
-      done.fetch_add(1, std::memory_order_release);
+  Job(const std::function<void(int64_t)>* task, int64_t tasks, int helpers)
+      : task(task), tasks(tasks), helpers(helpers), spans(new Span[helpers + 1]) {
+    for (int i = 0; i <= helpers; ++i) {
+      spans[i].next.store(tasks * i / (helpers + 1), std::memory_order_relaxed);
+      spans[i].end = tasks * (i + 1) / (helpers + 1);
+    }
+  }
+
+  // The work of thread `own` (0: the caller; worker i: i + 1): its span, then the others'.
+  void work(int own) {
+    for (int k = 0; k <= helpers; ++k) {
+      Span& span = spans[(own + k) % (helpers + 1)];
+      for (int64_t i; (i = span.next.fetch_add(1, std::memory_order_relaxed)) < span.end;) {
+        (*task)(i);
+        done.fetch_add(1, std::memory_order_release);
+      }
     }
   }
 };
@@ -57,17 +79,14 @@ class Pool {
       const int index = static_cast<int>(workers_.size());
       workers_.emplace_back([this, index] { loop(index); });
     }
-    auto job = std::make_shared<Job>();
-    job->task = &task;
-    job->tasks = tasks;
-    job->helpers = helpers;
+    auto job = std::make_shared<Job>(&task, tasks, helpers);
     {
       std::lock_guard lock(mutex_);
       job_ = job;
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    job->work();
+    job->work(0);
     // A task a worker took is finished before `task` goes out of scope; one that found none left never calls it.
     while (job->done.load(std::memory_order_acquire) < tasks) relax();
     std::lock_guard lock(mutex_);
@@ -90,7 +109,7 @@ class Pool {
         seen = generation_.load(std::memory_order_acquire);
         job = job_;
       }
-      if (job && index < job->helpers) job->work();
+      if (job && index < job->helpers) job->work(index + 1);
     }
   }
 
