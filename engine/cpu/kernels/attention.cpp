@@ -45,38 +45,49 @@ inline float exp_nonpositive(float x) {
   return std::bit_cast<float>(bits) * p;
 }
 
-// C (M x N) += A (M x K) . B (K x N), row-major with leading dimensions: tiles of R rows x 16 outputs
-// kept in registers (2R vectors), so each loaded B vector serves R rows.
-template <int R>
+// C (M x N) += A (M x K) . B (K x N), row-major with leading dimensions: tiles of R rows x 8V outputs
+// kept in registers (R x V vectors), so each loaded B vector serves R rows and the sums form R x V
+// independent chains. Every output sums over k in order, whatever the tile: the same bits for any M.
+template <int R, int V>
 __attribute__((always_inline)) inline void tile(const float* A, int64_t lda, const float* B, int64_t ldb, float* out,
                                                 int64_t ldc, int64_t K) {
-  v8 acc[R][2];
+  v8 acc[R][V];
   for (int r = 0; r < R; ++r) {
-    acc[r][0] = load8(out + r * ldc);
-    acc[r][1] = load8(out + r * ldc + 8);
+    for (int v = 0; v < V; ++v) acc[r][v] = load8(out + r * ldc + 8 * v);
   }
   for (int64_t k = 0; k < K; ++k) {
-    const v8 b0 = load8(B + k * ldb), b1 = load8(B + k * ldb + 8);
+    v8 b[V];
+    for (int v = 0; v < V; ++v) b[v] = load8(B + k * ldb + 8 * v);
     for (int r = 0; r < R; ++r) {
       const float a = A[r * lda + k];
-      acc[r][0] += a * b0;
-      acc[r][1] += a * b1;
+      for (int v = 0; v < V; ++v) acc[r][v] += a * b[v];
     }
   }
   for (int r = 0; r < R; ++r) {
-    store8(out + r * ldc, acc[r][0]);
-    store8(out + r * ldc + 8, acc[r][1]);
+    for (int v = 0; v < V; ++v) store8(out + r * ldc + 8 * v, acc[r][v]);
   }
+}
+
+// Columns [n0, n0 + 8V) of C for every row: R rows at a time, then one by one.
+template <int R, int V>
+__attribute__((always_inline)) inline void column_tiles(const float* A, int64_t lda, const float* B, int64_t ldb,
+                                                        float* out, int64_t ldc, int64_t M, int64_t K) {
+  int64_t m0 = 0;
+  for (; m0 + R <= M; m0 += R) tile<R, V>(A + m0 * lda, lda, B, ldb, out + m0 * ldc, ldc, K);
+  for (; m0 < M; ++m0) tile<1, V>(A + m0 * lda, lda, B, ldb, out + m0 * ldc, ldc, K);
 }
 
 __attribute__((always_inline)) inline void gemm_acc(const float* A, int64_t lda, const float* B, int64_t ldb,
                                                     float* out, int64_t ldc, int64_t M, int64_t N, int64_t K) {
   int64_t n0 = 0;
-  for (; n0 + 16 <= N; n0 += 16) {
-    int64_t m0 = 0;
-    for (; m0 + 4 <= M; m0 += 4) tile<4>(A + m0 * lda, lda, B + n0, ldb, out + m0 * ldc + n0, ldc, K);
-    for (; m0 < M; ++m0) tile<1>(A + m0 * lda, lda, B + n0, ldb, out + m0 * ldc + n0, ldc, K);
+  // A decode step's few rows (a head group's queries) need the wide tiles' independent sums; a prompt's
+  // many rows are quicker in taller ones (fewer B loads per multiply-add).
+  if (M <= 8) {
+    for (; n0 + 32 <= N; n0 += 32) column_tiles<2, 4>(A, lda, B + n0, ldb, out + n0, ldc, M, K);
+  } else {
+    for (; n0 + 16 <= N; n0 += 16) column_tiles<4, 2>(A, lda, B + n0, ldb, out + n0, ldc, M, K);
   }
+  for (; n0 + 8 <= N; n0 += 8) column_tiles<4, 1>(A, lda, B + n0, ldb, out + n0, ldc, M, K);
   for (; n0 < N; ++n0)
     for (int64_t m = 0; m < M; ++m) {
       float sum = out[m * ldc + n0];
@@ -131,8 +142,19 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
   const int64_t key_end = std::min(k1, std::max<int64_t>(0, first + q1));  // the last query sees keys < first + q1
   for (int64_t j0 = k0; j0 < key_end; j0 += KEY_BLOCK) {
     const int64_t j1 = std::min(j0 + KEY_BLOCK, key_end), nj = j1 - j0;
-    // The block's keys transposed (D x KEY_BLOCK): a row's scores are then sums of whole vectors.
-    for (int64_t j = 0; j < nj; ++j) {
+    // The block's keys transposed (D x KEY_BLOCK): a row's scores are then sums of whole vectors. Eight
+    // keys by eight dimensions at a time in registers: a decode step's few rows cannot amortize a
+    // transpose one float at a time (it cost as much as their scores).
+    int64_t j = 0;
+    for (; D % 8 == 0 && j + 8 <= nj; j += 8) {
+      for (int64_t d = 0; d < D; d += 8) {
+        v8 t[8];
+        for (int i = 0; i < 8; ++i) t[i] = load8(K + (j0 + j + i) * p.ks[2] + d);
+        transpose8(t);
+        for (int i = 0; i < 8; ++i) store8(Kt + (d + i) * KEY_BLOCK + j, t[i]);
+      }
+    }
+    for (; j < nj; ++j) {
       const float* kj = K + (j0 + j) * p.ks[2];
       for (int64_t d = 0; d < D; ++d) Kt[d * KEY_BLOCK + j] = kj[d];
     }
