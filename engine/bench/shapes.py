@@ -43,6 +43,8 @@ SHAPES = {
     "135M": Shape(576, 30, 9, 3, 1536, 49152, True, "SmolLM2-135M"),
     "1B": Shape(2048, 16, 32, 8, 8192, 32000, True, "Llama-3.2-1B with a 32k vocabulary"),
     "8B": Shape(4096, 32, 32, 8, 14336, 128256, False, "Llama-3.1-8B"),
+    # Little arithmetic in many layers: a step costs what its operations cost to issue, not their math.
+    "narrow": Shape(64, 30, 4, 2, 256, 2048, True, "no public model: 30 layers 64 wide, overhead only"),
 }
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlxchat.engine.cpu import activations, stored
+from mlxchat.engine.cpu import activations, layer_ops, stored
 from mlxchat.engine.cpu.blas import SingleThreadedBlas
 
 LLAMA_MODULE = "mlx_lm.models.llama"
@@ -144,6 +144,11 @@ class CpuLlama:
         else:
             self._head = _Weight(head.weight)
             self._layers = [_FloatLayer(layer) for layer in self.inner.layers]
+        # Each layer's norms and RoPE, compiled where they run (one operation each, not tens).
+        self._norms = [(layer_ops.norm(layer.input_layernorm), layer_ops.norm(layer.post_attention_layernorm))
+                       for layer in self.inner.layers]
+        self._final_norm = layer_ops.norm(self.inner.norm)
+        self._ropes = [layer_ops.Rope(layer.self_attn.rope) for layer in self.inner.layers]
 
     def body(self, inputs: mx.array, caches: list[Any]) -> mx.array:
         """What `model.model(inputs, caches)` returns; `caches` are the engine's slot caches."""
@@ -161,11 +166,11 @@ class CpuLlama:
         # Every group's tokens as rows (tokens, hidden): what the matmuls take, with no reshape around them.
         h = mx.concatenate([inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size)
                             for inputs, _ in groups], axis=0)
-        for i, (layer, weights) in enumerate(zip(inner.layers, self._layers)):
+        for i, (layer, weights, (first, second)) in enumerate(zip(inner.layers, self._layers, self._norms)):
             caches = [layer_caches[i] for _, layer_caches in groups]
-            h = h + self._attend(layer.self_attn, layer.input_layernorm(h), caches, shapes, weights)
-            h = h + weights.mlp(layer.post_attention_layernorm(h), self._other)
-        h = inner.norm(h)
+            h = h + self._attend(layer.self_attn, self._ropes[i], first(h), caches, shapes, weights)
+            h = h + weights.mlp(second(h), self._other)
+        h = self._final_norm(h)
         out, start = [], 0
         for b, n in shapes:
             out.append(h[start : start + b * n].reshape(b, n, -1))
@@ -179,7 +184,8 @@ class CpuLlama:
         return self._head.rows(states)[0]
 
     def _attend(
-        self, attn: Any, x: mx.array, caches: list[Any], shapes: list[tuple[int, int]], weights: Any
+        self, attn: Any, rope: layer_ops.Rope, x: mx.array, caches: list[Any], shapes: list[tuple[int, int]],
+        weights: Any
     ) -> mx.array:
         """Self-attention for x (tokens of every group, hidden): projections once, attention group by group."""
         queries_all, keys_all, values_all = weights.qkv(x, self._other)
@@ -188,12 +194,11 @@ class CpuLlama:
             # One group takes the arrays whole: no slice to build and evaluate in each of the layers.
             part = [a if len(shapes) == 1 else a[start : start + b * n] for a in (queries_all, keys_all, values_all)]
             start += b * n
-            queries = part[0].reshape(b, n, attn.n_heads, -1).transpose(0, 2, 1, 3)
-            grouped.append(attn.rope(queries, offset=cache.offset))
+            offsets = cache.layout.offsets
+            grouped.append(rope(part[0], b, attn.n_heads, cache.offset, offsets))
             with mx.stream(self._other):
-                keys = part[1].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
                 values = part[2].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
-                keys = attn.rope(keys, offset=cache.offset)
+                keys = rope(part[1], b, attn.n_kv_heads, cache.offset, offsets)
             writes.append((cache, keys, values))
         # Every group's K/V is written before any attends: each write can then update the buffer in
         # place (an earlier version still read by attention would make MLX copy the whole buffer).

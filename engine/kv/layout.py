@@ -46,6 +46,13 @@ class PassLayout:
             self._masks[key] = mx.array(self.rows[part], mx.int32), mx.array(self.lengths[part], mx.int32)
         return self._masks[key]
 
+    def offsets(self) -> mx.array:
+        """Each row's start as an int32 array (B,), made once for all layers."""
+        key = ("offsets",)
+        if key not in self._masks:
+            self._masks[key] = mx.array(self.starts, mx.int32)
+        return self._masks[key]
+
     def valid(self) -> mx.array:
         """(rows, 1, 1, longest) mask of each row's own tokens, made once for all layers."""
         if self._valid is None:

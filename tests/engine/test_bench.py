@@ -104,7 +104,7 @@ def test_run_bench_report_table_and_json(tiny: LoadedModel, tmp_path: Path) -> N
 
 def test_a_shape_builds_a_random_llama_that_every_engine_runs() -> None:
     assert {name: round(shape.parameters() / 1e6) for name, shape in SHAPES.items()} == {
-        "135M": 135, "1B": 1039, "8B": 8030,
+        "135M": 135, "1B": 1039, "8B": 8030, "narrow": 2,
     }
     loaded = build_shape("135M")
     inner = loaded.model.model

@@ -58,6 +58,62 @@ def test_kernel_attention_equals_mlx(heads, kv_heads, n_new, rows, lengths):
         assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item(), (threads, mx.abs(got - want).max().item())
 
 
+def test_queries_given_as_any_view_are_read_as_their_values():
+    import mlx.core as mx
+
+    k = mx.random.normal((2, 2, 64, 16), key=mx.random.key(1))
+    q = mx.random.normal((2, 4, 16, 3), key=mx.random.key(3)).swapaxes(2, 3)  # last axis strided
+    want = reference(q, k, k, [1, 0], [40, 3], 0.25)
+    got = kernels.status().module.slot_attention(q, k, k, mx.array([1, 0]), mx.array([40, 3]), 0.25, 2)
+    assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item()
+
+
+def test_rms_norm_equals_mlx_for_rows_and_views():
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    x = mx.random.normal((7, 96), key=mx.random.key(7)) * 3
+    weight = mx.random.normal((96,), key=mx.random.key(8))
+    for rows in (x, x[::2], mx.random.normal((96, 5), key=mx.random.key(9)).T):  # contiguous, strided, transposed
+        got, want = ext.rms_norm(rows, weight, 1e-5), mx.fast.rms_norm(rows, weight, 1e-5)
+        assert mx.allclose(got, want, atol=1e-5, rtol=1e-5).item(), mx.abs(got - want).max().item()
+
+
+@pytest.mark.parametrize("traditional, dims, scale", [(False, 32, 1.0), (True, 32, 0.25), (False, 16, 1.0)])
+def test_rope_over_rows_equals_mlx(traditional, dims, scale):
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    from mlxchat.engine.cpu.layer_ops import Rope
+
+    batch, length, heads, dim = 3, 5, 4, 32
+    rows = mx.random.normal((batch * length, heads * dim), key=mx.random.key(10))
+    module = nn.RoPE(dims, traditional=traditional, base=50000.0, scale=scale)
+    as_heads = rows.reshape(batch, length, heads, dim).transpose(0, 2, 1, 3)
+    for offset in (7, mx.array([0, 40, 3000])):
+        offsets = mx.array([offset] * batch if isinstance(offset, int) else offset, mx.int32)
+        got = Rope(module)(rows, batch, heads, offset, lambda: offsets)
+        assert mx.allclose(got, module(as_heads, offset=offset), atol=2e-5, rtol=1e-5).item()
+
+
+def test_llama3_rope_goes_through_the_kernel_and_others_keep_their_module():
+    import mlx.core as mx
+    from mlx_lm.models.rope_utils import Llama3RoPE, SuScaledRoPE
+
+    from mlxchat.engine.cpu.layer_ops import Rope
+
+    llama3 = Llama3RoPE(32, traditional=False, base=500000.0,
+                        scaling_config={"factor": 8.0, "original_max_position_embeddings": 8192})
+    rows = mx.random.normal((2 * 3, 2 * 32), key=mx.random.key(11))
+    offsets = mx.array([5, 9000], mx.int32)
+    got = Rope(llama3)(rows, 2, 2, offsets, lambda: offsets)
+    want = llama3(rows.reshape(2, 3, 2, 32).transpose(0, 2, 1, 3), offset=offsets)
+    assert mx.allclose(got, want, atol=2e-4, rtol=1e-5).item(), mx.abs(got - want).max().item()
+    scaled = SuScaledRoPE(32, max_position_embeddings=4096, original_max_position_embeddings=1024,
+                          short_factor=[1.0] * 16, long_factor=[2.0] * 16)
+    assert Rope(scaled)._inverse is None  # its own module: the kernel does not scale its output
+
+
 def test_a_rows_result_is_bit_identical_whatever_shares_its_pass():
     import mlx.core as mx
 

@@ -301,7 +301,15 @@ void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   encoder.set_input_array(rows);
   encoder.set_input_array(lengths);
   encoder.set_output_array(out);
-  encoder.dispatch([p, threads = threads_]() { run(p, threads); });
+  encoder.dispatch([p, q, threads = threads_]() mutable {
+    // Queries whose last axis is not contiguous are gathered first (they are usually a fresh output).
+    std::vector<float> gathered;
+    if (q.strides()[3] != 1) {
+      p.q = row_major(q, gathered);
+      p.qs[0] = q.shape(1) * q.shape(2) * q.shape(3), p.qs[1] = q.shape(2) * q.shape(3), p.qs[2] = q.shape(3);
+    }
+    run(p, threads);
+  });
 }
 
 bool SlotAttention::is_equivalent(const mx::Primitive& other) const {
@@ -327,11 +335,10 @@ mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array
   auto last_contiguous = [&](const mx::array& a) {
     return a.ndim() == 4 && a.strides()[3] == 1 ? a : mx::contiguous(a, false, stream);
   };
-  auto qc = mx::contiguous(q, false, stream);
   return mx::array(
       {q.shape(0), q.shape(1), q.shape(2), v.shape(3)}, mx::float32,
       std::make_shared<SlotAttention>(stream, scale, threads),
-      {qc, last_contiguous(k), last_contiguous(v), mx::astype(rows, mx::int32, stream),
+      {q, last_contiguous(k), last_contiguous(v), mx::astype(rows, mx::int32, stream),
        mx::astype(lengths, mx::int32, stream)});
 }
 

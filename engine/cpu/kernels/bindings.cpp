@@ -4,6 +4,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "attention.h"
+#include "layer_ops.h"
 #include "matmul.h"
 
 namespace nb = nanobind;
@@ -38,6 +39,12 @@ NB_MODULE(_ext, m) {
       "x"_a, "weights"_a, "bits"_a, "group_size"_a, "swiglu"_a, "threads"_a,
       "x (M, K) @ W.T for each 4- or 8-bit weight W as stored, given as (values, scales, biases). With swiglu, "
       "gate and up give silu(x @ gate.T) * (x @ up.T).");
+  m.def("rms_norm", &mlxchat::rms_norm, "x"_a, "weight"_a, "eps"_a,
+        "x * rsqrt(mean(x ** 2, -1) + eps) * weight, row by row (float32, CPU): mx.fast.rms_norm as one operation.");
+  m.def("rope_rows", &mlxchat::rope_rows, "x"_a, "batch"_a, "heads"_a, "offsets"_a, "inverse"_a, "traditional"_a,
+        "scale"_a,
+        "Rotary embedding of rows x (batch * length, heads * dim) -> (batch, heads, length, dim), sequence b at "
+        "positions offsets[b] + i, pair f turned by position * scale * inverse[f] (float32, CPU).");
   m.def("isa", &isa, "The instruction set the kernels' code path was chosen for.");
   m.attr("mlx_version") = MLXCHAT_MLX_VERSION;
 }

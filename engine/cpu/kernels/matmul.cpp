@@ -40,7 +40,9 @@ void pack_lanes(const float* X, int64_t m0, int64_t R, int64_t K, float* out) {
   }
 }
 
-void run(const Problem& p, int threads) {
+void run(Problem p, const mx::array& x, int threads) {
+  std::vector<float> gathered;
+  p.x = row_major(x, gathered);
   std::vector<float> X(p.M * p.K);
   if (p.M <= FUSED_ROWS) {
     pack_rows(p.x, p.M, p.K, X.data());
@@ -70,7 +72,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   auto& encoder = mx::cpu::get_command_encoder(stream());
   const auto& x = inputs[0];
   for (const auto& a : inputs) encoder.set_input_array(a);
-  Problem p{x.data<float>(), x.shape(0), x.shape(1), kind_of(format_, inputs[2].dtype()), format_.group_size, swiglu_,
+  Problem p{nullptr, x.shape(0), x.shape(1), kind_of(format_, inputs[2].dtype()), format_.group_size, swiglu_,
             {}, {0}};
   for (size_t i = 0; 3 * i + 1 < inputs.size(); ++i) {
     float* out = nullptr;
@@ -84,7 +86,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
     if (swiglu_ && i == 1) break;  // the up projection shares the gate's tasks
     p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
   }
-  encoder.dispatch([p = std::move(p), threads = threads_]() { run(p, threads); });
+  encoder.dispatch([p = std::move(p), x, threads = threads_]() { run(p, x, threads); });
 }
 
 bool WeightsMatmul::is_equivalent(const mx::Primitive& other) const {
@@ -106,7 +108,7 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
   const size_t count = weights.size() / 3;
   if (swiglu && (count != 2 || weights[0].shape(0) != weights[3].shape(0))) fail("swiglu takes gate and up alike");
   auto stream = mx::default_stream(mx::Device::cpu);
-  std::vector<mx::array> inputs{mx::contiguous(x, false, stream)};
+  std::vector<mx::array> inputs{x};
   std::vector<mx::Shape> shapes;
   for (size_t i = 0; i < count; ++i) {
     const auto &values = weights[3 * i], &scales = weights[3 * i + 1], &biases = weights[3 * i + 2];
@@ -119,7 +121,7 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
         (scales.dtype() != mx::float32 && scales.dtype() != mx::float16 && scales.dtype() != mx::bfloat16)) {
       fail("scales and biases must be (N, K / group_size), all float32, float16 or bfloat16");
     }
-    for (const auto& a : {values, scales, biases}) inputs.push_back(mx::contiguous(a, false, stream));
+    for (const auto& a : {values, scales, biases}) inputs.push_back(contiguous_input(a, stream));
     if (!swiglu || i == 0) shapes.push_back({x.shape(0), static_cast<int>(N)});
   }
   return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),

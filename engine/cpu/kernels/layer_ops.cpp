@@ -1,0 +1,147 @@
+// RMSNorm and RoPE over a pass's rows on the CPU, each one primitive (layer_ops.h). Rows are
+// independent: a row's result does not depend on the rows beside it.
+
+#include "layer_ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "mlx/backend/cpu/encoder.h"
+#include "vectors.h"
+
+namespace mlxchat {
+
+namespace {
+
+MLXCHAT_CLONES void norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
+  for (int64_t r = 0; r < rows; ++r, x += D, out += D) {
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t d = 0; d < D; ++d) sum += x[d] * x[d];
+    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(D) + eps);
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) out[d] = x[d] * inv * weight[d];
+  }
+}
+
+struct Rope {
+  const float* x;          // (B * L, heads * D)
+  const int32_t* offsets;  // (B,), or one for all
+  const float* inverse;    // (dims / 2,) inverse frequencies
+  float* out;              // (B, heads, L, D)
+  int64_t B, L, heads, D, dims;
+  bool one_offset, traditional;
+  float scale;
+};
+
+MLXCHAT_CLONES void rope_rows_run(const Rope& p) {
+  const int64_t half = p.dims / 2;
+  std::vector<float> cosines(half), sines(half);
+  for (int64_t b = 0; b < p.B; ++b) {
+    for (int64_t i = 0; i < p.L; ++i) {
+      const float position = static_cast<float>(p.offsets[p.one_offset ? 0 : b] + i) * p.scale;
+      for (int64_t f = 0; f < half; ++f) {
+        const float theta = position * p.inverse[f];
+        cosines[f] = std::cos(theta);
+        sines[f] = std::sin(theta);
+      }
+      const float* row = p.x + (b * p.L + i) * p.heads * p.D;
+      for (int64_t h = 0; h < p.heads; ++h) {
+        const float* src = row + h * p.D;
+        float* dst = p.out + ((b * p.heads + h) * p.L + i) * p.D;
+        if (p.traditional) {
+          for (int64_t f = 0; f < half; ++f) {
+            const float a = src[2 * f], c = src[2 * f + 1];
+            dst[2 * f] = a * cosines[f] - c * sines[f];
+            dst[2 * f + 1] = a * sines[f] + c * cosines[f];
+          }
+        } else {
+#pragma omp simd
+          for (int64_t f = 0; f < half; ++f) {
+            const float a = src[f], c = src[f + half];
+            dst[f] = a * cosines[f] - c * sines[f];
+            dst[f + half] = a * sines[f] + c * cosines[f];
+          }
+        }
+        for (int64_t d = p.dims; d < p.D; ++d) dst[d] = src[d];
+      }
+    }
+  }
+}
+
+mx::Stream cpu_stream() { return mx::default_stream(mx::Device::cpu); }
+
+}  // namespace
+
+void RmsNorm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  const auto &x = inputs[0], &weight = inputs[1];
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  encoder.set_input_array(x);
+  encoder.set_input_array(weight);
+  encoder.set_output_array(out);
+  encoder.dispatch([x, w = weight.data<float>(), o = out.data<float>(), eps = eps_]() {
+    std::vector<float> copy;
+    const int64_t D = x.shape(-1);
+    norm_rows(row_major(x, copy), w, o, x.size() / D, D, eps);
+  });
+}
+
+bool RmsNorm::is_equivalent(const mx::Primitive& other) const {
+  return eps_ == static_cast<const RmsNorm&>(other).eps_;
+}
+
+mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps) {
+  if (x.dtype() != mx::float32 || weight.dtype() != mx::float32 || x.ndim() < 1 || weight.ndim() != 1 ||
+      weight.shape(0) != x.shape(-1)) {
+    throw std::invalid_argument("rms_norm: x (..., D) and weight (D,) float32");
+  }
+  auto s = cpu_stream();
+  return mx::array(x.shape(), mx::float32, std::make_shared<RmsNorm>(s, eps), {x, contiguous_input(weight, s)});
+}
+
+void RopeRows::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  const auto &x = inputs[0], &offsets = inputs[1], &inverse = inputs[2];
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  for (const auto& a : inputs) encoder.set_input_array(a);
+  encoder.set_output_array(out);
+  Rope p{nullptr, offsets.data<int32_t>(), inverse.data<float>(), out.data<float>(), out.shape(0), out.shape(2),
+         out.shape(1), out.shape(3), 2 * static_cast<int64_t>(inverse.size()), offsets.size() == 1, traditional_,
+         scale_};
+  encoder.dispatch([p, x]() mutable {
+    std::vector<float> copy;
+    p.x = row_major(x, copy);
+    rope_rows_run(p);
+  });
+}
+
+bool RopeRows::is_equivalent(const mx::Primitive& other) const {
+  const auto& o = static_cast<const RopeRows&>(other);
+  return traditional_ == o.traditional_ && scale_ == o.scale_;
+}
+
+mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& offsets, const mx::array& inverse,
+                    bool traditional, float scale) {
+  if (x.dtype() != mx::float32 || x.ndim() != 2 || batch <= 0 || heads <= 0 || x.shape(0) % batch != 0 ||
+      x.shape(1) % heads != 0) {
+    throw std::invalid_argument("rope_rows: x (batch * length, heads * dim) float32");
+  }
+  const int L = x.shape(0) / batch, D = x.shape(1) / heads;
+  if (inverse.dtype() != mx::float32 || inverse.ndim() != 1 || inverse.size() == 0 ||
+      2 * static_cast<int>(inverse.size()) > D) {
+    throw std::invalid_argument("rope_rows: inverse frequencies (pairs,) float32, two per pair within a head");
+  }
+  if (offsets.dtype() != mx::int32 || (offsets.size() != 1 && offsets.size() != static_cast<size_t>(batch))) {
+    throw std::invalid_argument("rope_rows: int32 offsets, one or one per sequence");
+  }
+  auto s = cpu_stream();
+  return mx::array({batch, heads, L, D}, mx::float32, std::make_shared<RopeRows>(s, traditional, scale),
+                   {x, contiguous_input(offsets, s), contiguous_input(inverse, s)});
+}
+
+}  // namespace mlxchat
