@@ -1,4 +1,4 @@
-"""A llama layer's RMSNorm and RoPE as one compiled operation each (kernels/layer_ops.cpp), where they run.
+"""A llama layer's RMSNorm, RoPE and SwiGLU as one compiled operation each (kernels/layer_ops.cpp), where they run.
 
 MLX's CPU backend has no kernel of its own for mx.fast.rms_norm and mx.fast.rope: it runs their
 fallbacks, about ten and thirty operations each. With two norms and two RoPEs a layer, they were
@@ -14,7 +14,7 @@ from typing import Any, Callable
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlxchat.engine.cpu import kernels
+from mlxchat.engine.cpu import activations, kernels
 
 
 def norm(module: Any) -> Callable[[mx.array], mx.array]:
@@ -24,6 +24,14 @@ def norm(module: Any) -> Callable[[mx.array], mx.array]:
         return module
     weight, eps = module.weight, module.eps
     return lambda x: ext.rms_norm(x, weight, eps) if x.dtype == mx.float32 else module(x)
+
+
+def swiglu(gate: mx.array, up: mx.array) -> mx.array:
+    """silu(gate) * up: one compiled operation where the kernels run (activations.swiglu is about eight)."""
+    ext = kernels.status().module
+    if ext is None or gate.dtype != mx.float32 or up.dtype != mx.float32:
+        return activations.swiglu(gate, up)
+    return ext.swiglu(gate, up)
 
 
 class Rope:

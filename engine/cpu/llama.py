@@ -8,7 +8,7 @@ same layers, same weights, its own way to cut them:
   matmul's output rows are split in two halves, computed at once on two MLX CPU streams (each
   stream is a thread) by a single-threaded BLAS: 52 ms at 1 row, 56 at 8. `cores` holds the
   BLAS at one thread while the engine works and gives its threads back when it is idle.
-- the SwiGLU's exp, which MLX's CPU backend evaluates one element at a time (engine.cpu.activations).
+- the SwiGLU's exp, which MLX's CPU backend evaluates one element at a time (engine.cpu.layer_ops).
 
 Quantized layers kept as stored (engine.cpu.stored) go to the compiled kernel instead, which uses
 every core in each call: q, k and v in one call, gate and up with the SwiGLU in another. Either
@@ -25,10 +25,14 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from mlxchat.engine.cpu import activations, layer_ops, stored
+from mlxchat.engine.cpu import layer_ops, stored
 from mlxchat.engine.cpu.blas import SingleThreadedBlas
 
 LLAMA_MODULE = "mlx_lm.models.llama"
+# Below this many weights in a layer's MLP (hidden x intermediate), a second stream costs more than it
+# saves: the bench's "narrow" llama (30 layers, 64 wide) evaluated a step at 8 rows in 9.2-10.2 ms
+# spread, 5.8-8.5 ms on one stream (best of 40, three runs each, AMD EPYC).
+SPREAD_WEIGHTS = 1 << 18
 
 
 def supports(model: Any, head: Any) -> bool:
@@ -85,12 +89,14 @@ class _Weight:
 
 
 class _FloatLayer:
-    """A decoder layer's float weights, multiplied through the BLAS, spread over two streams."""
+    """A decoder layer's float weights, multiplied through the BLAS: spread over two streams, or for a model
+    too narrow to gain from that (each split costs operations of its own), whole on one."""
 
-    def __init__(self, layer: Any) -> None:
+    def __init__(self, layer: Any, spread: bool) -> None:
         self.q, self.k, self.v, self.o, self.gate, self.up, self.down = (
             _Weight(m.weight, m.get("bias")) for m in _linears(layer)
         )
+        self.spread = spread
 
     def qkv(self, x: mx.array, other: mx.Stream) -> list[mx.array]:
         queries = self.q(x)
@@ -98,13 +104,14 @@ class _FloatLayer:
             return [queries, self.k(x), self.v(x)]
 
     def out(self, x: mx.array, other: mx.Stream) -> mx.array:
-        return self.o.split(x, other)
+        return self.o.split(x, other) if self.spread else self.o(x)
 
     def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
         gate = self.gate(x)
         with mx.stream(other):
             up = self.up(x)
-        return self.down.split(activations.swiglu(gate, up), other)
+        hidden = layer_ops.swiglu(gate, up)
+        return self.down.split(hidden, other) if self.spread else self.down(hidden)
 
 
 class _StoredLayer:
@@ -126,7 +133,7 @@ class _StoredLayer:
 
     def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
         hidden = [out for call in self._mlp for out in call.rows(x)]
-        return self._down.rows(hidden[0] if len(hidden) == 1 else activations.swiglu(*hidden))[0]
+        return self._down.rows(hidden[0] if len(hidden) == 1 else layer_ops.swiglu(*hidden))[0]
 
 
 class CpuLlama:
@@ -136,14 +143,18 @@ class CpuLlama:
         self.inner = model.model
         self.cores = SingleThreadedBlas()
         self._other: mx.Stream | None = None
-        # Whether work is spread over two MLX streams (float weights through the BLAS).
-        self._spread = not isinstance(head, (stored.StoredLinear, stored.StoredEmbedding))
-        if not self._spread:
+        args = self.inner.args
+        # Whether work is spread over two MLX streams: float weights through the BLAS, in a model wide enough.
+        self._spread = (
+            not isinstance(head, (stored.StoredLinear, stored.StoredEmbedding))
+            and args.hidden_size * args.intermediate_size >= SPREAD_WEIGHTS
+        )
+        if isinstance(head, (stored.StoredLinear, stored.StoredEmbedding)):
             self._head: Any = stored.Call([head])
             self._layers: list[Any] = [_StoredLayer(layer) for layer in self.inner.layers]
         else:
             self._head = _Weight(head.weight)
-            self._layers = [_FloatLayer(layer) for layer in self.inner.layers]
+            self._layers = [_FloatLayer(layer, self._spread) for layer in self.inner.layers]
         # Each layer's norms and RoPE, compiled where they run (one operation each, not tens).
         self._norms = [(layer_ops.norm(layer.input_layernorm), layer_ops.norm(layer.post_attention_layernorm))
                        for layer in self.inner.layers]
@@ -180,7 +191,7 @@ class CpuLlama:
     def head(self, states: mx.array) -> mx.array:
         """Logits for final hidden states."""
         if isinstance(self._head, _Weight):
-            return self._head.split(states, self._other)
+            return self._head.split(states, self._other) if self._spread else self._head(states)
         return self._head.rows(states)[0]
 
     def _attend(

@@ -79,6 +79,16 @@ def test_rms_norm_equals_mlx_for_rows_and_views():
         assert mx.allclose(got, want, atol=1e-5, rtol=1e-5).item(), mx.abs(got - want).max().item()
 
 
+def test_swiglu_equals_mlx_lm_s_over_the_whole_range_of_exp():
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    gate = mx.concatenate([mx.random.normal((4, 200), key=mx.random.key(12)) * 20, mx.array([[-100.0, 100.0] * 100])])
+    up = mx.random.normal(gate.shape, key=mx.random.key(13))
+    got, want = kernels.status().module.swiglu(gate, up), nn.silu(gate) * up
+    assert mx.allclose(got, want, atol=1e-5, rtol=1e-5).item(), mx.abs(got - want).max().item()
+
+
 @pytest.mark.parametrize("traditional, dims, scale", [(False, 32, 1.0), (True, 32, 0.25), (False, 16, 1.0)])
 def test_rope_over_rows_equals_mlx(traditional, dims, scale):
     import mlx.core as mx

@@ -29,22 +29,6 @@ constexpr int QUERY_BLOCK = 16;  // queries of one head group that share each ke
 constexpr int KEY_BLOCK = 64;    // keys whose scores are live at once (per query row)
 constexpr int KEY_SEGMENT = 512;  // keys of one work item: a longer row is split across the cores
 
-// e**x for x <= 0 (scores minus their max): MLX's own polynomial, vectorizable.
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -88.0f) * 1.442695f;
-  float n = std::floor(x + 0.5f);
-  float f = x - n;
-  float p = 1.535336188319500e-4f;
-  p = p * f + 1.339887440266574e-3f;
-  p = p * f + 9.618437357674640e-3f;
-  p = p * f + 5.550332471162809e-2f;
-  p = p * f + 2.402264791363012e-1f;
-  p = p * f + 6.931472028550421e-1f;
-  p = p * f + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  return std::bit_cast<float>(bits) * p;
-}
-
 // C (M x N) += A (M x K) . B (K x N), row-major with leading dimensions: tiles of R rows x 8V outputs
 // kept in registers (R x V vectors), so each loaded B vector serves R rows and the sums form R x V
 // independent chains. Every output sums over k in order, whatever the tile: the same bits for any M.
@@ -173,12 +157,12 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
         std::fill(sr, sr + nj, 0.0f);
         continue;
       }
-      const float correction = exp_nonpositive(m[r] - block_max);
+      const float correction = exp_poly(m[r] - block_max);
       m[r] = block_max;
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < nj; ++j) {
-        sr[j] = exp_nonpositive(sr[j] - block_max);
+        sr[j] = exp_poly(sr[j] - block_max);
         sum += sr[j];
       }
       l[r] = l[r] * correction + sum;
@@ -220,7 +204,7 @@ void merge(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t segments
     for (int64_t sgm = 0; sgm < segments; ++sgm) {
       const float* part = partials + (sgm * rows + r) * (Dv + 2);
       if (part[0] == -std::numeric_limits<float>::infinity()) continue;
-      const float w = exp_nonpositive(part[0] - m);
+      const float w = exp_poly(part[0] - m);
       l += part[1] * w;
       for (int64_t d = 0; d < Dv; ++d) dst[d] += part[2 + d] * w;
     }

@@ -41,6 +41,7 @@ NB_MODULE(_ext, m) {
       "gate and up give silu(x @ gate.T) * (x @ up.T).");
   m.def("rms_norm", &mlxchat::rms_norm, "x"_a, "weight"_a, "eps"_a,
         "x * rsqrt(mean(x ** 2, -1) + eps) * weight, row by row (float32, CPU): mx.fast.rms_norm as one operation.");
+  m.def("swiglu", &mlxchat::swiglu, "gate"_a, "up"_a, "silu(gate) * up (float32, CPU), as one operation.");
   m.def("rope_rows", &mlxchat::rope_rows, "x"_a, "batch"_a, "heads"_a, "offsets"_a, "inverse"_a, "traditional"_a,
         "scale"_a,
         "Rotary embedding of rows x (batch * length, heads * dim) -> (batch, heads, length, dim), sequence b at "

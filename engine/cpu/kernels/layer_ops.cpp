@@ -26,6 +26,11 @@ MLXCHAT_CLONES void norm_rows(const float* x, const float* weight, float* out, i
   }
 }
 
+MLXCHAT_CLONES void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] * up[i] / (1.0f + exp_poly(-gate[i]));
+}
+
 struct Rope {
   const float* x;          // (B * L, heads * D)
   const int32_t* offsets;  // (B,), or one for all
@@ -74,6 +79,27 @@ MLXCHAT_CLONES void rope_rows_run(const Rope& p) {
 mx::Stream cpu_stream() { return mx::default_stream(mx::Device::cpu); }
 
 }  // namespace
+
+void Swiglu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  const auto &gate = inputs[0], &up = inputs[1];
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  encoder.set_input_array(gate);
+  encoder.set_input_array(up);
+  encoder.set_output_array(out);
+  encoder.dispatch([gate, up, o = out.data<float>()]() {
+    std::vector<float> gate_copy, up_copy;
+    swiglu_run(row_major(gate, gate_copy), row_major(up, up_copy), o, static_cast<int64_t>(gate.size()));
+  });
+}
+
+mx::array swiglu(const mx::array& gate, const mx::array& up) {
+  if (gate.dtype() != mx::float32 || up.dtype() != mx::float32 || gate.shape() != up.shape()) {
+    throw std::invalid_argument("swiglu: gate and up of one shape, float32");
+  }
+  return mx::array(gate.shape(), mx::float32, std::make_shared<Swiglu>(cpu_stream()), {gate, up});
+}
 
 void RmsNorm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &x = inputs[0], &weight = inputs[1];

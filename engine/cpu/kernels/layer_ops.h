@@ -17,6 +17,17 @@ mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps);
 mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& offsets, const mx::array& inverse,
                     bool traditional, float scale);
 
+// silu(gate) * up = gate * up / (1 + exp(-gate)), float32.
+mx::array swiglu(const mx::array& gate, const mx::array& up);
+
+class Swiglu : public CpuPrimitive {
+ public:
+  using CpuPrimitive::CpuPrimitive;
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  const char* name() const override { return "Swiglu"; }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+};
+
 class RmsNorm : public CpuPrimitive {
  public:
   RmsNorm(mx::Stream stream, float eps) : CpuPrimitive(stream), eps_(eps) {}

@@ -2,6 +2,9 @@
 // or NEON ones), and the attribute that clones a function per x86 level, picked at run time.
 #pragma once
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -18,6 +21,21 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef uint8_t v32b __attribute__((vector_size(32)));
 typedef uint64_t v4q __attribute__((vector_size(32)));
+
+// e**x (0 below -88, finite above 88): MLX's own polynomial, plain C++ that GCC vectorizes (MLX's CPU exp
+// runs one element at a time).
+__attribute__((always_inline)) inline float exp_poly(float x) {
+  x = std::clamp(x, -88.0f, 88.0f) * 1.442695f;
+  const float n = std::floor(x + 0.5f), f = x - n;
+  float p = 1.535336188319500e-4f;
+  p = p * f + 1.339887440266574e-3f;
+  p = p * f + 9.618437357674640e-3f;
+  p = p * f + 5.550332471162809e-2f;
+  p = p * f + 2.402264791363012e-1f;
+  p = p * f + 6.931472028550421e-1f;
+  p = p * f + 1.0f;
+  return std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23) * p;
+}
 
 __attribute__((always_inline)) inline v8 load8(const float* p) {
   v8 v;
