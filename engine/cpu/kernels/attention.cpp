@@ -17,7 +17,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mlx/backend/cpu/encoder.h"
 #include "pool.h"
 #include "vectors.h"
 
@@ -270,22 +269,15 @@ void run(const Problem& p, int threads) {
 
 void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &q = inputs[0], &k = inputs[1], &v = inputs[2], &rows = inputs[3], &lengths = inputs[4];
+  auto& encoder = begin(inputs, outputs);
   auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
   Problem p{q.data<float>(), k.data<float>(), v.data<float>(), rows.data<int32_t>(), lengths.data<int32_t>(), out.data<float>(),
             q.shape(0), q.shape(1), k.shape(1), q.shape(2), k.shape(2), q.shape(3), v.shape(3), k.shape(0),
             {q.strides()[0], q.strides()[1], q.strides()[2]},
             {k.strides()[0], k.strides()[1], k.strides()[2]},
             {v.strides()[0], v.strides()[1], v.strides()[2]},
-            scale_};
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  encoder.set_input_array(q);
-  encoder.set_input_array(k);
-  encoder.set_input_array(v);
-  encoder.set_input_array(rows);
-  encoder.set_input_array(lengths);
-  encoder.set_output_array(out);
-  encoder.dispatch([p, q, threads = threads_]() mutable {
+            params_.scale};
+  encoder.dispatch([p, q, threads = params_.threads]() mutable {
     // Queries whose last axis is not contiguous are gathered first (they are usually a fresh output).
     std::vector<float> gathered;
     if (q.strides()[3] != 1) {
@@ -294,11 +286,6 @@ void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
     }
     run(p, threads);
   });
-}
-
-bool SlotAttention::is_equivalent(const mx::Primitive& other) const {
-  const auto& o = static_cast<const SlotAttention&>(other);
-  return scale_ == o.scale_ && threads_ == o.threads_;
 }
 
 mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& rows,
@@ -321,7 +308,7 @@ mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array
   };
   return mx::array(
       {q.shape(0), q.shape(1), q.shape(2), v.shape(3)}, mx::float32,
-      std::make_shared<SlotAttention>(stream, scale, threads),
+      std::make_shared<SlotAttention>(stream, AttentionParams{scale, threads}),
       {q, last_contiguous(k), last_contiguous(v), mx::astype(rows, mx::int32, stream),
        mx::astype(lengths, mx::int32, stream)});
 }

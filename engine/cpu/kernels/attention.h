@@ -11,17 +11,17 @@ namespace mlxchat {
 mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& rows,
                          const mx::array& lengths, float scale, int threads);
 
-class SlotAttention : public CpuPrimitive {
+struct AttentionParams {
+  float scale;
+  int threads;
+  bool operator==(const AttentionParams&) const = default;
+};
+
+class SlotAttention : public CpuPrimitive<AttentionParams> {
  public:
-  SlotAttention(mx::Stream stream, float scale, int threads)
-      : CpuPrimitive(stream), scale_(scale), threads_(threads) {}
+  using CpuPrimitive::CpuPrimitive;
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   const char* name() const override { return "SlotAttention"; }
-  bool is_equivalent(const mx::Primitive& other) const override;
-
- private:
-  float scale_;
-  int threads_;
 };
 
 }  // namespace mlxchat

@@ -8,7 +8,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mlx/backend/cpu/encoder.h"
 #include "vectors.h"
 
 namespace mlxchat {
@@ -82,13 +81,7 @@ mx::Stream cpu_stream() { return mx::default_stream(mx::Device::cpu); }
 
 void Swiglu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &gate = inputs[0], &up = inputs[1];
-  auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  encoder.set_input_array(gate);
-  encoder.set_input_array(up);
-  encoder.set_output_array(out);
-  encoder.dispatch([gate, up, o = out.data<float>()]() {
+  begin(inputs, outputs).dispatch([gate, up, o = outputs[0].data<float>()]() {
     std::vector<float> gate_copy, up_copy;
     swiglu_run(row_major(gate, gate_copy), row_major(up, up_copy), o, static_cast<int64_t>(gate.size()));
   });
@@ -98,26 +91,16 @@ mx::array swiglu(const mx::array& gate, const mx::array& up) {
   if (gate.dtype() != mx::float32 || up.dtype() != mx::float32 || gate.shape() != up.shape()) {
     throw std::invalid_argument("swiglu: gate and up of one shape, float32");
   }
-  return mx::array(gate.shape(), mx::float32, std::make_shared<Swiglu>(cpu_stream()), {gate, up});
+  return mx::array(gate.shape(), mx::float32, std::make_shared<Swiglu>(cpu_stream(), SwigluParams{}), {gate, up});
 }
 
 void RmsNorm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &x = inputs[0], &weight = inputs[1];
-  auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  encoder.set_input_array(x);
-  encoder.set_input_array(weight);
-  encoder.set_output_array(out);
-  encoder.dispatch([x, w = weight.data<float>(), o = out.data<float>(), eps = eps_]() {
+  begin(inputs, outputs).dispatch([x, w = weight.data<float>(), o = outputs[0].data<float>(), eps = params_.eps]() {
     std::vector<float> copy;
     const int64_t D = x.shape(-1);
     norm_rows(row_major(x, copy), w, o, x.size() / D, D, eps);
   });
-}
-
-bool RmsNorm::is_equivalent(const mx::Primitive& other) const {
-  return eps_ == static_cast<const RmsNorm&>(other).eps_;
 }
 
 mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps) {
@@ -126,29 +109,21 @@ mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps) {
     throw std::invalid_argument("rms_norm: x (..., D) and weight (D,) float32");
   }
   auto s = cpu_stream();
-  return mx::array(x.shape(), mx::float32, std::make_shared<RmsNorm>(s, eps), {x, contiguous_input(weight, s)});
+  return mx::array(x.shape(), mx::float32, std::make_shared<RmsNorm>(s, NormParams{eps}), {x, contiguous_input(weight, s)});
 }
 
 void RopeRows::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &x = inputs[0], &offsets = inputs[1], &inverse = inputs[2];
+  auto& encoder = begin(inputs, outputs);
   auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  for (const auto& a : inputs) encoder.set_input_array(a);
-  encoder.set_output_array(out);
   Rope p{nullptr, offsets.data<int32_t>(), inverse.data<float>(), out.data<float>(), out.shape(0), out.shape(2),
-         out.shape(1), out.shape(3), 2 * static_cast<int64_t>(inverse.size()), offsets.size() == 1, traditional_,
-         scale_};
+         out.shape(1), out.shape(3), 2 * static_cast<int64_t>(inverse.size()), offsets.size() == 1,
+         params_.traditional, params_.scale};
   encoder.dispatch([p, x]() mutable {
     std::vector<float> copy;
     p.x = row_major(x, copy);
     rope_rows_run(p);
   });
-}
-
-bool RopeRows::is_equivalent(const mx::Primitive& other) const {
-  const auto& o = static_cast<const RopeRows&>(other);
-  return traditional_ == o.traditional_ && scale_ == o.scale_;
 }
 
 mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& offsets, const mx::array& inverse,
@@ -166,7 +141,7 @@ mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& o
     throw std::invalid_argument("rope_rows: int32 offsets, one or one per sequence");
   }
   auto s = cpu_stream();
-  return mx::array({batch, heads, L, D}, mx::float32, std::make_shared<RopeRows>(s, traditional, scale),
+  return mx::array({batch, heads, L, D}, mx::float32, std::make_shared<RopeRows>(s, RopeParams{traditional, scale}),
                    {x, contiguous_input(offsets, s), contiguous_input(inverse, s)});
 }
 

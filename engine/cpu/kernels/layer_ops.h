@@ -20,36 +20,38 @@ mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& o
 // silu(gate) * up = gate * up / (1 + exp(-gate)), float32.
 mx::array swiglu(const mx::array& gate, const mx::array& up);
 
-class Swiglu : public CpuPrimitive {
+struct SwigluParams {
+  bool operator==(const SwigluParams&) const = default;
+};
+struct NormParams {
+  float eps;
+  bool operator==(const NormParams&) const = default;
+};
+struct RopeParams {
+  bool traditional;
+  float scale;
+  bool operator==(const RopeParams&) const = default;
+};
+
+class Swiglu : public CpuPrimitive<SwigluParams> {
  public:
   using CpuPrimitive::CpuPrimitive;
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   const char* name() const override { return "Swiglu"; }
-  bool is_equivalent(const mx::Primitive&) const override { return true; }
 };
 
-class RmsNorm : public CpuPrimitive {
+class RmsNorm : public CpuPrimitive<NormParams> {
  public:
-  RmsNorm(mx::Stream stream, float eps) : CpuPrimitive(stream), eps_(eps) {}
+  using CpuPrimitive::CpuPrimitive;
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   const char* name() const override { return "RmsNorm"; }
-  bool is_equivalent(const mx::Primitive& other) const override;
-
- private:
-  float eps_;
 };
 
-class RopeRows : public CpuPrimitive {
+class RopeRows : public CpuPrimitive<RopeParams> {
  public:
-  RopeRows(mx::Stream stream, bool traditional, float scale)
-      : CpuPrimitive(stream), traditional_(traditional), scale_(scale) {}
+  using CpuPrimitive::CpuPrimitive;
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   const char* name() const override { return "RopeRows"; }
-  bool is_equivalent(const mx::Primitive& other) const override;
-
- private:
-  bool traditional_;
-  float scale_;
 };
 
 }  // namespace mlxchat

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "mlx/backend/cpu/encoder.h"
 #include "matmul_tasks.h"
 #include "pool.h"
 
@@ -69,30 +68,18 @@ Kind kind_of(WeightFormat format, mx::Dtype scales) {
 }  // namespace
 
 void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
-  auto& encoder = mx::cpu::get_command_encoder(stream());
+  auto& encoder = begin(inputs, outputs);
   const auto& x = inputs[0];
-  for (const auto& a : inputs) encoder.set_input_array(a);
-  Problem p{nullptr, x.shape(0), x.shape(1), kind_of(format_, inputs[2].dtype()), format_.group_size, swiglu_,
-            {}, {0}};
+  const auto& [format, swiglu, threads] = params_;
+  Problem p{nullptr, x.shape(0), x.shape(1), kind_of(format, inputs[2].dtype()), format.group_size, swiglu, {}, {0}};
   for (size_t i = 0; 3 * i + 1 < inputs.size(); ++i) {
-    float* out = nullptr;
-    if (i < outputs.size()) {
-      outputs[i].set_data(mx::allocator::malloc(outputs[i].nbytes()));
-      encoder.set_output_array(outputs[i]);
-      out = outputs[i].data<float>();
-    }
+    float* out = i < outputs.size() ? outputs[i].data<float>() : nullptr;
     const auto &values = inputs[1 + 3 * i], &scales = inputs[2 + 3 * i], &biases = inputs[3 + 3 * i];
     p.matrices.push_back({values.data<void>(), scales.data<void>(), biases.data<void>(), values.shape(0), out});
-    if (swiglu_ && i == 1) break;  // the up projection shares the gate's tasks
+    if (swiglu && i == 1) break;  // the up projection shares the gate's tasks
     p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
   }
-  encoder.dispatch([p = std::move(p), x, threads = threads_]() { run(p, x, threads); });
-}
-
-bool WeightsMatmul::is_equivalent(const mx::Primitive& other) const {
-  const auto& o = static_cast<const WeightsMatmul&>(other);
-  return format_.bits == o.format_.bits && format_.group_size == o.format_.group_size && swiglu_ == o.swiglu_ &&
-         threads_ == o.threads_;
+  encoder.dispatch([p = std::move(p), x, threads]() { run(p, x, threads); });
 }
 
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
@@ -125,7 +112,7 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
     if (!swiglu || i == 0) shapes.push_back({x.shape(0), static_cast<int>(N)});
   }
   return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),
-                                std::make_shared<WeightsMatmul>(stream, format, swiglu, threads), inputs);
+                                std::make_shared<WeightsMatmul>(stream, MatmulParams{format, swiglu, threads}), inputs);
 }
 
 }  // namespace mlxchat

@@ -13,6 +13,7 @@ namespace mlxchat {
 struct WeightFormat {
   int bits;
   int group_size;
+  bool operator==(const WeightFormat&) const = default;
 };
 
 // For each weight i, x (M, K) @ W_i.T -> (M, N_i) in float32, all in one pass over the cores, W_i given as
@@ -22,18 +23,18 @@ struct WeightFormat {
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
                                       bool swiglu, int threads);
 
-class WeightsMatmul : public CpuPrimitive {
+struct MatmulParams {
+  WeightFormat format;
+  bool swiglu;
+  int threads;
+  bool operator==(const MatmulParams&) const = default;
+};
+
+class WeightsMatmul : public CpuPrimitive<MatmulParams> {
  public:
-  WeightsMatmul(mx::Stream stream, WeightFormat format, bool swiglu, int threads)
-      : CpuPrimitive(stream), format_(format), swiglu_(swiglu), threads_(threads) {}
+  using CpuPrimitive::CpuPrimitive;
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   const char* name() const override { return "WeightsMatmul"; }
-  bool is_equivalent(const mx::Primitive& other) const override;
-
- private:
-  WeightFormat format_;
-  bool swiglu_;
-  int threads_;
 };
 
 }  // namespace mlxchat

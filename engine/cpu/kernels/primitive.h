@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "mlx/backend/common/utils.h"
+#include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 
@@ -12,12 +13,32 @@ namespace mx = mlx::core;
 
 namespace mlxchat {
 
+// A primitive of the CPU only, its parameters one struct `Params` (compared whole; one struct per primitive).
+template <class Params>
 class CpuPrimitive : public mx::Primitive {
  public:
-  using mx::Primitive::Primitive;
+  CpuPrimitive(mx::Stream stream, Params params) : mx::Primitive(stream), params_(params) {}
   void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
     throw std::runtime_error(std::string(name()) + " runs on the CPU only");
   }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return params_ == static_cast<const CpuPrimitive&>(other).params_;
+  }
+
+ protected:
+  // What every eval_cpu starts with: fresh memory for each output, the arrays registered with the stream's
+  // encoder, which is returned for the work to be dispatched on.
+  mx::cpu::CommandEncoder& begin(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+    auto& encoder = mx::cpu::get_command_encoder(stream());
+    for (const auto& a : inputs) encoder.set_input_array(a);
+    for (auto& out : outputs) {
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+      encoder.set_output_array(out);
+    }
+    return encoder;
+  }
+
+  Params params_;
 };
 
 // An input's elements in row-major order: its own data where it is row-contiguous, else gathered into
