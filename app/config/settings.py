@@ -164,10 +164,10 @@ class Settings(BaseSettings):
     allows). Higher: the prompt's first token comes sooner, and the other chats slow down more."""
 
     weights_dtype: WeightsDtype = "auto"
-    """How the weights are held in memory: "auto" (on a CPU, 4- and 8-bit layers kept as stored
-    and multiplied by mlxchat's compiled kernels, everything else float32; float32 where the
-    kernels are not built; as stored on Metal and CUDA), "float32", "float16", "bfloat16", or
-    "keep" (as stored, quantized included)."""
+    """How the weights are held in memory: "auto" (on a CPU, 4- and 8-bit, float16 and bfloat16
+    layers kept as stored and multiplied by mlxchat's compiled kernels, everything else float32;
+    float32 where the kernels are not built; as stored on Metal and CUDA), "float32", "float16",
+    "bfloat16", or "keep" (as stored, quantized included)."""
 
     blas: str = Field("auto", min_length=1)
     """Linux CPU only: the BLAS library MLX multiplies matrices with. "auto" prefers Intel MKL

@@ -50,8 +50,8 @@ def supports(model: Any, head: Any) -> bool:
         return type(head) in (nn.Linear, nn.Embedding)
     # Stored layers: where the rest computes in float32 ("auto"), the kernel's rows need no cast.
     return (
-        kinds == {stored.StoredLinear}
-        and type(head) in (stored.StoredLinear, stored.StoredEmbedding)
+        kinds <= {stored.StoredLinear, stored.StoredHalfLinear}
+        and type(head) in stored.STORED_TYPES
         and model.model.norm.weight.dtype == mx.float32
     )
 
@@ -146,10 +146,10 @@ class CpuLlama:
         args = self.inner.args
         # Whether work is spread over two MLX streams: float weights through the BLAS, in a model wide enough.
         self._spread = (
-            not isinstance(head, (stored.StoredLinear, stored.StoredEmbedding))
+            not isinstance(head, stored.STORED_TYPES)
             and args.hidden_size * args.intermediate_size >= SPREAD_WEIGHTS
         )
-        if isinstance(head, (stored.StoredLinear, stored.StoredEmbedding)):
+        if isinstance(head, stored.STORED_TYPES):
             self._head: Any = stored.Call([head])
             self._layers: list[Any] = [_StoredLayer(layer) for layer in self.inner.layers]
         else:

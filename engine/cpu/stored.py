@@ -1,4 +1,5 @@
-"""Quantized layers kept as stored on the CPU, multiplied by the compiled kernel (kernels/matmul.cpp).
+"""Quantized and half-precision layers kept as stored on the CPU, multiplied by the compiled kernel
+(kernels/matmul.cpp).
 
 MLX's own CPU quantized matmul does not gain from batching (30 ms for one SmolLM2 layer at 8
 rows, against 3 ms for float32 through the BLAS), which is why the engine used to widen every
@@ -22,6 +23,7 @@ from mlxchat.engine.cpu import kernels
 
 BITS = (4, 8)
 GROUP_SIZES = (32, 64, 128)
+HALVES = (mx.float16, mx.bfloat16)
 # Below this many multiply-adds a call runs on one thread: waking the others would cost more.
 THREADED_WORK = 1 << 18
 
@@ -37,6 +39,15 @@ def supported(module: Any) -> bool:
     )
 
 
+def supported_half(module: Any) -> bool:
+    """Whether the kernel multiplies by this float16 or bfloat16 layer's weight as it is."""
+    return (
+        isinstance(module, (nn.Linear, nn.Embedding))
+        and module["weight"].dtype in HALVES
+        and module["weight"].shape[-1] % 8 == 0
+    )
+
+
 class Call:
     """One call of the kernel over fixed layers, its arguments gathered once (a decode step makes over a
     hundred calls: their Python cost counts). Gives x @ W.T for each layer's weight, or with `swiglu`
@@ -44,16 +55,19 @@ class Call:
 
     def __init__(self, layers: Sequence[Any], swiglu: bool = False) -> None:
         first = layers[0]
-        self._arrays = [a for layer in layers for a in (layer["weight"], layer["scales"], layer["biases"])]
-        self._format = (first.bits, first.group_size, swiglu)
+        if _is_quantized(first):
+            self._arrays = [a for layer in layers for a in (layer["weight"], layer["scales"], layer["biases"])]
+            self._format = (first.bits, first.group_size, swiglu)
+        else:  # float16 or bfloat16: the weights alone, "16 bits"
+            self._arrays = [layer["weight"] for layer in layers]
+            self._format = (16, 0, swiglu)
         self._columns = sum(layer["weight"].shape[0] for layer in layers)
         self._biases = [None] if swiglu else [layer.get("bias") for layer in layers]
 
     def holds(self, layer: Any) -> bool:
         """Whether this call (of one layer) still holds `layer`'s current arrays."""
-        held = (self._arrays[0], self._arrays[1], self._arrays[2], self._biases[0])
-        now = (layer["weight"], layer["scales"], layer["biases"], layer.get("bias"))
-        return all(a is b for a, b in zip(held, now))
+        now = [layer["weight"], layer["scales"], layer["biases"]] if _is_quantized(layer) else [layer["weight"]]
+        return all(a is b for a, b in zip([*self._arrays, self._biases[0]], [*now, layer.get("bias")]))
 
     def rows(self, x: mx.array) -> list[mx.array]:
         """For float32 rows x (M, K): the outputs (M, N)."""
@@ -72,6 +86,8 @@ class Call:
 def fusable(layers: Sequence[Any]) -> bool:
     """Whether these layers can share one call: all supported, alike in format."""
     first = layers[0]
+    if not _is_quantized(first):
+        return all(supported_half(layer) and layer["weight"].dtype == first["weight"].dtype for layer in layers)
     return all(
         supported(layer)
         and layer.bits == first.bits
@@ -81,22 +97,46 @@ def fusable(layers: Sequence[Any]) -> bool:
     )
 
 
-class StoredLinear(nn.QuantizedLinear):
-    """mlx-lm's QuantizedLinear, multiplied by the compiled kernel."""
+def _is_quantized(layer: Any) -> bool:
+    return isinstance(layer, (nn.QuantizedLinear, nn.QuantizedEmbedding))
 
-    def __call__(self, x: mx.array) -> mx.array:
-        return self.call(x)[0]
+
+class _Kernel:
+    """What a layer multiplied by the compiled kernel has: its own Call, made again whenever its arrays were
+    replaced (e.g. cast to float32)."""
 
     @property
     def call(self) -> Call:
-        return _call_of(self)
+        call = self.__dict__.get("_call")
+        if call is None or not call.holds(self):
+            call = self.__dict__["_call"] = Call([self])
+        return call
 
 
-class StoredEmbedding(nn.QuantizedEmbedding):
-    """mlx-lm's QuantizedEmbedding, whose tied head (`as_linear`) the compiled kernel multiplies by."""
+class _KernelLinear(_Kernel):
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.call(x)[0]
 
-    # The dtype its rows are widened to; None: its scales' (as mlx-lm does).
+
+class _KernelEmbedding(_Kernel):
+    # The dtype its rows are widened to; None: as the model's own class gives them.
     widen_to: mx.Dtype | None = None
+
+    def as_linear(self, x: mx.array) -> mx.array:
+        """The tied head's logits."""
+        return self.call(x)[0]
+
+
+class StoredLinear(_KernelLinear, nn.QuantizedLinear):
+    """mlx-lm's QuantizedLinear, multiplied by the compiled kernel."""
+
+
+class StoredHalfLinear(_KernelLinear, nn.Linear):
+    """A float16 or bfloat16 Linear, multiplied by the compiled kernel."""
+
+
+class StoredEmbedding(_KernelEmbedding, nn.QuantizedEmbedding):
+    """mlx-lm's QuantizedEmbedding, whose tied head (`as_linear`) the compiled kernel multiplies by."""
 
     def __call__(self, x: mx.array) -> mx.array:
         if self.widen_to is None:
@@ -105,20 +145,17 @@ class StoredEmbedding(nn.QuantizedEmbedding):
         return mx.dequantize(self["weight"][x], self["scales"][x].astype(self.widen_to),
                              self["biases"][x].astype(self.widen_to), self.group_size, self.bits)
 
-    def as_linear(self, x: mx.array) -> mx.array:
-        return self.call(x)[0]
 
-    @property
-    def call(self) -> Call:
-        return _call_of(self)
+class StoredHalfEmbedding(_KernelEmbedding, nn.Embedding):
+    """A float16 or bfloat16 Embedding, whose tied head the compiled kernel multiplies by."""
+
+    def __call__(self, x: mx.array) -> mx.array:
+        rows = super().__call__(x)
+        return rows if self.widen_to is None else rows.astype(self.widen_to)
 
 
-def _call_of(layer: Any) -> Call:
-    """The layer's own Call, made again whenever its arrays were replaced (e.g. cast to float32)."""
-    call = layer.__dict__.get("_call")
-    if call is None or not call.holds(layer):
-        call = layer.__dict__["_call"] = Call([layer])
-    return call
+# Every layer class `install` puts in.
+STORED_TYPES = (StoredLinear, StoredHalfLinear, StoredEmbedding, StoredHalfEmbedding)
 
 
 def _adopt(module: nn.Module, cls: type) -> nn.Module:
@@ -134,49 +171,46 @@ def _adopt(module: nn.Module, cls: type) -> nn.Module:
     return new
 
 
-def install(model: nn.Module) -> int:
+def install(model: nn.Module, halves: bool = False) -> int:
     """Swaps every quantized layer the kernel supports for its kernel-backed twin, when the kernels run on
-    this CPU; returns how many were swapped."""
+    this CPU, and with `halves` every float16 or bfloat16 one too; returns how many were swapped."""
     if not kernels.status().active or mx.default_device().type != mx.cpu:
         return 0
+    twins = {nn.QuantizedLinear: StoredLinear, nn.QuantizedEmbedding: StoredEmbedding}
+    half_twins = {nn.Linear: StoredHalfLinear, nn.Embedding: StoredHalfEmbedding} if halves else {}
     swaps = []
     for name, module in model.named_modules():
-        if type(module) is nn.QuantizedLinear and supported(module):
-            swaps.append((name, _adopt(module, StoredLinear)))
-        elif type(module) is nn.QuantizedEmbedding and supported(module):
-            swaps.append((name, _adopt(module, StoredEmbedding)))
+        if type(module) in twins and supported(module):
+            swaps.append((name, _adopt(module, twins[type(module)])))
+        elif type(module) in half_twins and supported_half(module):
+            swaps.append((name, _adopt(module, half_twins[type(module)])))
     model.update_modules(tree_unflatten(swaps))
     return len(swaps)
 
 
 def compute_in_float32(model: nn.Module) -> None:
-    """Makes a model whose quantized layers `install` swapped compute in float32: every other float array
-    (norms, biases of layers) becomes float32 and embeddings widen their rows to it. The scales and biases
-    of quantized weights stay as stored: the kernel widens them exactly, and they are a fifth of the bytes
-    it reads (group 32, 4 bits, float16 scales)."""
-    quantized = {name for name, m in model.named_modules() if isinstance(m, (StoredLinear, StoredEmbedding))}
+    """Makes a model whose layers `install` swapped compute in float32: every other float array (norms,
+    biases of layers) becomes float32 and embeddings widen their rows to it. What the kernel reads stays as
+    stored: half-precision weights, and the scales and biases of quantized ones, which it widens exactly
+    (they are a fifth of the bytes it reads at group 32, 4 bits, float16 scales)."""
+    kept = {
+        name: ("scales", "biases") if isinstance(m, (StoredLinear, StoredEmbedding)) else ("weight",)
+        for name, m in model.named_modules()
+        if isinstance(m, STORED_TYPES)
+    }
     updates = [
         (name, value.astype(mx.float32))
         for name, value in tree_flatten(model.parameters())
         if mx.issubdtype(value.dtype, mx.floating)
-        and not (name.rpartition(".")[0] in quantized and name.rpartition(".")[2] in ("scales", "biases"))
+        and name.rpartition(".")[2] not in kept.get(name.rpartition(".")[0], ())
     ]
     model.update(tree_unflatten(updates))
     for _, module in model.named_modules():
-        if isinstance(module, StoredEmbedding):
+        if isinstance(module, _KernelEmbedding):
             module.widen_to = mx.float32
     mx.eval(model.parameters())
 
 
 def holds_stored(model: nn.Module) -> bool:
     """Whether `install` swapped any of `model`'s layers."""
-    return any(isinstance(m, (StoredLinear, StoredEmbedding)) for _, m in model.named_modules())
-
-
-def unsupported(model: nn.Module) -> list[str]:
-    """The quantized layers of `model` the kernel cannot multiply by (other bits, group sizes or modes)."""
-    return [
-        name
-        for name, module in model.named_modules()
-        if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)) and not supported(module)
-    ]
+    return any(isinstance(m, STORED_TYPES) for _, m in model.named_modules())

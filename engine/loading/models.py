@@ -271,8 +271,9 @@ def load_model(
     if target not in (None, STORED):
         report(Progress(f"Converting weights to {target}", 0, 0))
         _convert(model, target)
-    # Where the compiled kernels run, quantized layers left as stored are multiplied by them.
-    stored.install(model)
+    # Where the compiled kernels run, quantized layers left as stored are multiplied by them (half-precision
+    # ones too where "auto" keeps them).
+    stored.install(model, halves=target == STORED)
     if target == STORED:
         stored.compute_in_float32(model)
     report(Progress("Checking batched output against the model alone", 0, 0))

@@ -1,5 +1,6 @@
-"""Weights kept as stored on the CPU: the compiled matmul equals float32 dequantizing, a row's result
-does not depend on the rows beside it, and a quantized model loads and runs that way as the app runs it."""
+"""Weights kept as stored on the CPU: the compiled matmul equals float32 dequantizing (or widening half
+precision), a row's result does not depend on the rows beside it, and quantized and bfloat16 models load
+and run that way as the app runs them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import mlx.core as mx
 import pytest
+
+from mlx.utils import tree_flatten
 
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.cpu import kernels, stored
@@ -70,7 +73,7 @@ def test_several_weights_and_the_swiglu_in_one_call():
 @pytest.mark.parametrize("args, message", [
     ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16)[:2], 4, 32), "values, scales, biases"),
     ((mx.zeros((2, 96)), quantized(8, 64, 4, 32, mx.float16), 4, 32), "packed weights do not match K"),
-    ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16), 3, 32), "bits must be 4 or 8"),
+    ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16), 3, 32), "bits must be 4, 8 or 16"),
     ((mx.zeros((2, 64), mx.float16), quantized(8, 64, 4, 32, mx.float16), 4, 32), r"x must be \(M, K\) float32"),
 ])
 def test_bad_arguments_are_refused_with_the_reason(args, message):
@@ -84,16 +87,52 @@ def test_unsupported_quantization_is_left_to_mlx():
     model = nn.Sequential(nn.QuantizedLinear(64, 32, bits=4, group_size=32), nn.QuantizedLinear(64, 32, bits=6))
     assert stored.install(model) == 1
     assert type(model.layers[0]) is stored.StoredLinear and type(model.layers[1]) is nn.QuantizedLinear
-    assert stored.unsupported(model) == ["layers.1"]
 
 
-def test_a_quantized_model_loads_as_stored_and_batched_replies_equal_alone(tiny_model_dir: Path, tmp_path: Path):
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+def test_half_precision_weights_equal_float32_and_a_rows_result_does_not_depend_on_the_others(dtype):
+    weight = (mx.random.normal((72, 96), key=mx.random.key(8)) * 0.1).astype(dtype)
+    up = (mx.random.normal((72, 96), key=mx.random.key(9)) * 0.1).astype(dtype)
+    x = mx.random.normal((20, 96), key=mx.random.key(10))
+    want = x @ weight.astype(mx.float32).T
+    got = ext().weights_matmul(x, [weight], 16, 0, False, 2)[0]
+    assert mx.allclose(got, want, atol=1e-5).item()
+    whole = [ext().weights_matmul(x[:m], [weight], 16, 0, False, 2)[0] for m in (1, 7, 8, 9, 20)]
+    assert all(mx.array_equal(part, whole[-1][: part.shape[0]]).item() for part in whole)
+    g, u = want, x @ up.astype(mx.float32).T
+    fused = ext().weights_matmul(x, [weight, up], 16, 0, True, 2)[0]
+    assert mx.allclose(fused, g * mx.sigmoid(g) * u, atol=1e-5).item()
+    with pytest.raises(ValueError, match="all float16 or all bfloat16"):
+        ext().weights_matmul(x, [weight, up.astype(mx.float32)], 16, 0, False, 1)
+
+
+def bfloat16_copy(model_dir: Path, to: Path) -> Path:
+    """The model folder with every weight in bfloat16, as mlx-community's bf16 models come."""
+    import shutil
+
+    shutil.copytree(model_dir, to)
+    for path in to.glob("*.safetensors"):
+        weights = mx.load(str(path))
+        mx.save_safetensors(str(path), {k: v.astype(mx.bfloat16) for k, v in weights.items()})
+    return to
+
+
+@pytest.mark.parametrize("form", ["Q4_1 GGUF", "bfloat16"])
+def test_a_stored_model_loads_as_stored_and_batched_replies_equal_alone(form: str, tiny_model_dir: Path,
+                                                                        tmp_path: Path):
     """The app's load ("auto", on the engine's own thread): kernel-backed layers, and every reply of rows
     sharing passes is the one it gets alone, token for token."""
-    gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
-    loaded = load_model(str(gguf), cache_dir=models_cache_dir())
-    assert stored.holds_stored(loaded.model) and loaded.dtype == "q4 (group 32)" and loaded.kernel_matmuls
-    engine = start_as_the_app(gguf, tmp_path / "cache")
+    if form == "bfloat16":
+        model = bfloat16_copy(tiny_model_dir, tmp_path / "tiny-bf16")
+        dtype, kept = "bfloat16", {mx.bfloat16}
+    else:
+        model = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
+        dtype, kept = "q4 (group 32)", {mx.uint32, mx.float16}
+    loaded = load_model(str(model), cache_dir=models_cache_dir())
+    assert stored.holds_stored(loaded.model) and loaded.dtype == dtype and loaded.kernel_matmuls
+    # What the kernel reads stays as stored; the rest (norms) computes in float32.
+    assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == kept | {mx.float32}
+    engine = start_as_the_app(model, tmp_path / "cache")
     greedy = SamplingParams(max_tokens=8, ignore_eos=True)
     try:
         alone = []

@@ -51,16 +51,17 @@ void run(Problem p, const mx::array& x, int threads) {
       pack_lanes(p.x, m0, std::min<int64_t>(ROW_TILE, p.M - m0), p.K, X.data());
     });
   }
-  const auto run_task = is_q4(p.kind) ? run_q4 : run_q8;
+  const auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
   parallel_for(p.first_task.back(), threads, [&p, &X, run_task](int64_t task) {
     thread_local std::vector<float> scratch;
     run_task(p, X.data(), task, scratch);
   });
 }
 
-// `scales`: the dtype of the scales and biases.
-Kind kind_of(WeightFormat format, mx::Dtype scales) {
-  const int f = scales == mx::float16 ? 1 : scales == mx::bfloat16 ? 2 : 0;
+// `dtype`: of the values for float weights, else of the scales and biases.
+Kind kind_of(WeightFormat format, mx::Dtype dtype) {
+  if (format.bits == 16) return dtype == mx::float16 ? Kind::f16 : Kind::bf16;
+  const int f = dtype == mx::float16 ? 1 : dtype == mx::bfloat16 ? 2 : 0;
   return format.bits == 4 ? std::array{Kind::q4, Kind::q4_f16, Kind::q4_bf16}[f]
                           : std::array{Kind::q8, Kind::q8_f16, Kind::q8_bf16}[f];
 }
@@ -71,23 +72,55 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   auto& encoder = begin(inputs, outputs);
   const auto& x = inputs[0];
   const auto& [format, swiglu, threads] = params_;
-  Problem p{nullptr, x.shape(0), x.shape(1), kind_of(format, inputs[2].dtype()), format.group_size, swiglu, {}, {0}};
-  for (size_t i = 0; 3 * i + 1 < inputs.size(); ++i) {
+  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
+  Problem p{nullptr, x.shape(0), x.shape(1), kind_of(format, inputs[per == 1 ? 1 : 2].dtype()), format.group_size,
+            swiglu, {}, {0}};
+  for (size_t i = 0; per * i + 1 < inputs.size(); ++i) {
     float* out = i < outputs.size() ? outputs[i].data<float>() : nullptr;
-    const auto &values = inputs[1 + 3 * i], &scales = inputs[2 + 3 * i], &biases = inputs[3 + 3 * i];
-    p.matrices.push_back({values.data<void>(), scales.data<void>(), biases.data<void>(), values.shape(0), out});
+    const auto& values = inputs[1 + per * i];
+    const void* scales = per == 3 ? inputs[2 + per * i].data<void>() : nullptr;
+    const void* biases = per == 3 ? inputs[3 + per * i].data<void>() : nullptr;
+    p.matrices.push_back({values.data<void>(), scales, biases, values.shape(0), out});
     if (swiglu && i == 1) break;  // the up projection shares the gate's tasks
     p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
   }
   encoder.dispatch([p = std::move(p), x, threads]() { run(p, x, threads); });
 }
 
+namespace {
+
+// weights_matmul for float16 or bfloat16 weights (N, K), one array each.
+std::vector<mx::array> float_matmul(const mx::array& x, const std::vector<mx::array>& weights, bool swiglu, int threads) {
+  auto fail = [](const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); };
+  const int64_t K = x.shape(1);
+  if (weights.empty() || K % 8 != 0) fail("float weights need K a multiple of 8");
+  if (swiglu && (weights.size() != 2 || weights[0].shape(0) != weights[1].shape(0))) {
+    fail("swiglu takes gate and up alike");
+  }
+  auto stream = mx::default_stream(mx::Device::cpu);
+  std::vector<mx::array> inputs{x};
+  std::vector<mx::Shape> shapes;
+  for (const auto& w : weights) {
+    if (w.ndim() != 2 || w.shape(1) != K || w.dtype() != weights[0].dtype() ||
+        (w.dtype() != mx::float16 && w.dtype() != mx::bfloat16)) {
+      fail("float weights must be (N, K), all float16 or all bfloat16");
+    }
+    inputs.push_back(contiguous_input(w, stream));
+    if (!swiglu || shapes.empty()) shapes.push_back({x.shape(0), w.shape(0)});
+  }
+  return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),
+                                std::make_shared<WeightsMatmul>(stream, MatmulParams{{16, 0}, swiglu, threads}), inputs);
+}
+
+}  // namespace
+
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
                                       bool swiglu, int threads) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); };
   if (x.ndim() != 2 || x.dtype() != mx::float32) fail("x must be (M, K) float32");
   const int64_t K = x.shape(1);
-  if (format.bits != 4 && format.bits != 8) fail("bits must be 4 or 8");
+  if (format.bits == 16) return float_matmul(x, weights, swiglu, threads);
+  if (format.bits != 4 && format.bits != 8) fail("bits must be 4, 8 or 16");
   if (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0) {
     fail("the group size must be a multiple of 8 that divides K");
   }

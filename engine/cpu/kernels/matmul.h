@@ -9,7 +9,8 @@ namespace mlxchat {
 
 // How a weight matrix W (N, K) is held, as MLX stores it: affine quantized with `bits` 4 or 8,
 // W[n, k] = scales[n, g] * q + biases[n, g] for g = k / group_size, the q packed little-endian into
-// uint32 words (N, K * bits / 32), scales and biases float32, float16 or bfloat16.
+// uint32 words (N, K * bits / 32), scales and biases float32, float16 or bfloat16; or with `bits` 16,
+// W itself in float16 or bfloat16 (group_size unused).
 struct WeightFormat {
   int bits;
   int group_size;
@@ -17,7 +18,8 @@ struct WeightFormat {
 };
 
 // For each weight i, x (M, K) @ W_i.T -> (M, N_i) in float32, all in one pass over the cores, W_i given as
-// weights[3i] (packed values), weights[3i + 1] and weights[3i + 2] (scales and biases). A row's result is
+// weights[3i] (packed values), weights[3i + 1] and weights[3i + 2] (scales and biases), or for 16 bits as
+// weights[i] alone. A row's result is
 // the same bits whatever other rows share the call. With `swiglu`, the two weights (gate, up) give one
 // output, silu(x @ gate.T) * (x @ up.T).
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,

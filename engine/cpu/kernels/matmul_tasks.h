@@ -35,11 +35,12 @@ struct Matrix {
 };
 
 // How weights and, for quantized ones, their scales are held: known at compile time in the inner loops.
-enum class Kind { q4, q4_f16, q4_bf16, q8, q8_f16, q8_bf16 };
+enum class Kind { q4, q4_f16, q4_bf16, q8, q8_f16, q8_bf16, f16, bf16 };
 enum class Float { f32, f16, bf16 };
 
 constexpr bool is_q4(Kind k) { return k == Kind::q4 || k == Kind::q4_f16 || k == Kind::q4_bf16; }
 constexpr bool is_q8(Kind k) { return k == Kind::q8 || k == Kind::q8_f16 || k == Kind::q8_bf16; }
+constexpr bool is_float(Kind k) { return k == Kind::f16 || k == Kind::bf16; }
 // The float type of a kind's scales and biases.
 constexpr Float float_of(Kind k) {
   if (k == Kind::q4_f16 || k == Kind::q8_f16) return Float::f16;
@@ -69,7 +70,12 @@ __attribute__((always_inline)) inline float scalar(const void* p, int64_t i) {
 template <Kind KIND>
 __attribute__((always_inline)) inline v8 widen(const void* row, int64_t k) {
   // k is a multiple of 8 (and never negative): shifts, not divisions, find its word.
-  if constexpr (is_q4(KIND)) {
+  if constexpr (is_float(KIND)) {
+    v8s halves;
+    std::memcpy(&halves, static_cast<const uint16_t*>(row) + k, sizeof halves);
+    if constexpr (KIND == Kind::f16) return __builtin_convertvector((v8h)halves, v8);
+    return (v8)(__builtin_convertvector(halves, v8u) << 16);  // bfloat16 is float32's upper half
+  } else if constexpr (is_q4(KIND)) {
     const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
     const uint32_t word = static_cast<const uint32_t*>(row)[k >> 3];
     return __builtin_convertvector((v8i)(((v8u){} + word) >> shifts & 15u), v8);
@@ -90,6 +96,18 @@ template <Kind KIND, int C, class Use>
 __attribute__((always_inline)) inline void each_vector(const Problem& p, const Matrix& w, int64_t n, Use use) {
   const int64_t K = p.K;
   v8 v[C];
+  if constexpr (is_float(KIND)) {  // no groups, scales or biases: the values as they are
+    const uint16_t* rows[C];
+    for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint16_t*>(w.values) + (n + c) * K;
+    for (int64_t k = 0; k < K; k += 8) {
+      if (k % 32 == 0) {
+        for (int c = 0; c < C; ++c) __builtin_prefetch(rows[c] + AHEAD * K + k);
+      }
+      for (int c = 0; c < C; ++c) v[c] = widen<KIND>(rows[c], k);
+      use(k >> 3, v);
+    }
+    return;
+  }
   // K is a whole number of groups, and a group of vectors.
   const int64_t group = p.group_size, groups = K / group, words = K * (is_q4(KIND) ? 4 : 8) / 32;
   const uint32_t* rows[C];
@@ -227,5 +245,6 @@ __attribute__((always_inline)) inline void run_kinds(const Problem& p, const flo
 // The task runners, one per family of kinds (each file cloned per x86 level).
 void run_q4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_q8(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+void run_float(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 
 }  // namespace mlxchat::matmul

@@ -21,6 +21,8 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef uint8_t v32b __attribute__((vector_size(32)));
 typedef uint64_t v4q __attribute__((vector_size(32)));
+typedef _Float16 v8h __attribute__((vector_size(16)));
+typedef uint16_t v8s __attribute__((vector_size(16)));
 
 // e**x (0 below -88, finite above 88): MLX's own polynomial, plain C++ that GCC vectorizes (MLX's CPU exp
 // runs one element at a time).
