@@ -71,6 +71,23 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-llama")
 
 
+# A slot of the long model: a reply that fills it outlasts what a test does beside it.
+LONG_CONTEXT = 65536
+
+
+@pytest.fixture(scope="session")
+def long_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny llama trained (its config says) on 65,536 tokens: the tiny model fills a 4,096-token slot in
+    a few seconds, and a test that must act while a reply still runs needs a longer one."""
+    import json
+
+    path = tmp_path_factory.mktemp("tiny-long") / "tiny-long"
+    shutil.copytree(tiny_model_dir, path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": LONG_CONTEXT}, indent=2))
+    return path
+
+
 @pytest.fixture(scope="session")
 def ascii_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny llama with an ASCII-only vocabulary: its replies read cleanly in screenshots."""

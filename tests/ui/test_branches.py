@@ -211,7 +211,7 @@ def test_edit_an_earlier_message_and_resend(tiny_model_dir: Path) -> None:
     run(make_app(tiny_model_dir), scenario)
 
 
-def test_the_chat_list_shows_the_badges_of_background_work(tiny_model_dir: Path) -> None:
+def test_the_chat_list_shows_the_badges_of_background_work(long_model_dir: Path) -> None:
     def lines(app: ChatApp) -> dict[str, str]:
         options = app.screen.query_one(OptionList)
         texts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
@@ -234,7 +234,7 @@ def test_the_chat_list_shows_the_badges_of_background_work(tiny_model_dir: Path)
         await wait_for(pilot, lambda: lines(app)["Waiting"].startswith("✓ Waiting"), "the ✓ badge")
         assert lines(app)["Writing"].startswith("Writing")  # a stopped reply is no news
 
-    app = make_app(tiny_model_dir, parallel=1, ctx_size=4096, sampling={"max_tokens": 4096})
+    app = make_app(long_model_dir, parallel=1, ctx_size=65536, sampling={"max_tokens": 65536})
     app.sampling = dataclasses.replace(app.sampling, ignore_eos=True)
     run(app, scenario)
 

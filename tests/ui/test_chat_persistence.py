@@ -165,7 +165,7 @@ load_blas("auto")
 from tests.pilot import make_app, ready, submit
 
 async def main() -> None:
-    app = make_app(sys.argv[1], parallel=1, ctx_size=4096, sampling={"max_tokens": 4096})
+    app = make_app(sys.argv[1], parallel=1, ctx_size=65536, sampling={"max_tokens": 65536})
     # The tiny model may end a reply early: this one runs until the parent kills the process.
     app.sampling = dataclasses.replace(app.sampling, ignore_eos=True)
     async with app.run_test() as pilot:
@@ -179,9 +179,9 @@ asyncio.run(main())
 """
 
 
-def test_kill_9_while_streaming_loses_at_most_the_last_second(tiny_model_dir: Path) -> None:
+def test_kill_9_while_streaming_loses_at_most_the_last_second(long_model_dir: Path) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tiny_model_dir)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", CHILD, str(long_model_dir)], cwd=REPO, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     seen: list[tuple[float, int]] = []

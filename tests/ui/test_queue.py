@@ -75,7 +75,7 @@ def test_six_chats_on_two_slots_all_get_full_replies_two_at_a_time(tiny_model_di
     run(app, scenario)
 
 
-def test_escape_takes_a_queued_message_back_and_a_finished_chat_out_of_view_is_told(tiny_model_dir: Path) -> None:
+def test_escape_takes_a_queued_message_back_and_a_finished_chat_out_of_view_is_told(long_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         first, second = await open_chats(app, pilot, 2)
         second.chat.sampling = dataclasses.replace(second.chat.sampling, max_tokens=16)
@@ -109,7 +109,7 @@ def test_escape_takes_a_queued_message_back_and_a_finished_chat_out_of_view_is_t
         await wait_for(pilot, lambda: not tab_label(app, first).startswith("✓ "), "the badge to go")
 
     # One slot, and a reply long enough to be stopped: it runs to the end of the slot unless it is.
-    app = make_app(tiny_model_dir, parallel=1, ctx_size=4096, sampling={"max_tokens": 4096})
+    app = make_app(long_model_dir, parallel=1, ctx_size=65536, sampling={"max_tokens": 65536})
     app.sampling = dataclasses.replace(app.sampling, ignore_eos=True)
     run(app, scenario)
 
