@@ -101,9 +101,9 @@ async def open_second_chat(app: ChatApp, pilot: Pilot) -> tuple[ChatPane, ChatPa
     return first, app.chat_panes[1]
 
 
-def hold_engine(app: ChatApp, timeout: float = TIMEOUT_S) -> None:
-    """Holds the engine thread between two steps until the app shuts its session down, so that a
-    screenshot catches the panes as they are (queued, badged) rather than mid-stream."""
+def hold_engine(app: ChatApp, timeout: float = TIMEOUT_S) -> Callable[[], None]:
+    """Holds the engine thread between two steps until the app shuts its session down, or the returned
+    function is called, so that a test catches the panes as they are (queued, badged) rather than mid-stream."""
     engine = app.session.engine
     assert engine is not None
     release, held = threading.Event(), threading.Event()
@@ -111,3 +111,4 @@ def hold_engine(app: ChatApp, timeout: float = TIMEOUT_S) -> None:
     assert held.wait(timeout)
     shutdown = app.session.shutdown
     app.session.shutdown = lambda: (release.set(), shutdown())  # type: ignore[method-assign]
+    return release.set

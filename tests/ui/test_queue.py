@@ -44,17 +44,25 @@ def test_six_chats_on_two_slots_all_get_full_replies_two_at_a_time(tiny_model_di
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         panes = await open_chats(app, pilot, 6)
         assert [p.slot_id for p in panes] == [0, 1, None, None, None, None]
+
+        def record() -> None:
+            for pane in panes:
+                if pane.queued and queue_note(pane):
+                    places.setdefault(pane.chat_id, set()).add(pane.status_text)
+
+        # Held while the six are sent: the first replies cannot end before the last chat is in line.
+        release = hold_engine(app)
         for pane in panes:
             await submit(pilot, pane, LONG)
+        await wait_for(pilot, lambda: record() or "4th in line" in queue_note(panes[5]), "the last chat's place")
+        release()
 
         def all_done() -> bool:
             # (a pane stays busy until the end of its reply is shown: the session counts who generates)
             seen["generating"] = max(seen["generating"], len(app.session.busy_titles()))
             slots = app.session.snapshot().slots
             seen["slots_busy"] = max(seen["slots_busy"], sum(s.state != "idle" for s in slots))
-            for pane in panes:
-                if pane.queued and queue_note(pane):
-                    places.setdefault(pane.chat_id, set()).add(pane.status_text)
+            record()
             return not any(p.busy for p in panes)
 
         await wait_for(pilot, all_done, "six replies")
