@@ -87,7 +87,7 @@ def test_two_chats_stream_at_once(tiny_model_dir: Path) -> None:
     run(make_app(tiny_model_dir, sampling={"max_tokens": 1000}), scenario)
 
 
-def test_escape_stops_a_reply_and_keeps_it(tiny_model_dir: Path) -> None:
+def test_escape_stops_a_reply_and_keeps_it(long_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
         await submit(pilot, pane, "Tell me about the terminal app")
@@ -97,8 +97,8 @@ def test_escape_stops_a_reply_and_keeps_it(tiny_model_dir: Path) -> None:
         assert notes(pane) == ["(stopped)"]
         assert pane.chat.messages[-1].role == "assistant" and pane.chat.messages[-1].text
 
-    # A reply that could run to the end of a 4096-token slot: the stop comes long before.
-    run(make_app(tiny_model_dir, parallel=1, ctx_size=4096, sampling={"max_tokens": 4096}), scenario)
+    # A reply that could run to the end of a 65,536-token slot: the stop comes long before.
+    run(make_app(long_model_dir, parallel=1, ctx_size=65536, sampling={"max_tokens": 65536}), scenario)
 
 
 def test_overflowing_message_is_refused_and_stays_in_the_input(tiny_model_dir: Path) -> None:
