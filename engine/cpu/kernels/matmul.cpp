@@ -87,61 +87,44 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   encoder.dispatch([p = std::move(p), x, threads]() { run(p, x, threads); });
 }
 
-namespace {
-
-// weights_matmul for float16 or bfloat16 weights (N, K), one array each.
-std::vector<mx::array> float_matmul(const mx::array& x, const std::vector<mx::array>& weights, bool swiglu, int threads) {
-  auto fail = [](const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); };
-  const int64_t K = x.shape(1);
-  if (weights.empty() || K % 8 != 0) fail("float weights need K a multiple of 8");
-  if (swiglu && (weights.size() != 2 || weights[0].shape(0) != weights[1].shape(0))) {
-    fail("swiglu takes gate and up alike");
-  }
-  auto stream = mx::default_stream(mx::Device::cpu);
-  std::vector<mx::array> inputs{x};
-  std::vector<mx::Shape> shapes;
-  for (const auto& w : weights) {
-    if (w.ndim() != 2 || w.shape(1) != K || w.dtype() != weights[0].dtype() ||
-        (w.dtype() != mx::float16 && w.dtype() != mx::bfloat16)) {
-      fail("float weights must be (N, K), all float16 or all bfloat16");
-    }
-    inputs.push_back(contiguous_input(w, stream));
-    if (!swiglu || shapes.empty()) shapes.push_back({x.shape(0), w.shape(0)});
-  }
-  return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),
-                                std::make_shared<WeightsMatmul>(stream, MatmulParams{{16, 0}, swiglu, threads}), inputs);
-}
-
-}  // namespace
-
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
                                       bool swiglu, int threads) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); };
   if (x.ndim() != 2 || x.dtype() != mx::float32) fail("x must be (M, K) float32");
   const int64_t K = x.shape(1);
-  if (format.bits == 16) return float_matmul(x, weights, swiglu, threads);
-  if (format.bits != 4 && format.bits != 8) fail("bits must be 4, 8 or 16");
-  if (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0) {
+  if (format.bits != 4 && format.bits != 8 && format.bits != 16) fail("bits must be 4, 8 or 16");
+  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: W itself, or values, scales and biases
+  if (per == 1 && K % 8 != 0) fail("float weights need K a multiple of 8");
+  if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
     fail("the group size must be a multiple of 8 that divides K");
   }
-  if (weights.empty() || weights.size() % 3 != 0) fail("weights come as (values, scales, biases) for each");
-  const size_t count = weights.size() / 3;
-  if (swiglu && (count != 2 || weights[0].shape(0) != weights[3].shape(0))) fail("swiglu takes gate and up alike");
+  if (weights.empty() || weights.size() % per != 0) fail("weights come as (values, scales, biases) for each");
+  const size_t count = weights.size() / per;
+  if (swiglu && (count != 2 || weights[0].shape(0) != weights[per].shape(0))) fail("swiglu takes gate and up alike");
   auto stream = mx::default_stream(mx::Device::cpu);
   std::vector<mx::array> inputs{x};
   std::vector<mx::Shape> shapes;
   for (size_t i = 0; i < count; ++i) {
-    const auto &values = weights[3 * i], &scales = weights[3 * i + 1], &biases = weights[3 * i + 2];
+    const auto& values = weights[per * i];
     const int64_t N = values.shape(0);
-    if (values.ndim() != 2 || values.dtype() != mx::uint32 || values.shape(1) * 32 != K * format.bits) {
-      fail("packed weights do not match K");
+    if (per == 1) {
+      if (values.ndim() != 2 || values.shape(1) != K || values.dtype() != weights[0].dtype() ||
+          (values.dtype() != mx::float16 && values.dtype() != mx::bfloat16)) {
+        fail("float weights must be (N, K), all float16 or all bfloat16");
+      }
+      inputs.push_back(contiguous_input(values, stream));
+    } else {
+      const auto &scales = weights[per * i + 1], &biases = weights[per * i + 2];
+      if (values.ndim() != 2 || values.dtype() != mx::uint32 || values.shape(1) * 32 != K * format.bits) {
+        fail("packed weights do not match K");
+      }
+      if (scales.shape() != mx::Shape{static_cast<int>(N), static_cast<int>(K / format.group_size)} ||
+          biases.shape() != scales.shape() || biases.dtype() != scales.dtype() || scales.dtype() != weights[1].dtype() ||
+          (scales.dtype() != mx::float32 && scales.dtype() != mx::float16 && scales.dtype() != mx::bfloat16)) {
+        fail("scales and biases must be (N, K / group_size), all float32, float16 or bfloat16");
+      }
+      for (const auto& a : {values, scales, biases}) inputs.push_back(contiguous_input(a, stream));
     }
-    if (scales.shape() != mx::Shape{static_cast<int>(N), static_cast<int>(K / format.group_size)} ||
-        biases.shape() != scales.shape() || biases.dtype() != scales.dtype() || scales.dtype() != weights[1].dtype() ||
-        (scales.dtype() != mx::float32 && scales.dtype() != mx::float16 && scales.dtype() != mx::bfloat16)) {
-      fail("scales and biases must be (N, K / group_size), all float32, float16 or bfloat16");
-    }
-    for (const auto& a : {values, scales, biases}) inputs.push_back(contiguous_input(a, stream));
     if (!swiglu || i == 0) shapes.push_back({x.shape(0), static_cast<int>(N)});
   }
   return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),
