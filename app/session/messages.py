@@ -6,6 +6,8 @@ go to the widget that opened the chat and bubble up from there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.message import Message
 
 from mlxchat.engine.events import Done
@@ -13,48 +15,44 @@ from mlxchat.engine.loading.models import Progress
 from mlxchat.engine.plan import SlotPlan
 
 
+@dataclass
 class LoadProgress(Message):
     """One step of loading the model (or converting a GGUF)."""
 
-    def __init__(self, progress: Progress) -> None:
-        super().__init__()
-        self.progress = progress
+    progress: Progress
 
 
+@dataclass
 class EngineReady(Message):
     """The model is loaded and the engine runs; `warnings` are the plan's and memory's."""
 
-    def __init__(self, warnings: tuple[str, ...]) -> None:
-        super().__init__()
-        self.warnings = warnings
+    warnings: tuple[str, ...]
 
 
+@dataclass
 class StartFailed(Message):
     """Start-up failed: what went wrong, what the user should change, and the exit status it ends with."""
 
-    def __init__(self, problem: str, remedy: str, status: int) -> None:
-        super().__init__()
-        self.problem = problem
-        self.remedy = remedy
-        self.status = status
+    problem: str
+    remedy: str
+    status: int
 
 
+@dataclass
 class PlanChanged(Message, bubble=False):
     """The engine now runs `plan` (after a re-partition asked of the session); the chats are re-seated."""
 
-    def __init__(self, plan: SlotPlan) -> None:
-        super().__init__()
-        self.plan = plan
+    plan: SlotPlan
 
 
+@dataclass
 class PlanRefused(Message, bubble=False):
     """The engine could not re-partition (it keeps its slots as they were)."""
 
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+    error: str
 
 
+@dataclass
 class ChatSeated(Message):
     """The chat `key` sits on another slot now (or on none): `before` is where it sat, `kv_kept` whether
     the slot still holds its conversation (so its next turn prefills only the new tokens).
@@ -63,39 +61,34 @@ class ChatSeated(Message):
     idle chat for another), not because the slots were re-partitioned or a chat closed.
     """
 
-    def __init__(self, key: str, slot: int | None, before: int | None, kv_kept: bool, lent: bool = False) -> None:
-        super().__init__()
-        self.key = key
-        self.slot = slot
-        self.before = before
-        self.kv_kept = kv_kept
-        self.lent = lent
+    key: str
+    slot: int | None
+    before: int | None
+    kv_kept: bool
+    lent: bool = False
 
 
+@dataclass
 class Queued(Message):
     """Request `request` of chat `key` waits for a slot (every slot is generating): `place` in line, from 1."""
 
-    def __init__(self, key: str, request: int, place: int) -> None:
-        super().__init__()
-        self.key = key
-        self.request = request
-        self.place = place
+    key: str
+    request: int
+    place: int
 
 
+@dataclass
 class Withdrawn(Message):
     """Request `request` of chat `key` was taken out of the queue before it started (the user stopped it)."""
 
-    def __init__(self, key: str, request: int) -> None:
-        super().__init__()
-        self.key = key
-        self.request = request
+    key: str
+    request: int
 
 
+@dataclass
 class ReplyDone(Message):
     """The end of request `request` of chat `key` (or its refusal), as the engine reported it."""
 
-    def __init__(self, key: str, request: int, done: Done) -> None:
-        super().__init__()
-        self.key = key
-        self.request = request
-        self.done = done
+    key: str
+    request: int
+    done: Done
