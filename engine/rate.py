@@ -9,6 +9,14 @@ import time
 RATE_WINDOW_S = 2.0  # aggregate tok/s is measured over the last events in this window
 
 
+def stream_rate(count: int, t_first: float | None, t_last: float | None) -> float:
+    """A stream's rate: the `count - 1` items after its first, over the time from the first to the last
+    (0 until there are two)."""
+    if t_first is None or t_last is None or count < 2:
+        return 0.0
+    return (count - 1) / max(t_last - t_first, 1e-9)
+
+
 class RateMeter:
     """Counts tokens as they come (from any thread) and gives tok/s over the last RATE_WINDOW_S seconds."""
 

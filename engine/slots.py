@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mlxchat.engine.events import Event, SamplingParams, SlotState
 from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.rate import stream_rate
 from mlxchat.engine.sampling import SlotSampler
 
 if TYPE_CHECKING:
@@ -44,9 +45,7 @@ class Request:
         return len(self.prompt) - len(self.pending)
 
     def decode_tok_s(self) -> float:
-        if self.t_first is None or self.t_last is None or self.generated < 2:
-            return 0.0
-        return (self.generated - 1) / max(self.t_last - self.t_first, 1e-9)
+        return stream_rate(self.generated, self.t_first, self.t_last)
 
 
 @dataclass
