@@ -11,7 +11,8 @@ from collections.abc import Callable
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.start import StartFailure, Started
 from mlxchat.engine.loading.models import Progress
-from mlxchat.engine.remote.engine import RemoteEngine, remote_plan
+from mlxchat.engine.remote.engine import RemoteEngine
+from mlxchat.engine.remote.state import remote_plan
 from mlxchat.engine.remote.server import ServerError, make_client, probe
 
 SERVER_REMEDY = (

@@ -13,98 +13,21 @@ import itertools
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import openai
 
-from mlxchat.engine.events import (
-    Done,
-    EngineSnapshot,
-    Event,
-    FinishReason,
-    RequestStats,
-    SamplingParams,
-    SlotSnapshot,
-    SlotState,
-    TextDelta,
-)
-from mlxchat.engine.chat_engine import Messages
 from mlxchat.engine import refusals
-from mlxchat.engine.handle import RequestHandle, Submit, TakesRequests, deliver
+from mlxchat.engine.chat_engine import Messages
+from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, RequestStats, TextDelta
+from mlxchat.engine.handle import Submit, TakesRequests, deliver
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
+from mlxchat.engine.remote.state import RemoteInfo, Reply, Slot, slot_snapshot
 
 SLOTS_POLL_S = 0.5  # how often /slots is read while someone looks at the snapshot
 RETRY = "regenerate (ctrl+r) to try again"
-
-
-@dataclass(frozen=True)
-class RemotePlan(SlotPlan):
-    """A slot plan whose slots are a server's: its summary says whose they are."""
-
-    server: str = "server"
-
-    @property
-    def summary(self) -> str:
-        context = f"{self.per_slot} tokens each" if self.per_slot else "context not reported"
-        return f"{self.server}: {self.parallel} slot{'s' if self.parallel != 1 else ''}, {context}"
-
-
-def remote_plan(facts: ServerFacts, parallel: int) -> RemotePlan:
-    """The plan for `facts`: llama-server's own slots, or `parallel` chats at once on other servers."""
-    n = facts.total_slots if facts.has_slots and facts.total_slots else parallel
-    per_slot = facts.context or 0
-    return RemotePlan(parallel, n, n * per_slot, per_slot, 0, 0, server=facts.kind)
-
-
-@dataclass(frozen=True)
-class RemoteInfo:
-    """What the inspector says about the engine: the server and model rather than a device."""
-
-    model: str
-    device: str
-    blas: str = "–"
-    dtype: str = "–"
-    weights_bytes: int = 0
-
-
-@dataclass
-class _Reply:
-    """One reply streaming from the server."""
-
-    handle: RequestHandle
-    sampling: SamplingParams
-    on_event: Callable[[Event], None] | None
-    t_submit: float = field(default_factory=time.perf_counter)
-    t_first: float | None = None
-    t_last: float | None = None
-    chunks: int = 0
-    text: list[str] = field(default_factory=list)
-    stream: Any = None
-    ended: bool = False
-    # Held while an event is delivered, so that nothing comes after the Done (a cancel and the
-    # worker may race to end the reply).
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def tok_s(self) -> float:
-        if self.t_first is None or self.t_last is None or self.chunks < 2:
-            return 0.0
-        return (self.chunks - 1) / max(self.t_last - self.t_first, 1e-9)
-
-
-@dataclass
-class _Slot:
-    """mlxchat's side of one slot: its chat's name, its reply, and what the last reply used."""
-
-    id: int
-    label: str | None = None
-    reply: _Reply | None = None
-    tokens: int = 0  # prompt + reply tokens of the last finished reply, as the server counted them
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    last_tok_s: float = 0.0
 
 
 class RemoteEngine(TakesRequests):
@@ -119,7 +42,7 @@ class RemoteEngine(TakesRequests):
         self.info = RemoteInfo(model=facts.model_name, device=f"{facts.kind} at {facts.base_url}")
         self._client = make_client(facts.base_url, api_key, timeout)
         self._lock = threading.Lock()
-        self._slots = [_Slot(i) for i in range(plan.parallel)]
+        self._slots = [Slot(i) for i in range(plan.parallel)]
         self._request_ids = itertools.count(1)
         self._rate = RateMeter()
         self._server_slots: tuple[ServerSlot, ...] | None = facts.slots
@@ -132,7 +55,7 @@ class RemoteEngine(TakesRequests):
 
     def _take(self, submit: Submit) -> None:
         handle, messages = submit.handle, submit.messages
-        reply = _Reply(handle, submit.sampling, submit.on_event)
+        reply = Reply(handle, submit.sampling, submit.on_event)
         with self._lock:
             slot_id = handle.slot_id
             slot = self._slots[slot_id] if 0 <= slot_id < len(self._slots) else None
@@ -160,7 +83,7 @@ class RemoteEngine(TakesRequests):
         with self._lock:
             if 0 <= slot_id < len(self._slots):
                 label = self._slots[slot_id].label
-                self._slots[slot_id] = _Slot(slot_id, label)
+                self._slots[slot_id] = Slot(slot_id, label)
         if self.facts.has_slots:
             threading.Thread(target=erase_slot, args=(self._client, self.facts.base_url, slot_id), daemon=True).start()
 
@@ -182,7 +105,7 @@ class RemoteEngine(TakesRequests):
             return future
         with self._lock:
             old, n = self._slots, plan.parallel
-            self._slots = old[:n] + [_Slot(i) for i in range(len(old), n)]
+            self._slots = old[:n] + [Slot(i) for i in range(len(old), n)]
             self.plan = plan
         for slot in old[n:]:
             if slot.reply is not None:
@@ -206,7 +129,7 @@ class RemoteEngine(TakesRequests):
         self._poll_slots()
         with self._lock:
             server = {s.id: s for s in self._server_slots or ()}
-            slots = tuple(self._slot_snapshot(s, server.get(s.id)) for s in self._slots)
+            slots = tuple(slot_snapshot(s, server.get(s.id), self.plan.per_slot) for s in self._slots)
             note = self._slots_note
         return EngineSnapshot(
             model=self.info.model,
@@ -227,7 +150,7 @@ class RemoteEngine(TakesRequests):
     # ---- streaming, on a worker thread per reply ----
 
     def _refusal(
-        self, slot_id: int, slot: _Slot | None, messages: Messages | None, tokens: list[int] | None
+        self, slot_id: int, slot: Slot | None, messages: Messages | None, tokens: list[int] | None
     ) -> str | None:
         if self._closed:
             return refusals.SHUT_DOWN
@@ -241,7 +164,7 @@ class RemoteEngine(TakesRequests):
             return refusals.EMPTY
         return None
 
-    def _request(self, reply: _Reply, messages: list[dict[str, str]]) -> dict[str, Any]:
+    def _request(self, reply: Reply, messages: list[dict[str, str]]) -> dict[str, Any]:
         """The chat completion's arguments: the standard ones, and the server's own in extra_body."""
         s = reply.sampling
         extra: dict[str, Any] = {}
@@ -266,7 +189,7 @@ class RemoteEngine(TakesRequests):
             args["seed"] = s.seed
         return args
 
-    def _stream(self, reply: _Reply, messages: list[dict[str, str]]) -> None:
+    def _stream(self, reply: Reply, messages: list[dict[str, str]]) -> None:
         """Streams one reply into events; whatever happens, it ends with exactly one Done."""
         url = self.facts.base_url
         usage: Any = None
@@ -308,7 +231,7 @@ class RemoteEngine(TakesRequests):
         else:
             self._end(reply, *self._reason(reply, finish, usage), usage=usage)
 
-    def _dropped(self, reply: _Reply, exc: BaseException | None) -> str:
+    def _dropped(self, reply: Reply, exc: BaseException | None) -> str:
         """Why a stream ended before its reply did: the connection broke, or the server sent an error."""
         kept = "what came is kept" if reply.chunks else "nothing had come yet"
         if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
@@ -318,7 +241,7 @@ class RemoteEngine(TakesRequests):
         why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
         return f"the server at {self.facts.base_url} stopped sending before the reply ended{why}: {kept}; {RETRY}"
 
-    def _reason(self, reply: _Reply, finish: str, usage: Any) -> tuple[FinishReason, str | None]:
+    def _reason(self, reply: Reply, finish: str, usage: Any) -> tuple[FinishReason, str | None]:
         """The local engine's reason for the server's finish_reason (with an error message for an odd one)."""
         if finish == "length":
             generated = getattr(usage, "completion_tokens", None) or reply.chunks
@@ -328,7 +251,7 @@ class RemoteEngine(TakesRequests):
             return "error", "the server filtered the reply (finish_reason content_filter)"
         return "stop", None  # stop, tool_calls, eos...
 
-    def _delta(self, reply: _Reply, text: str) -> None:
+    def _delta(self, reply: Reply, text: str) -> None:
         now = time.perf_counter()
         with reply.lock:
             if reply.ended:
@@ -347,7 +270,7 @@ class RemoteEngine(TakesRequests):
         self._end(reply, "error", error=failure)
 
     def _end(
-        self, reply: _Reply, reason: FinishReason, error: str | None = None, refused: bool = False, usage: Any = None
+        self, reply: Reply, reason: FinishReason, error: str | None = None, refused: bool = False, usage: Any = None
     ) -> None:
         """Ends the reply once: frees its slot, closes its stream if it was stopped, sends its Done."""
         with reply.lock:
@@ -390,32 +313,7 @@ class RemoteEngine(TakesRequests):
 
         threading.Thread(target=poll, name="mlxchat-remote-slots", daemon=True).start()
 
-    def _slot_snapshot(self, slot: _Slot, theirs: ServerSlot | None) -> SlotSnapshot:
-        reply = slot.reply
-        generated = reply.chunks if reply else 0
-        if theirs is not None:
-            if theirs.processing:
-                state: SlotState = "decoding" if theirs.decoded else "prefill"
-            else:  # a reply the server has not started yet (queued) is waiting for its prompt
-                state = "idle" if reply is None else ("decoding" if reply.chunks else "prefill")
-            return SlotSnapshot(
-                id=slot.id, state=state, capacity=theirs.n_ctx, used=theirs.tokens,
-                prompt_tokens=slot.prompt_tokens if not theirs.processing else theirs.tokens - theirs.decoded,
-                prompt_processed=theirs.prompt_processed, cached_tokens=theirs.cached,
-                generated=theirs.decoded if theirs.processing else generated,
-                tok_s=reply.tok_s() if reply else slot.last_tok_s,
-                sampling=reply.sampling if reply else None,
-                kv_bytes_allocated=0, kv_bytes_used=0, label=slot.label,
-            )
-        state = "idle" if reply is None else ("decoding" if reply.chunks else "prefill")
-        return SlotSnapshot(
-            id=slot.id, state=state, capacity=self.plan.per_slot, used=slot.tokens + generated,
-            prompt_tokens=slot.prompt_tokens, prompt_processed=slot.prompt_tokens, cached_tokens=slot.cached_tokens,
-            generated=generated, tok_s=reply.tok_s() if reply else slot.last_tok_s,
-            sampling=reply.sampling if reply else None, kv_bytes_allocated=0, kv_bytes_used=0, label=slot.label,
-        )
-
-def _stats(reply: _Reply, usage: Any) -> RequestStats:
+def _stats(reply: Reply, usage: Any) -> RequestStats:
     """The request's figures: the server's usage where it sent one, else what mlxchat counted."""
     prompt = getattr(usage, "prompt_tokens", None) or 0
     details = getattr(usage, "prompt_tokens_details", None)

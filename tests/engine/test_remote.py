@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
-from mlxchat.engine.remote.engine import RemoteEngine, remote_plan
+from mlxchat.engine.remote.engine import RemoteEngine
+from mlxchat.engine.remote.state import remote_plan
 from mlxchat.engine.remote.server import ServerError, ServerFacts, make_client, probe
 from tests.servers import Server, free_port, mlx_lm_server, running, serving_with_mlx_lm
 

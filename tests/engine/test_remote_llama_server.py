@@ -13,7 +13,8 @@ import pytest
 
 from mlxchat.engine.events import SamplingParams, SlotSnapshot, TextDelta
 from mlxchat.engine.loading.models import ModelLoadError, resolve_model
-from mlxchat.engine.remote.engine import RemoteEngine, remote_plan
+from mlxchat.engine.remote.engine import RemoteEngine
+from mlxchat.engine.remote.state import remote_plan
 from mlxchat.engine.remote.server import make_client, probe
 from tests.servers import Server, free_port, llama_server, running
 
