@@ -267,6 +267,7 @@ void run(const Problem& p, int threads) {
 
 }  // namespace
 
+template <>
 void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &q = inputs[0], &k = inputs[1], &v = inputs[2], &rows = inputs[3], &lengths = inputs[4];
   auto& encoder = begin(inputs, outputs);

@@ -12,16 +12,12 @@ mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array
                          const mx::array& lengths, float scale, int threads);
 
 struct AttentionParams {
+  static constexpr const char* name = "SlotAttention";
   float scale;
   int threads;
   bool operator==(const AttentionParams&) const = default;
 };
 
-class SlotAttention : public CpuPrimitive<AttentionParams> {
- public:
-  using CpuPrimitive::CpuPrimitive;
-  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
-  const char* name() const override { return "SlotAttention"; }
-};
+using SlotAttention = CpuPrimitive<AttentionParams>;
 
 }  // namespace mlxchat

@@ -79,6 +79,7 @@ mx::Stream cpu_stream() { return mx::default_stream(mx::Device::cpu); }
 
 }  // namespace
 
+template <>
 void Swiglu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &gate = inputs[0], &up = inputs[1];
   begin(inputs, outputs).dispatch([gate, up, o = outputs[0].data<float>()]() {
@@ -94,6 +95,7 @@ mx::array swiglu(const mx::array& gate, const mx::array& up) {
   return mx::array(gate.shape(), mx::float32, std::make_shared<Swiglu>(cpu_stream(), SwigluParams{}), {gate, up});
 }
 
+template <>
 void RmsNorm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &x = inputs[0], &weight = inputs[1];
   begin(inputs, outputs).dispatch([x, w = weight.data<float>(), o = outputs[0].data<float>(), eps = params_.eps]() {
@@ -112,6 +114,7 @@ mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps) {
   return mx::array(x.shape(), mx::float32, std::make_shared<RmsNorm>(s, NormParams{eps}), {x, contiguous_input(weight, s)});
 }
 
+template <>
 void RopeRows::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto &x = inputs[0], &offsets = inputs[1], &inverse = inputs[2];
   auto& encoder = begin(inputs, outputs);

@@ -21,37 +21,23 @@ mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& o
 mx::array swiglu(const mx::array& gate, const mx::array& up);
 
 struct SwigluParams {
+  static constexpr const char* name = "Swiglu";
   bool operator==(const SwigluParams&) const = default;
 };
 struct NormParams {
+  static constexpr const char* name = "RmsNorm";
   float eps;
   bool operator==(const NormParams&) const = default;
 };
 struct RopeParams {
+  static constexpr const char* name = "RopeRows";
   bool traditional;
   float scale;
   bool operator==(const RopeParams&) const = default;
 };
 
-class Swiglu : public CpuPrimitive<SwigluParams> {
- public:
-  using CpuPrimitive::CpuPrimitive;
-  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
-  const char* name() const override { return "Swiglu"; }
-};
-
-class RmsNorm : public CpuPrimitive<NormParams> {
- public:
-  using CpuPrimitive::CpuPrimitive;
-  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
-  const char* name() const override { return "RmsNorm"; }
-};
-
-class RopeRows : public CpuPrimitive<RopeParams> {
- public:
-  using CpuPrimitive::CpuPrimitive;
-  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
-  const char* name() const override { return "RopeRows"; }
-};
+using Swiglu = CpuPrimitive<SwigluParams>;
+using RmsNorm = CpuPrimitive<NormParams>;
+using RopeRows = CpuPrimitive<RopeParams>;
 
 }  // namespace mlxchat

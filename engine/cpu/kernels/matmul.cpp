@@ -68,6 +68,7 @@ Kind kind_of(WeightFormat format, mx::Dtype dtype) {
 
 }  // namespace
 
+template <>
 void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   auto& encoder = begin(inputs, outputs);
   const auto& x = inputs[0];

@@ -26,17 +26,13 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
                                       bool swiglu, int threads);
 
 struct MatmulParams {
+  static constexpr const char* name = "WeightsMatmul";
   WeightFormat format;
   bool swiglu;
   int threads;
   bool operator==(const MatmulParams&) const = default;
 };
 
-class WeightsMatmul : public CpuPrimitive<MatmulParams> {
- public:
-  using CpuPrimitive::CpuPrimitive;
-  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
-  const char* name() const override { return "WeightsMatmul"; }
-};
+using WeightsMatmul = CpuPrimitive<MatmulParams>;
 
 }  // namespace mlxchat

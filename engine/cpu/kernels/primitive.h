@@ -13,11 +13,15 @@ namespace mx = mlx::core;
 
 namespace mlxchat {
 
-// A primitive of the CPU only, its parameters one struct `Params` (compared whole; one struct per primitive).
+// A primitive of the CPU only, its parameters one struct `Params` (compared whole; one struct per primitive,
+// which names it). Each primitive is this template over its Params, its eval_cpu a specialization
+// written beside the op that builds it.
 template <class Params>
 class CpuPrimitive : public mx::Primitive {
  public:
   CpuPrimitive(mx::Stream stream, Params params) : mx::Primitive(stream), params_(params) {}
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  const char* name() const override { return Params::name; }
   void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
     throw std::runtime_error(std::string(name()) + " runs on the CPU only");
   }
