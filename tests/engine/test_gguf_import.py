@@ -201,10 +201,14 @@ def test_add_bos_token_puts_one_bos_first(tiny_model_dir: Path, gguf_dir: Path, 
     assert ids[0] == 1 and 1 not in ids[1:]
 
 
-def test_conversion_is_cached(
-    tiny_model_dir: Path, gguf_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A models cache of the test's own: the session's shared one may hold the conversion already."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_conversion_is_cached(tiny_model_dir: Path, gguf_dir: Path, own_cache: Path) -> None:
     path = write_tiny_gguf(tiny_model_dir, gguf_dir / "tiny-Q4_0.gguf", "Q4_0")
     first: list[Progress] = []
     folder = convert_gguf(path, models_cache_dir(), first.append)
@@ -212,7 +216,7 @@ def test_conversion_is_cached(
     second: list[Progress] = []
 
     assert convert_gguf(path, models_cache_dir(), second.append) == folder
-    assert folder.parent == models_cache_dir() and folder.parent.is_relative_to(tmp_path)
+    assert folder.parent == models_cache_dir() and folder.parent.is_relative_to(own_cache)
     assert any(p.stage == "Converting tiny-Q4_0.gguf" for p in first)
     assert not any(p.stage.startswith("Converting") for p in second)
     assert (folder / "model.safetensors").stat().st_mtime_ns == mtime
@@ -220,9 +224,8 @@ def test_conversion_is_cached(
 
 
 def test_interrupted_conversion_is_not_reused(
-    tiny_model_dir: Path, gguf_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_model_dir: Path, gguf_dir: Path, own_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = write_tiny_gguf(tiny_model_dir, gguf_dir / "tiny-Q8_0.gguf", "Q8_0")
     leftovers: list[Path] = []
 

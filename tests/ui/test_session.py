@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from textual import on
 from textual.app import App, ComposeResult
 from textual.message import Message
 from textual.widget import Widget
@@ -33,22 +34,13 @@ class Listener(Widget):
         super().__init__(id=name)
         self.heard: list[Message] = []
 
-    def on_chat_seated(self, message: ChatSeated) -> None:
-        self.heard.append(message)
-
-    def on_reply_done(self, message: ReplyDone) -> None:
-        self.heard.append(message)
-
-    def on_plan_changed(self, message: PlanChanged) -> None:
-        self.heard.append(message)
-
-    def on_plan_refused(self, message: PlanRefused) -> None:
-        self.heard.append(message)
-
-    def on_queued(self, message: Queued) -> None:
-        self.heard.append(message)
-
-    def on_withdrawn(self, message: Withdrawn) -> None:
+    @on(ChatSeated)
+    @on(ReplyDone)
+    @on(PlanChanged)
+    @on(PlanRefused)
+    @on(Queued)
+    @on(Withdrawn)
+    def hear(self, message: Message) -> None:
         self.heard.append(message)
 
     def of(self, kind: type[Message]) -> list:
