@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# Where an action can run: on the chats' screen once the engine runs ("chat"), over any screen once it
-# runs ("screen": the slots and inspector), or always ("app").
-Scope = Literal["chat", "screen", "app"]
+# Where an action can run: in the chat that has the keyboard, on that chat's own keys ("pane"); on the
+# chats' screen once the engine runs ("chat"); over any screen once it runs ("screen": the slots and
+# inspector); or always ("app").
+Scope = Literal["pane", "chat", "screen", "app"]
 
 MAX_CHAT_SHORTCUTS = 9  # alt+1 .. alt+9
 FOOTER_EVERYWHERE = ("help", "slots", "inspector")  # the ids of the keys every screen's footer shows
@@ -48,17 +49,18 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("chat_list", "ctrl+o", "chat_list", "Chats", "Reopen, search, rename or delete saved chats",
               priority=True),
     KeyAction("find_in_chat", "ctrl+f", "find_in_chat", "Find", "Find text in this chat: each match selected in turn",
-              show=False, priority=True),
+              show=False, priority=True, scope="pane"),
     KeyAction("stop_reply", "escape", "stop_reply", "Stop",
               "Stop the reply (what was written stays) or take a queued message back"),
     KeyAction("goto_finished", "ctrl+l", "goto_finished", "Last finished", "Go to the chat whose reply ended last",
               show=False, priority=True),
     KeyAction("regenerate", "ctrl+r", "regenerate", "Regenerate", "Write the last reply again", show=False,
-              priority=True),
+              priority=True, scope="pane"),
     KeyAction("edit_last", "ctrl+g", "edit_last", "Edit last", "Edit your last message and send it again",
-              show=False, priority=True),
+              show=False, priority=True, scope="pane"),
     KeyAction("chat_settings", "f5", "chat_settings", "Chat settings",
-              "This chat's system prompt and sampling (temperature, top_p, top_k, max_tokens, seed)", show=False),
+              "This chat's system prompt and sampling (temperature, top_p, top_k, max_tokens, seed)", show=False,
+              scope="pane"),
     KeyAction("fan_out", "f6", "fan_out", "Fan-out",
               "Send one prompt to 2-4 new chats with different settings, side by side", show=False, priority=True),
     KeyAction("keep_variant", "f7", "keep_variant", "Keep this one",
@@ -66,18 +68,19 @@ ACTIONS: tuple[KeyAction, ...] = (
     # F-keys: a legacy terminal sends alt+f as ESC f, which Textual reads as ctrl+right (word forward).
     KeyAction("fork_chat", "f8", "fork_chat", "Fork chat",
               "Branch this chat at a message into a new chat (Enter: at the last one)", show=False,
-              priority=True),
+              priority=True, scope="pane"),
     KeyAction("edit_earlier", "f9", "edit_earlier", "Edit a message",
               "Edit an earlier message of yours and send it again (the old turns stay saved)",
-              show=False, priority=True),
+              show=False, priority=True, scope="pane"),
     # Priority: a terminal sends alt+letter as a printable key, which the message box would type.
     KeyAction("copy_reply", "alt+c", "copy_reply", "Copy reply", "Copy the last reply to the clipboard", show=False,
-              priority=True),
+              priority=True, scope="pane"),
     # Not alt+b: terminals send it for option+left, and Textual reads it as ctrl+left.
     KeyAction("copy_code", "alt+shift+c", "copy_code", "Copy code block",
-              "Copy one code block of this chat (a picker when there are several)", show=False, priority=True),
+              "Copy one code block of this chat (a picker when there are several)", show=False, priority=True,
+              scope="pane"),
     KeyAction("export_chat", "alt+e", "export_chat", "Export chat",
-              "Write this chat to a Markdown file in the current folder", show=False, priority=True),
+              "Write this chat to a Markdown file in the current folder", show=False, priority=True, scope="pane"),
     KeyAction("toggle_timings", "alt+t", "toggle_timings", "Timings",
               "Show or hide each reply's timings: prompt tokens, cache hits, first token, speed", show=False,
               priority=True, scope="app"),

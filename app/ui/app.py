@@ -15,11 +15,10 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Header, TabbedContent
 
 from mlxchat.app.ui import keys
-from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.fan_out_actions import FanOutActions
+from mlxchat.app.ui.saved_chats import SavedChats
 from mlxchat.app.ui.startup import Startup
-from mlxchat.app.ui.turn_actions import TurnActions
 from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.chats.errors import StoreWriteError
 from mlxchat.app.chats.model import Chat
@@ -36,11 +35,12 @@ from mlxchat.themes import DEFAULT_THEME, THEMES
 
 
 
-class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
+class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
     """Several chats at once with one local model: tabs of chats over the engine's slots.
 
-    Its start (app.ui.startup), the actions on a chat's turns (app.ui.turn_actions) and fan-out
-    (app.ui.fan_out_actions) are mixins by responsibility; the chats' state is their Conversations'.
+    Its start (app.ui.startup), the saved chats (app.ui.saved_chats) and fan-out (app.ui.fan_out_actions)
+    are mixins by responsibility; the actions on one chat's turns are its pane's (app.ui.turn_actions);
+    the chats' state is their Conversations'.
     """
 
     TITLE = "mlxchat"
@@ -169,6 +169,22 @@ class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
         except StoreWriteError as exc:
             self.notify(str(exc), severity="error")
 
+    def action_stop_reply(self) -> None:
+        """Stops the shown chat's reply (what was written stays), or takes its queued message back."""
+        if self.active_chat is not None:
+            self.active_chat.stop_reply()
+
+    async def _on_shown_chat(self, action: str) -> None:
+        """Runs a chat's own action (scope "pane") on the chat shown, as its key would in it."""
+        if self.active_chat is not None:
+            await self.run_action(action, self.active_chat)
+
+    def action_toggle_timings(self) -> None:
+        """Shows or hides every reply's timings line, in every chat (and in chats opened later)."""
+        self.show_timings = not self.show_timings
+        for pane in self.chat_panes:
+            pane.set_class(self.show_timings, "-timings")
+
     @on(ChatPane.Retitled)
     def _on_retitled(self, event: ChatPane.Retitled) -> None:
         self._show_title(event.pane)
@@ -197,11 +213,6 @@ class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
         out of view and was not seen yet (✓); "" for none."""
         return "◷" if pane.queued else "●" if pane.busy else "✓" if pane.chat_id in self._unseen else ""
 
-    def _saved_badge(self, chat_id: int) -> str:
-        """The badge of saved chat `chat_id` ("" when it is not open), for the chat list."""
-        pane = self._pane_of(chat_id)
-        return self.badge(pane) if pane is not None else ""
-
     @on(ChatPane.Finished)
     def _on_finished(self, event: ChatPane.Finished) -> None:
         """Remembers the chat whose reply ended last; a chat out of view whose reply ended by itself gets a
@@ -222,48 +233,6 @@ class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
             self.notify("No open chat has finished a reply yet.")
             return
         self._show_chat(pane)
-
-    def _pane_of(self, chat_id: int) -> ChatPane | None:
-        """The open pane of saved chat `chat_id`, if it is open."""
-        return next((pane for pane in self.chat_panes if pane.chat.id == chat_id), None)
-
-    def action_chat_list(self) -> None:
-        """Shows the saved chats, to reopen, search, rename or delete them."""
-        if self.store is None:
-            self.notify("Chats are not being saved in this session: there is no list to show.", severity="error")
-            return
-        screen = ChatListScreen(self.store, self._saved_badge)
-        self.push_screen(screen, partial(self._open_found, screen))
-
-    async def _open_found(self, screen: ChatListScreen, chat_id: int | None) -> None:
-        """Opens the chat picked in the list; picked from a search, the find bar shows the matches in it."""
-        await self._open_saved(chat_id)
-        pane = self.active_chat
-        if screen.search and pane is not None and pane.chat.id == chat_id:
-            # After the refresh: the chats' screen first gives the keyboard to the chat just shown.
-            self.call_after_refresh(self.action_find_in_chat, screen.search)
-
-    async def _open_saved(self, chat_id: int | None) -> None:
-        """Shows saved chat `chat_id`: its tab if it is open, else a new tab on a free slot."""
-        if chat_id is None or self.store is None:
-            return
-        pane = self._pane_of(chat_id)
-        if pane is not None:
-            self._show_chat(pane)
-            return
-        chat = self.store.load(chat_id)
-        if chat is None:
-            self.notify(f"Chat {chat_id} is no longer saved.", severity="warning")
-            return
-        if await self.open_chat(chat) is not None:
-            self._record_open_chats()
-
-    @on(ChatListScreen.Renamed)
-    def _on_renamed(self, event: ChatListScreen.Renamed) -> None:
-        pane = self._pane_of(event.chat_id)
-        if pane is not None:
-            pane.chat.title = event.title
-            self._show_title(pane)
 
     async def action_close_chat(self) -> None:
         """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
@@ -434,7 +403,10 @@ class ChatApp(Startup, TurnActions, FanOutActions, App[int]):
         """The palette: Textual's own commands plus every action of the key registry."""
         yield from super().get_system_commands(screen)
         for action in keys.palette_actions():
-            yield SystemCommand(action.description, action.help, partial(self.run_action, action.action))
+            # A chat's own action runs on the chat shown.
+            run = partial(self._on_shown_chat, action.action) if action.scope == "pane" else partial(
+                self.run_action, action.action)
+            yield SystemCommand(action.description, action.help, run)
         if screen is self.screen_stack[0]:
             for number, pane in enumerate(self.chat_panes, 1):
                 yield SystemCommand(f"Go to {pane.chat_title}", f"Show the chat on slot {pane.slot_id}",

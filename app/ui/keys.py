@@ -19,11 +19,12 @@ class KeyHelp:
     action_id: str = ""  # what the config's [keys] table calls it, for actions that can be remapped
 
 
-def bindings() -> list[Binding]:
-    """The app's bindings, each with an id so that a keymap can remap it."""
+def bindings(pane: bool = False) -> list[Binding]:
+    """The app's bindings, or with `pane` a chat pane's own (scope "pane"), each with an id so that a keymap
+    can remap it."""
     return [
         Binding(a.key, a.action, a.description, show=a.show, priority=a.priority, tooltip=a.help, id=a.id)
-        for a in ACTIONS
+        for a in ACTIONS if (a.scope == "pane") == pane
     ]
 
 

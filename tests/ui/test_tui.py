@@ -16,6 +16,7 @@ from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.config.loading import load_settings
 from mlxchat.app.paths import default_config_path
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
+from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 from mlxchat.app.ui.screens.help import HelpScreen
 from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.slots import SlotsScreen
@@ -208,8 +209,19 @@ def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
         assert len(app.chat_panes) == 2
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+        # A chat's own key (its pane's binding) follows the keymap too, in the chat being typed in.
+        assert ("f12", "This chat's system prompt and sampling (temperature, top_p, top_k, max_tokens, seed)",
+                "chat_settings") in rows
+        await pilot.press("f5")
+        await pilot.pause()
+        assert not isinstance(app.screen, ChatSettingsScreen)
+        await pilot.press("f12")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the chat's settings")
+        title = str(app.screen.query_one(".settings-title", Static).render())
+        assert title.startswith(f"Settings of “{app.active_chat.chat_title}”")
 
-    run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f6"}), scenario)
+    run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f6", "chat_settings": "f12"}),
+        scenario)
 
 
 def test_the_footer_is_made_anew_only_when_its_keys_change(tiny_model_dir: Path) -> None:

@@ -32,6 +32,7 @@ def app_sections(keymap: Mapping[str, str]) -> list[HelpSection]:
     """Every key of the app and of its screens, as `keymap` has them."""
     return [
         bindings_section("Everywhere", keys.bindings(), keymap, extra=[keys.goto_help(keymap)]),
+        bindings_section("In a chat (on the chat you are typing in)", keys.bindings(pane=True), keymap),
         HelpSection("In the message box", INPUT_KEYS),
         bindings_section("Slots screen (F2)", [*SlotsScreen.BINDINGS, *Slider.BINDINGS], keymap, remappable=False),
         bindings_section("Slot inspector (F3)", [*InspectorScreen.BINDINGS, *SlotTable.BINDINGS], keymap,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 
 from textual import on
@@ -23,7 +24,9 @@ from mlxchat.app.chats.titles import short_title
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ReplyDone
 from mlxchat.app.session.session import Session
+from mlxchat.app.ui import keys
 from mlxchat.app.ui.reply_frames import ReplyFrames
+from mlxchat.app.ui.turn_actions import TurnActions
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.seat_view import SeatView
 from mlxchat.app.ui.widgets.turn_edits import TurnEdits
@@ -33,12 +36,15 @@ from mlxchat.engine.events import Done, RequestStats, SamplingParams
 TAB_LABEL_CHARS = 20
 
 
-class ChatPane(SeatView, TurnEdits, TabPane):
+class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
     """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
 
     The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
-    the pane shows them and forwards what the user does.
+    the pane shows them and forwards what the user does. The keys that act on one chat are its own
+    (scope "pane" in the registry), so they act on the chat that has the keyboard.
     """
+
+    BINDINGS = keys.bindings(pane=True)
 
     class Finished(Message):
         """The chat's reply has ended (`reason`, as the engine's Done has it) and is shown (the app says so
@@ -48,6 +54,13 @@ class ChatPane(SeatView, TurnEdits, TabPane):
             super().__init__()
             self.pane = pane
             self.reason = reason
+
+    @dataclass
+    class Forked(Message):
+        """The user forked the chat: the app opens `chat` (saved) with `draft` in its message box."""
+
+        chat: Chat
+        draft: str
 
     class Retitled(Message):
         """The chat got a title (from its first message) or its first id: the tab and the open chats change."""
