@@ -61,7 +61,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.scenario == RETURN_SCENARIO:
         return _return_bench(args, settings, loaded)
     if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO):
-        return _scenario_bench(args, loaded)
+        return _scenario_bench(args, settings, loaded)
     try:
         runs = _run(args, settings, loaded)
     except BenchError as exc:
@@ -113,7 +113,7 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
     return 0
 
 
-def _scenario_bench(args: argparse.Namespace, loaded: Any) -> int:
+def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`--scenario long` (streaming gaps while a long prompt is read) or `resume` (a chat reopened after a
     restart, with and without the disk tier): one run, its table and JSON."""
     from mlxchat.engine.bench.long_prompt import format_long_table, run_long_bench
@@ -124,7 +124,7 @@ def _scenario_bench(args: argparse.Namespace, loaded: Any) -> int:
     say = "the long prompt alone, then with the chats streaming" if long else \
         "a chat's first turn, a quit, a restart, its next turn"
     print(f"bench: {args.scenario}: {say}...", file=sys.stderr, flush=True)
-    records = [run_long_bench(loaded)] if long else run_resume_bench(loaded)
+    records = [run_long_bench(loaded, stall=settings.prefill_stall)] if long else run_resume_bench(loaded)
     report = make_report(loaded, [])
     model, device = f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}"
     print(format_long_table(model, device, records[0]) if long else format_resume_table(model, device, records))

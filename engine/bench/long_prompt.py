@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mlxchat.engine.bench.workloads import CONTEXT, CTX_ROUNDING, QUESTIONS, SYSTEM_PROMPT
+from mlxchat.engine.pacing import STALL
 
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel
@@ -32,6 +33,7 @@ class LongRecord:
 
     streams: int
     prompt_tokens: int
+    stall: float
     gap_before_p50: float
     gap_before_max: float
     gap_during_p50: float
@@ -58,9 +60,11 @@ def long_prompt(tokenizer: Any, tokens: int) -> list[int]:
 
 
 def run_long_bench(
-    loaded: LoadedModel, *, streams: int = LONG_STREAMS, prompt_tokens: int = LONG_PROMPT_TOKENS
+    loaded: LoadedModel, *, streams: int = LONG_STREAMS, prompt_tokens: int = LONG_PROMPT_TOKENS,
+    stall: float = STALL,
 ) -> LongRecord:
-    """Times the long prompt alone, then with `streams` chats streaming, on one engine."""
+    """Times the long prompt alone, then with `streams` chats streaming, on one engine whose streams may
+    slow to `stall` times their step while it is read (the setting prefill_stall)."""
     from mlxchat.engine.events import SamplingParams
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.plan import SlotRequest, plan_slots
@@ -72,7 +76,8 @@ def run_long_bench(
     plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token,
                       kv_footprint=loaded.kv_footprint)
     split = loaded.tuning.split if loaded.tuning else None
-    engine = Engine(loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill)
+    engine = Engine(loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill,
+                    prefill_stall=stall)
     one = SamplingParams(max_tokens=1, ignore_eos=True)
     try:
         # Warm-up: lazy initialisation, and a first measure of every pass kind.
@@ -80,7 +85,7 @@ def run_long_bench(
         engine.clear(streams, park=False)
         alone = _ttft(engine, streams, long, one)
         engine.clear(streams, park=False)
-        return _with_streams(engine, loaded.tokenizer, streams, long, alone, per_slot)
+        return _with_streams(engine, loaded.tokenizer, streams, long, alone, per_slot, stall)
     finally:
         engine.shutdown()
 
@@ -92,7 +97,9 @@ def _ttft(engine: Any, slot: int, prompt: list[int], sampling: Any) -> float:
     return done.stats.ttft_s
 
 
-def _with_streams(engine: Any, tokenizer: Any, streams: int, long: list[int], alone_s: float, per_slot: int) -> LongRecord:
+def _with_streams(
+    engine: Any, tokenizer: Any, streams: int, long: list[int], alone_s: float, per_slot: int, stall: float
+) -> LongRecord:
     from mlxchat.engine.events import SamplingParams, TextDelta
 
     traces = [_Stream() for _ in range(streams)]
@@ -138,6 +145,7 @@ def _with_streams(engine: Any, tokenizer: Any, streams: int, long: list[int], al
     return LongRecord(
         streams=streams,
         prompt_tokens=len(long),
+        stall=stall,
         gap_before_p50=statistics.median(before),
         gap_before_max=max(before),
         gap_during_p50=statistics.median(during) if during else float("nan"),
@@ -154,7 +162,8 @@ def format_long_table(model: str, device: str, r: LongRecord) -> str:
         ("streaming gap, during the prefill", f"{r.gap_during_p50:.0f}", f"{r.gap_during_max:.0f}"),
     ]
     lines = [
-        f"model {model} | device {device} | {r.streams} chats streaming, a {r.prompt_tokens}-token prompt arriving",
+        f"model {model} | device {device} | {r.streams} chats streaming, a {r.prompt_tokens}-token prompt arriving"
+        f" | prefill_stall {r.stall:g}",
         f"{'':34}  {'p50 ms':>7}  {'max ms':>7}",
         *(f"{a:34}  {b:>7}  {c:>7}" for a, b, c in rows),
         f"gap during / before: p50 {r.gap_during_p50 / r.gap_before_p50:.1f}x, worst "

@@ -190,13 +190,14 @@ def test_return_bench_times_a_parked_return_against_a_full_prefill(tiny: LoadedM
 def test_long_bench_reports_the_streams_gaps_and_the_long_prompts_first_token(tiny: LoadedModel) -> None:
     from mlxchat.engine.bench.long_prompt import format_long_table, run_long_bench
 
-    record = run_long_bench(tiny, streams=2, prompt_tokens=600)
-    assert record.prompt_tokens == 600 and record.streams == 2
+    record = run_long_bench(tiny, streams=2, prompt_tokens=600, stall=3.0)
+    assert record.prompt_tokens == 600 and record.streams == 2 and record.stall == 3.0
     assert 0 < record.gap_before_p50 <= record.gap_before_max
     assert 0 < record.gap_during_p50 <= record.gap_during_max
     assert record.ttft_alone_ms > 0 and record.ttft_streaming_ms > 0
     table = format_long_table("tiny", "cpu", record)
     assert "streaming gap, during the prefill" in table and "long prompt's first token" in table
+    assert table.splitlines()[0].endswith("| prefill_stall 3")
 
 
 def test_resume_bench_reads_the_history_back_from_disk_after_a_restart(tiny: LoadedModel) -> None:
