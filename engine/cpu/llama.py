@@ -78,6 +78,10 @@ class _Weight:
         """x @ weight.T (+ bias), on the current stream."""
         return x @ self.t if self.bias is None else mx.addmm(self.bias, x, self.t)
 
+    def spread(self, x: mx.array, other: mx.Stream, spread: bool) -> mx.array:
+        """x @ weight.T (+ bias): with `spread`, each half of the output on its own stream, else whole."""
+        return self.split(x, other) if spread else self(x)
+
     def split(self, x: mx.array, other: mx.Stream) -> mx.array:
         """x @ weight.T (+ bias), each half of the output on its own stream."""
         first, second = self.halves
@@ -104,14 +108,14 @@ class _FloatLayer:
             return [queries, self.k(x), self.v(x)]
 
     def out(self, x: mx.array, other: mx.Stream) -> mx.array:
-        return self.o.split(x, other) if self.spread else self.o(x)
+        return self.o.spread(x, other, self.spread)
 
     def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
         gate = self.gate(x)
         with mx.stream(other):
             up = self.up(x)
         hidden = layer_ops.swiglu(gate, up)
-        return self.down.split(hidden, other) if self.spread else self.down(hidden)
+        return self.down.spread(hidden, other, self.spread)
 
 
 class _StoredLayer:
@@ -145,11 +149,9 @@ class CpuLlama:
         self._other: mx.Stream | None = None
         args = self.inner.args
         # Whether work is spread over two MLX streams: float weights through the BLAS, in a model wide enough.
-        self._spread = (
-            not isinstance(head, stored.STORED_TYPES)
-            and args.hidden_size * args.intermediate_size >= SPREAD_WEIGHTS
-        )
-        if isinstance(head, stored.STORED_TYPES):
+        as_stored = isinstance(head, stored.STORED_TYPES)
+        self._spread = not as_stored and args.hidden_size * args.intermediate_size >= SPREAD_WEIGHTS
+        if as_stored:
             self._head: Any = stored.Call([head])
             self._layers: list[Any] = [_StoredLayer(layer) for layer in self.inner.layers]
         else:
@@ -191,7 +193,7 @@ class CpuLlama:
     def head(self, states: mx.array) -> mx.array:
         """Logits for final hidden states."""
         if isinstance(self._head, _Weight):
-            return self._head.split(states, self._other) if self._spread else self._head(states)
+            return self._head.spread(states, self._other, self._spread)
         return self._head.rows(states)[0]
 
     def _attend(

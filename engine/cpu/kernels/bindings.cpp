@@ -37,8 +37,8 @@ NB_MODULE(_ext, m) {
         return mlxchat::weights_matmul(x, weights, {bits, group_size}, swiglu, threads);
       },
       "x"_a, "weights"_a, "bits"_a, "group_size"_a, "swiglu"_a, "threads"_a,
-      "x (M, K) @ W.T for each 4- or 8-bit weight W as stored, given as (values, scales, biases). With swiglu, "
-      "gate and up give silu(x @ gate.T) * (x @ up.T).");
+      "x (M, K) @ W.T for each weight W as stored: 4- or 8-bit, given as (values, scales, biases), or float16 "
+      "or bfloat16 (bits 16), given alone. With swiglu, gate and up give silu(x @ gate.T) * (x @ up.T).");
   m.def("rms_norm", &mlxchat::rms_norm, "x"_a, "weight"_a, "eps"_a,
         "x * rsqrt(mean(x ** 2, -1) + eps) * weight, row by row (float32, CPU): mx.fast.rms_norm as one operation.");
   m.def("swiglu", &mlxchat::swiglu, "gate"_a, "up"_a, "silu(gate) * up (float32, CPU), as one operation.");

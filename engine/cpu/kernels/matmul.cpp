@@ -42,19 +42,24 @@ void pack_lanes(const float* X, int64_t m0, int64_t R, int64_t K, float* out) {
 void run(Problem p, const mx::array& x, int threads) {
   std::vector<float> gathered;
   p.x = row_major(x, gathered);
-  std::vector<float> X(p.M * p.K);
+  // Kept from call to call (the stream's one thread runs them in turn): a prompt's rows are megabytes,
+  // and a fresh vector would zero them before they are written. The pool's threads get its address: by
+  // name, each would read a thread_local of its own.
+  thread_local std::vector<float> kept;
+  kept.resize(p.M * p.K);
+  float* X = kept.data();
   if (p.M <= FUSED_ROWS) {
-    pack_rows(p.x, p.M, p.K, X.data());
+    pack_rows(p.x, p.M, p.K, X);
   } else {
-    parallel_for((p.M + ROW_TILE - 1) / ROW_TILE, threads, [&p, &X](int64_t panel) {
+    parallel_for((p.M + ROW_TILE - 1) / ROW_TILE, threads, [&p, X](int64_t panel) {
       const int64_t m0 = panel * ROW_TILE;
-      pack_lanes(p.x, m0, std::min<int64_t>(ROW_TILE, p.M - m0), p.K, X.data());
+      pack_lanes(p.x, m0, std::min<int64_t>(ROW_TILE, p.M - m0), p.K, X);
     });
   }
   const auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
-  parallel_for(p.first_task.back(), threads, [&p, &X, run_task](int64_t task) {
+  parallel_for(p.first_task.back(), threads, [&p, X, run_task](int64_t task) {
     thread_local std::vector<float> scratch;
-    run_task(p, X.data(), task, scratch);
+    run_task(p, X, task, scratch);
   });
 }
 
