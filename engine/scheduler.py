@@ -189,7 +189,12 @@ class SlotScheduler(ReplyEvents):
             if prefilling and streaming:
                 chunk = self.costs.chunk(self.prefill_chunk)
                 batch = self._prefill_batch(prefilling, chunk, chunk)
-                if self.forward.mixes:
+                if self.forward.mixes and not any(len(s.request.pending) <= chunk for s in batch):  # type: ignore
+                    # No prompt ends in this chunk: it rides the pipelined decode pass.
+                    rows, read = self._decode((batch, chunk))
+                    self._record(started, read, rows)
+                    return
+                if self.forward.mixes:  # a prompt ends: its first token is sampled in this pass
                     read, rows = self._guarded(batch, lambda slots: self._mixed(slots, chunk)) or (0, 0)
                     self._record(started, read, rows)
                     if not any(s.request and s.request.pending for s in self.slots):
@@ -199,7 +204,7 @@ class SlotScheduler(ReplyEvents):
             elif prefilling:
                 batch = self._prefill_batch(prefilling, self.prefill_chunk, self.prefill_budget)
                 read = self._guarded(batch, lambda slots: self._prefill(slots, self.prefill_chunk)) or 0
-            rows = self._decode()
+            rows, _ = self._decode()
             self._record(started, read, rows)
         except Exception as exc:
             self.fail_all(exc)
@@ -350,12 +355,15 @@ class SlotScheduler(ReplyEvents):
     def _in_flight(self, slot: Slot) -> bool:
         return self._pass is not None and any(s is slot for s, _ in self._pass.rows)
 
-    def _decode(self) -> int:
-        """Dispatches the next decode pass for every decoding slot, then reads the previous one's tokens.
+    def _decode(self, prompts: tuple[list[Slot], int] | None = None) -> tuple[int, int]:
+        """Dispatches the next decode pass for every decoding slot, then reads the previous one's tokens;
+        returns (slots decoded, prompt tokens read).
 
         The pass is queued (async_eval) before the previous tokens are turned into text, so the
         model computes while Python detokenizes and builds the next graph. A slot whose previous
         token turns out to end its reply wasted one row of the new pass; its write is undone.
+        `prompts` (slots, chunk): the next chunk of these prompts, none of which ends in it, shares the
+        pass (one read of the weights; their K/V only).
         """
         previous = self._pass
         self._pass = None
@@ -373,27 +381,39 @@ class SlotScheduler(ReplyEvents):
                 inputs.append(mx.array(r.next_input))
                 s.history.append(r.next_input)
                 r.next_input = None
+        read = 0
         if rows:
             # Slot order keeps neighbouring slots together, so attention reads views, not copies.
             order = sorted(range(len(rows)), key=lambda i: rows[i][0].id)
             rows, inputs = [rows[i] for i in order], [inputs[i] for i in order]
-            self._guarded([s for s, _ in rows], lambda _: self._dispatch(rows, inputs))
+            in_pass = [s for s, _ in rows] + (prompts[0] if prompts else [])
+            read = self._guarded(in_pass, lambda _: self._dispatch(rows, inputs, prompts)) or 0
         if previous is not None:
             self._read(previous)
-        return len(rows)
+        return len(rows), read
 
     def _continues(self, r: Request) -> bool:
         """Whether a reply may go on after its next token (known limits only; EOS is seen later)."""
         return not r.cancelled and r.generated + 1 < r.sampling.max_tokens
 
-    def _dispatch(self, rows: list[tuple[Slot, Request]], inputs: list[mx.array]) -> None:
+    def _dispatch(
+        self, rows: list[tuple[Slot, Request]], inputs: list[mx.array], prompts: tuple[list[Slot], int] | None
+    ) -> int:
+        """Queues a decode pass over `rows` (with the next chunk of `prompts`, if given); returns the prompt
+        tokens it reads."""
         ids = [s.id for s, _ in rows]
         caches = self.store.batch(ids, 1)
-        logits = self.forward.logits(mx.stack(inputs)[:, None], caches, None)
+        decode = (mx.stack(inputs)[:, None], caches)
+        part = PromptChunks(*prompts, self.store) if prompts else None
+        if part is None:
+            logits = self.forward.logits(*decode, None)
+        else:
+            logits, _ = self.forward.mixed_logits(decode, (part.inputs, part.caches), None)
         tokens = sample_rows(logits, [r.sampler for _, r in rows])
-        mx.async_eval(tokens)
+        mx.async_eval(tokens, *(self.store.arrays if part is not None else ()))  # the chunk's K/V too
         self.store.commit(ids, [1] * len(ids))
         self._pass = _DecodePass(rows, tokens)
+        return self._advance(part, []) if part is not None else 0
 
     def _read(self, finished: _DecodePass) -> None:
         """Turns a decode pass's tokens into text and decides, per slot, whether its reply goes on."""
