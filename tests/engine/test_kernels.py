@@ -58,7 +58,7 @@ def test_kernel_attention_equals_mlx(heads, kv_heads, n_new, rows, lengths):
         assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item(), (threads, mx.abs(got - want).max().item())
 
 
-def test_queries_given_as_any_view_are_read_as_their_values():
+def test_queries_keys_and_values_given_as_any_view_are_read_as_their_values():
     import mlx.core as mx
 
     k = mx.random.normal((2, 2, 64, 16), key=mx.random.key(1))
@@ -66,6 +66,14 @@ def test_queries_given_as_any_view_are_read_as_their_values():
     want = reference(q, k, k, [1, 0], [40, 3], 0.25)
     got = kernels.status().module.slot_attention(q, k, k, mx.array([1, 0]), mx.array([40, 3]), 0.25, 2)
     assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item()
+    # Keys and values whose last axis is strided, still lazy when the op is built (their strides are
+    # known only once evaluated).
+    kt = mx.random.normal((2, 2, 16, 64), key=mx.random.key(4))
+    k, v = kt.swapaxes(2, 3), (kt * 2).swapaxes(2, 3)
+    want = reference(q, mx.array(k.tolist()), mx.array(v.tolist()), [1, 0], [40, 3], 0.25)
+    got = kernels.status().module.slot_attention(q, kt.swapaxes(2, 3), (kt * 2).swapaxes(2, 3), mx.array([1, 0]),
+                                                 mx.array([40, 3]), 0.25, 2)
+    assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item(), mx.abs(got - want).max().item()
 
 
 def test_rms_norm_equals_mlx_for_rows_and_views():

@@ -278,13 +278,19 @@ void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
             {k.strides()[0], k.strides()[1], k.strides()[2]},
             {v.strides()[0], v.strides()[1], v.strides()[2]},
             params_.scale};
-  encoder.dispatch([p, q, threads = params_.threads]() mutable {
-    // Queries whose last axis is not contiguous are gathered first (they are usually a fresh output).
-    std::vector<float> gathered;
-    if (q.strides()[3] != 1) {
-      p.q = row_major(q, gathered);
-      p.qs[0] = q.shape(1) * q.shape(2) * q.shape(3), p.qs[1] = q.shape(2) * q.shape(3), p.qs[2] = q.shape(3);
-    }
+  encoder.dispatch([p, q, k, v, threads = params_.threads]() mutable {
+    // An input whose last axis is not contiguous is gathered first: known only now, evaluated (a lazy
+    // view's strides are not its own until then). Queries are usually a fresh output, K and V the slot
+    // buffers or views of them, whose last axis is contiguous.
+    auto gather = [](const mx::array& a, std::vector<float>& copy, const float*& data, int64_t* strides) {
+      if (a.strides()[3] == 1) return;
+      data = row_major(a, copy);
+      strides[0] = a.shape(1) * a.shape(2) * a.shape(3), strides[1] = a.shape(2) * a.shape(3), strides[2] = a.shape(3);
+    };
+    std::vector<float> gathered[3];
+    gather(q, gathered[0], p.q, p.qs);
+    gather(k, gathered[1], p.k, p.ks);
+    gather(v, gathered[2], p.v, p.vs);
     run(p, threads);
   });
 }
@@ -303,15 +309,9 @@ mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array
     throw std::invalid_argument("slot_attention: shapes do not match");
   }
   auto stream = mx::default_stream(mx::Device::cpu);
-  // The kernel reads each vector's last axis contiguously; strided leading axes (slot views) are fine.
-  auto last_contiguous = [&](const mx::array& a) {
-    return a.ndim() == 4 && a.strides()[3] == 1 ? a : mx::contiguous(a, false, stream);
-  };
-  return mx::array(
-      {q.shape(0), q.shape(1), q.shape(2), v.shape(3)}, mx::float32,
-      std::make_shared<SlotAttention>(stream, AttentionParams{scale, threads}),
-      {q, last_contiguous(k), last_contiguous(v), mx::astype(rows, mx::int32, stream),
-       mx::astype(lengths, mx::int32, stream)});
+  return mx::array({q.shape(0), q.shape(1), q.shape(2), v.shape(3)}, mx::float32,
+                   std::make_shared<SlotAttention>(stream, AttentionParams{scale, threads}),
+                   {q, k, v, mx::astype(rows, mx::int32, stream), mx::astype(lengths, mx::int32, stream)});
 }
 
 }  // namespace mlxchat
