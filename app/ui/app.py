@@ -403,10 +403,8 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         """The palette: Textual's own commands plus every action of the key registry."""
         yield from super().get_system_commands(screen)
         for action in keys.palette_actions():
-            # A chat's own action runs on the chat shown.
-            run = partial(self._on_shown_chat, action.action) if action.scope == "pane" else partial(
-                self.run_action, action.action)
-            yield SystemCommand(action.description, action.help, run)
+            runner = self._on_shown_chat if action.scope == "pane" else self.run_action  # a chat's own: the shown one
+            yield SystemCommand(action.description, action.help, partial(runner, action.action))
         if screen is self.screen_stack[0]:
             for number, pane in enumerate(self.chat_panes, 1):
                 yield SystemCommand(f"Go to {pane.chat_title}", f"Show the chat on slot {pane.slot_id}",
