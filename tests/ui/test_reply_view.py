@@ -100,6 +100,24 @@ def test_the_newest_line_stays_in_view_unless_the_user_scrolls_away(tiny_model_d
     run(make_app(tiny_model_dir), scenario)
 
 
+def test_turns_shorter_than_the_view_are_at_its_end_and_stay_in_view_when_a_reply_ends(tiny_model_dir: Path) -> None:
+    # Textual's anchor bottom-aligns turns shorter than the view with a negative scroll_y. A reply that
+    # ended before any frame drew it was judged scrolled away from there, and the pane pinned the
+    # conversation at that scroll_y: every turn below the view.
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        conversation = pane.query_one(".conversation", VerticalScroll)
+        reply = ReplyView("A short reply.")
+        await conversation.mount_all([Static("A question", classes="user-turn"), reply])
+        await pilot.pause()
+        assert conversation.scroll_y < 0 and reply.following
+        pane._anchor_conversation(reply.following)
+        await pilot.pause()
+        assert conversation.region.y <= reply.region.y < reply.region.bottom <= conversation.region.bottom
+
+    run(make_app(tiny_model_dir), scenario)
+
+
 @pytest.mark.parametrize("text", REPLIES)
 def test_an_ended_reply_is_as_tall_as_its_lines_and_its_text_can_be_selected(tiny_model_dir: Path, text: str) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:

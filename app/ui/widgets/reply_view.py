@@ -90,6 +90,8 @@ class ReplyView(Widget):
     def following(self) -> bool:
         """Whether the conversation is kept at the newest line (the user has not scrolled away from it)."""
         conversation = self._conversation
+        if conversation.scroll_y < 0:  # turns shorter than the view, bottom-aligned by the anchor: at the end
+            return True
         if self._edge is None:  # no line yet: whether the conversation is at its end
             return conversation.scroll_y >= conversation.max_scroll_y - 1
         return self._scroll_due or conversation.scroll_y >= min(self._edge, conversation.max_scroll_y) - 1
