@@ -24,7 +24,7 @@ from mlxchat.engine.handle import Submit, TakesRequests, deliver
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
-from mlxchat.engine.remote.state import RemoteInfo, Reply, Slot, slot_snapshot
+from mlxchat.engine.remote.state import RemoteInfo, RemoteReply, RemoteSlot, slot_snapshot
 
 SLOTS_POLL_S = 0.5  # how often /slots is read while someone looks at the snapshot
 RETRY = "regenerate (ctrl+r) to try again"
@@ -42,7 +42,7 @@ class RemoteEngine(TakesRequests):
         self.info = RemoteInfo(model=facts.model_name, device=f"{facts.kind} at {facts.base_url}")
         self._client = make_client(facts.base_url, api_key, timeout)
         self._lock = threading.Lock()
-        self._slots = [Slot(i) for i in range(plan.parallel)]
+        self._slots = [RemoteSlot(i) for i in range(plan.parallel)]
         self._request_ids = itertools.count(1)
         self._rate = RateMeter()
         self._server_slots: tuple[ServerSlot, ...] | None = facts.slots
@@ -55,7 +55,7 @@ class RemoteEngine(TakesRequests):
 
     def _take(self, submit: Submit) -> None:
         handle, messages = submit.handle, submit.messages
-        reply = Reply(handle, submit.sampling, submit.on_event)
+        reply = RemoteReply(handle, submit.sampling, submit.on_event)
         with self._lock:
             slot_id = handle.slot_id
             slot = self._slots[slot_id] if 0 <= slot_id < len(self._slots) else None
@@ -83,7 +83,7 @@ class RemoteEngine(TakesRequests):
         with self._lock:
             if 0 <= slot_id < len(self._slots):
                 label = self._slots[slot_id].label
-                self._slots[slot_id] = Slot(slot_id, label)
+                self._slots[slot_id] = RemoteSlot(slot_id, label)
         if self.facts.has_slots:
             threading.Thread(target=erase_slot, args=(self._client, self.facts.base_url, slot_id), daemon=True).start()
 
@@ -105,7 +105,7 @@ class RemoteEngine(TakesRequests):
             return future
         with self._lock:
             old, n = self._slots, plan.parallel
-            self._slots = old[:n] + [Slot(i) for i in range(len(old), n)]
+            self._slots = old[:n] + [RemoteSlot(i) for i in range(len(old), n)]
             self.plan = plan
         for slot in old[n:]:
             if slot.reply is not None:
@@ -150,7 +150,7 @@ class RemoteEngine(TakesRequests):
     # ---- streaming, on a worker thread per reply ----
 
     def _refusal(
-        self, slot_id: int, slot: Slot | None, messages: Messages | None, tokens: list[int] | None
+        self, slot_id: int, slot: RemoteSlot | None, messages: Messages | None, tokens: list[int] | None
     ) -> str | None:
         if self._closed:
             return refusals.SHUT_DOWN
@@ -164,7 +164,7 @@ class RemoteEngine(TakesRequests):
             return refusals.EMPTY
         return None
 
-    def _request(self, reply: Reply, messages: list[dict[str, str]]) -> dict[str, Any]:
+    def _request(self, reply: RemoteReply, messages: list[dict[str, str]]) -> dict[str, Any]:
         """The chat completion's arguments: the standard ones, and the server's own in extra_body."""
         s = reply.sampling
         extra: dict[str, Any] = {}
@@ -189,7 +189,7 @@ class RemoteEngine(TakesRequests):
             args["seed"] = s.seed
         return args
 
-    def _stream(self, reply: Reply, messages: list[dict[str, str]]) -> None:
+    def _stream(self, reply: RemoteReply, messages: list[dict[str, str]]) -> None:
         """Streams one reply into events; whatever happens, it ends with exactly one Done."""
         url = self.facts.base_url
         usage: Any = None
@@ -231,7 +231,7 @@ class RemoteEngine(TakesRequests):
         else:
             self._end(reply, *self._reason(reply, finish, usage), usage=usage)
 
-    def _dropped(self, reply: Reply, exc: BaseException | None) -> str:
+    def _dropped(self, reply: RemoteReply, exc: BaseException | None) -> str:
         """Why a stream ended before its reply did: the connection broke, or the server sent an error."""
         kept = "what came is kept" if reply.chunks else "nothing had come yet"
         if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
@@ -241,7 +241,7 @@ class RemoteEngine(TakesRequests):
         why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
         return f"the server at {self.facts.base_url} stopped sending before the reply ended{why}: {kept}; {RETRY}"
 
-    def _reason(self, reply: Reply, finish: str, usage: Any) -> tuple[FinishReason, str | None]:
+    def _reason(self, reply: RemoteReply, finish: str, usage: Any) -> tuple[FinishReason, str | None]:
         """The local engine's reason for the server's finish_reason (with an error message for an odd one)."""
         if finish == "length":
             generated = getattr(usage, "completion_tokens", None) or reply.chunks
@@ -251,7 +251,7 @@ class RemoteEngine(TakesRequests):
             return "error", "the server filtered the reply (finish_reason content_filter)"
         return "stop", None  # stop, tool_calls, eos...
 
-    def _delta(self, reply: Reply, text: str) -> None:
+    def _delta(self, reply: RemoteReply, text: str) -> None:
         now = time.perf_counter()
         with reply.lock:
             if reply.ended:
@@ -270,7 +270,7 @@ class RemoteEngine(TakesRequests):
         self._end(reply, "error", error=failure)
 
     def _end(
-        self, reply: Reply, reason: FinishReason, error: str | None = None, refused: bool = False, usage: Any = None
+        self, reply: RemoteReply, reason: FinishReason, error: str | None = None, refused: bool = False, usage: Any = None
     ) -> None:
         """Ends the reply once: frees its slot, closes its stream if it was stopped, sends its Done."""
         with reply.lock:
@@ -313,7 +313,8 @@ class RemoteEngine(TakesRequests):
 
         threading.Thread(target=poll, name="mlxchat-remote-slots", daemon=True).start()
 
-def _stats(reply: Reply, usage: Any) -> RequestStats:
+
+def _stats(reply: RemoteReply, usage: Any) -> RequestStats:
     """The request's figures: the server's usage where it sent one, else what mlxchat counted."""
     prompt = getattr(usage, "prompt_tokens", None) or 0
     details = getattr(usage, "prompt_tokens_details", None)

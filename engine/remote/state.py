@@ -45,7 +45,7 @@ class RemoteInfo:
 
 
 @dataclass
-class Reply:
+class RemoteReply:
     """One reply streaming from the server."""
 
     handle: RequestHandle
@@ -67,19 +67,19 @@ class Reply:
 
 
 @dataclass
-class Slot:
+class RemoteSlot:
     """mlxchat's side of one slot: its chat's name, its reply, and what the last reply used."""
 
     id: int
     label: str | None = None
-    reply: Reply | None = None
+    reply: RemoteReply | None = None
     tokens: int = 0  # prompt + reply tokens of the last finished reply, as the server counted them
     prompt_tokens: int = 0
     cached_tokens: int = 0
     last_tok_s: float = 0.0
 
 
-def slot_snapshot(slot: Slot, theirs: ServerSlot | None, per_slot: int) -> SlotSnapshot:
+def slot_snapshot(slot: RemoteSlot, theirs: ServerSlot | None, per_slot: int) -> SlotSnapshot:
     """The slot as the inspector shows it: the server's /slots figures where it has them, mlxchat's own
     otherwise."""
     reply = slot.reply
