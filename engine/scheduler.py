@@ -189,12 +189,13 @@ class SlotScheduler(ReplyEvents):
             if prefilling and streaming:
                 chunk = self.costs.chunk(self.prefill_chunk)
                 batch = self._prefill_batch(prefilling, chunk, chunk)
-                if self.forward.mixes and not any(len(s.request.pending) <= chunk for s in batch):  # type: ignore
-                    # No prompt ends in this chunk: it rides the pipelined decode pass.
-                    rows, read = self._decode((batch, chunk))
-                    self._record(started, read, rows)
-                    return
-                if self.forward.mixes:  # a prompt ends: its first token is sampled in this pass
+                if self.forward.mixes:
+                    if not any(len(s.request.pending) <= chunk for s in batch):  # type: ignore[union-attr]
+                        # No prompt ends in this chunk: it rides the pipelined decode pass.
+                        rows, read = self._decode((batch, chunk))
+                        self._record(started, read, rows)
+                        return
+                    # A prompt ends: its first token is sampled in a pass of its own.
                     read, rows = self._guarded(batch, lambda slots: self._mixed(slots, chunk)) or (0, 0)
                     self._record(started, read, rows)
                     if not any(s.request and s.request.pending for s in self.slots):
