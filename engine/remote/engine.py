@@ -270,7 +270,8 @@ class RemoteEngine(TakesRequests):
         self._end(reply, "error", error=failure)
 
     def _end(
-        self, reply: RemoteReply, reason: FinishReason, error: str | None = None, refused: bool = False, usage: Any = None
+        self, reply: RemoteReply, reason: FinishReason, error: str | None = None, refused: bool = False,
+        usage: Any = None,
     ) -> None:
         """Ends the reply once: frees its slot, closes its stream if it was stopped, sends its Done."""
         with reply.lock:

@@ -26,7 +26,7 @@ from mlxchat.app.session.messages import ReplyDone
 from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.reply_frames import ReplyFrames
-from mlxchat.app.ui.turn_actions import TurnActions
+from mlxchat.app.ui.widgets.turn_actions import TurnActions
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.seat_view import SeatView
 from mlxchat.app.ui.widgets.turn_edits import TurnEdits
@@ -46,14 +46,13 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
 
     BINDINGS = keys.bindings(pane=True)
 
+    @dataclass
     class Finished(Message):
         """The chat's reply has ended (`reason`, as the engine's Done has it) and is shown (the app says so
         when the chat is out of view)."""
 
-        def __init__(self, pane: ChatPane, reason: str) -> None:
-            super().__init__()
-            self.pane = pane
-            self.reason = reason
+        pane: ChatPane
+        reason: str
 
     @dataclass
     class Forked(Message):
@@ -62,12 +61,11 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         chat: Chat
         draft: str
 
+    @dataclass
     class Retitled(Message):
         """The chat got a title (from its first message) or its first id: the tab and the open chats change."""
 
-        def __init__(self, pane: ChatPane) -> None:
-            super().__init__()
-            self.pane = pane
+        pane: ChatPane
 
     DEFAULT_CSS = """
     ChatPane { layout: vertical; padding: 0; }
