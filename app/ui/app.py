@@ -39,7 +39,7 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
     """Several chats at once with one local model: tabs of chats over the engine's slots.
 
     Its start (app.ui.startup), the saved chats (app.ui.saved_chats) and fan-out (app.ui.fan_out_actions)
-    are mixins by responsibility; the actions on one chat's turns are its pane's (app.ui.widgets.turn_actions);
+    are mixins by responsibility; the actions on one chat's turns are its pane's (app.ui.turn_actions);
     the chats' state is their Conversations'.
     """
 

@@ -26,7 +26,7 @@ from mlxchat.app.session.messages import ReplyDone
 from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.reply_frames import ReplyFrames
-from mlxchat.app.ui.widgets.turn_actions import TurnActions
+from mlxchat.app.ui.turn_actions import TurnActions
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.seat_view import SeatView
 from mlxchat.app.ui.widgets.turn_edits import TurnEdits
