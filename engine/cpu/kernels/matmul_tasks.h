@@ -151,7 +151,10 @@ __attribute__((always_inline)) inline void fused_columns(const Problem& p, const
 template <Kind KIND, int R>
 __attribute__((always_inline)) inline void fused_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                        const float* X, float* Y, int64_t ldy) {
-  constexpr int C = R <= 2 ? 4 : R <= 4 ? 2 : 1;  // R x C sums, and C widened vectors, fit in 16 registers
+  // R x C sums, and C widened vectors with their scales, fit in 16 registers. Four columns at 1 or 2 rows
+  // spilled the scales: the step's matmuls took 10.7-10.9 ms at 1 row and 13.5-13.9 at 2, against 9.7
+  // and 11.1-11.8 with two (SmolLM2, AMD EPYC, 2 cores).
+  constexpr int C = R <= 4 ? 2 : 1;
   int64_t n = n0;
   for (; n + C <= n1; n += C) fused_columns<KIND, R, C>(p, w, n, X, Y + (n - n0), ldy);
   for (; n < n1; ++n) fused_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
