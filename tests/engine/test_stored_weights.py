@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from mlx.utils import tree_flatten
@@ -104,6 +105,15 @@ def test_half_precision_weights_equal_float32_and_a_rows_result_does_not_depend_
     assert mx.allclose(fused, g * mx.sigmoid(g) * u, atol=1e-5).item()
     with pytest.raises(ValueError, match="all float16 or all bfloat16"):
         ext().weights_matmul(x, [weight, up.astype(mx.float32)], 16, 0, False, 1)
+
+
+def test_every_finite_float16_weight_is_widened_to_its_exact_value():
+    """The kernel widens float16 in integer steps of its own: subnormals, zeros and the extremes included."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    bits[(bits & 0x7C00) == 0x7C00] = 0  # infinities and NaNs: no finite product to compare
+    weight = mx.array(bits.view(np.float16).reshape(-1, 8))
+    got = ext().weights_matmul(mx.eye(8), [weight], 16, 0, False, 2)[0]
+    assert mx.array_equal(got.T, weight.astype(mx.float32)).item()
 
 
 def bfloat16_copy(model_dir: Path, to: Path) -> Path:

@@ -73,7 +73,7 @@ __attribute__((always_inline)) inline v8 widen(const void* row, int64_t k) {
   if constexpr (is_float(KIND)) {
     v8s halves;
     std::memcpy(&halves, static_cast<const uint16_t*>(row) + k, sizeof halves);
-    if constexpr (KIND == Kind::f16) return __builtin_convertvector((v8h)halves, v8);
+    if constexpr (KIND == Kind::f16) return widen_halves(halves);
     return (v8)(__builtin_convertvector(halves, v8u) << 16);  // bfloat16 is float32's upper half
   } else if constexpr (is_q4(KIND)) {
     const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};

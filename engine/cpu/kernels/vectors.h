@@ -21,7 +21,6 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef uint8_t v32b __attribute__((vector_size(32)));
 typedef uint64_t v4q __attribute__((vector_size(32)));
-typedef _Float16 v8h __attribute__((vector_size(16)));
 typedef uint16_t v8s __attribute__((vector_size(16)));
 
 // e**x (0 below -88, finite above 88): MLX's own polynomial, plain C++ that GCC vectorizes (MLX's CPU exp
@@ -64,6 +63,20 @@ __attribute__((always_inline)) inline void transpose8(v8 (&v)[8]) {
     v[i] = __builtin_shuffle(u[i], u[i + 4], (v8i){0, 1, 2, 3, 8, 9, 10, 11});
     v[i + 4] = __builtin_shuffle(u[i], u[i + 4], (v8i){4, 5, 6, 7, 12, 13, 14, 15});
   }
+}
+
+// Eight float16 values widened exactly to float32 in integer steps that vectorize on any CPU (GCC converts
+// a _Float16 vector one lane at a time: float16 weights took 4.6x as long as bfloat16 ones at one row).
+// Subnormals are renormalized by a float subtraction that is exact: 2**-14 (1 + m / 1024) - 2**-14.
+__attribute__((always_inline)) inline v8 widen_halves(v8s halves) {
+  const v8u h = __builtin_convertvector(halves, v8u);
+  const v8u body = (h & 0x7fffu) << 13;  // exponent and mantissa at float32's places
+  const v8u exponent = body & 0x0f800000u;
+  v8u bits = body + 0x38000000u;  // the exponent's bias, 15 to 127
+  bits = exponent == 0x0f800000u ? bits + 0x38000000u : bits;  // infinity and NaN: all ones
+  const v8 subnormal = (v8)(bits + 0x00800000u) - (v8)((v8u){} + 0x38800000u);
+  const v8 value = exponent == 0u ? subnormal : (v8)bits;
+  return (v8)((v8u)value | (h & 0x8000u) << 16);
 }
 
 // The lanes' sum, always in the same order.
