@@ -76,6 +76,7 @@ def test_several_weights_and_the_swiglu_in_one_call():
     ((mx.zeros((2, 96)), quantized(8, 64, 4, 32, mx.float16), 4, 32), "packed weights do not match K"),
     ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16), 3, 32), "bits must be 4, 8 or 16"),
     ((mx.zeros((2, 64), mx.float16), quantized(8, 64, 4, 32, mx.float16), 4, 32), r"x must be \(M, K\) float32"),
+    ((mx.zeros((2, 64)), [], 16, 0), "no weights given"),
 ])
 def test_bad_arguments_are_refused_with_the_reason(args, message):
     with pytest.raises(ValueError, match=message):

@@ -104,7 +104,8 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
   if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
     fail("the group size must be a multiple of 8 that divides K");
   }
-  if (weights.empty() || weights.size() % per != 0) fail("weights come as (values, scales, biases) for each");
+  if (weights.empty()) fail("no weights given");
+  if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
   const size_t count = weights.size() / per;
   if (swiglu && (count != 2 || weights[0].shape(0) != weights[per].shape(0))) fail("swiglu takes gate and up alike");
   auto stream = mx::default_stream(mx::Device::cpu);
