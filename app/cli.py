@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=_count, default=DEFAULT_REPEATS, metavar="N",
                        help="measured runs after one warm-up; medians are reported")
     bench.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    bench.add_argument("--sampled", action="store_true",
+                       help="decode with the chats' sampling (temperature, top_p and top_k from the config) "
+                            "instead of greedy: what a reply costs with the sampler's work included")
     bench.add_argument("--ui", action="store_true",
                        help="measure the chat UI instead: the largest --slots count of chats streaming in the "
                             "app vs the same requests headless, and key-press latency meanwhile")

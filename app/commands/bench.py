@@ -18,6 +18,7 @@ from mlxchat.engine.bench.long_prompt import LONG_SCENARIO
 from mlxchat.engine.bench.resume import RESUME_SCENARIO
 from mlxchat.engine.bench.returns import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
 from mlxchat.engine.bench.runners import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
+from mlxchat.engine.bench.workloads import SCENARIOS
 
 
 def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -25,20 +26,25 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.ui and (args.shape or args.plot):
         print("mlxchat: --shape and --plot measure the engines; leave them out with --ui", file=sys.stderr)
         return EXIT_USAGE
+    if args.sampled and args.scenario in (RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO):
+        print(f"mlxchat: --sampled applies to the engines' decode runs (--scenario {' or '.join(sorted(SCENARIOS))}); "
+              f"leave it out with --scenario {args.scenario}", file=sys.stderr)
+        return EXIT_USAGE
     if args.ui:
         from mlxchat.app.bench.ui import run_ui_bench
 
-        greedy = settings.sampling.model_copy(update={"temperature": 0.0, "max_tokens": args.max_tokens})
+        picked = {"max_tokens": args.max_tokens} if args.sampled else {"temperature": 0.0, "max_tokens": args.max_tokens}
         # The bench's chats go to a database of their own, not into the user's saved chats.
         with tempfile.TemporaryDirectory(prefix="mlxchat-ui-bench-") as scratch:
-            result = run_ui_bench(settings.model_copy(update={"sampling": greedy}), max(args.slots), args.repeats,
-                                  Path(scratch) / "chats.db")
+            result = run_ui_bench(settings.model_copy(update={"sampling": settings.sampling.model_copy(update=picked)}),
+                                  max(args.slots), args.repeats, Path(scratch) / "chats.db")
         print(result.table())
         return 0
     from mlxchat.app.commands.console_progress import ConsoleProgress
     from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
     from mlxchat.engine.bench.registry import BenchError, BenchRefused
     from mlxchat.engine.bench.report import format_table, make_report, write_json
+    from mlxchat.engine.bench.workloads import describe_sampling
     from mlxchat.engine.bench.shapes import build_shape
     from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine import load_model
@@ -67,7 +73,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     except BenchError as exc:
         print(f"mlxchat bench: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, BenchRefused) else EXIT_FAILURE
-    report = make_report(loaded, runs)
+    report = make_report(loaded, runs, describe_sampling(_sampling(args, settings)))
     print(format_table(report))
     if args.json:
         write_json(report, args.json)
@@ -91,8 +97,16 @@ def _run(args: argparse.Namespace, settings: Settings, loaded: Any) -> list[Any]
         # Only an explicit --ctx-size fixes the total: by default the bench fits it to the scenario.
         ctx_size=settings.ctx_size if "ctx_size" in vars(args) else None,
         per_slot_min=settings.per_slot_min,
+        sampling=_sampling(args, settings),
         on_case=lambda case: print(f"bench: {case}...", file=sys.stderr, flush=True),
     )
+
+
+def _sampling(args: argparse.Namespace, settings: Settings) -> Any:
+    """The engine's sampling for the runs: the chats' temperature, top_p and top_k with --sampled, else greedy."""
+    from mlxchat.engine.events import SamplingParams
+
+    return settings.sampling.params() if args.sampled else SamplingParams()
 
 
 def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:

@@ -27,14 +27,21 @@ def _no_eos(eos_token_ids: Sequence[int]) -> Callable[[Any, Any], Any]:
     return process
 
 
+def _sampler(workload: Workload) -> Callable[[Any], Any]:
+    """mlx-lm's own sampler for the workload's temperature, top_p and top_k (greedy at temperature 0)."""
+    from mlx_lm.sample_utils import make_sampler
+
+    s = workload.sampling
+    return make_sampler(temp=s.temperature, top_p=s.top_p, top_k=s.top_k)
+
+
 @runner("mlx-lm-sequential")
 def _mlx_lm_sequential(loaded: LoadedModel, workload: Workload) -> RunTrace:
     """mlx-lm's own `stream_generate`, one stream after the other: the baseline to beat."""
     from mlx_lm.generate import stream_generate
     from mlx_lm.models.cache import make_prompt_cache
-    from mlx_lm.sample_utils import make_sampler
 
-    greedy = make_sampler(temp=0.0)
+    sampler = _sampler(workload)
     no_eos = _no_eos(loaded.tokenizer.eos_token_ids)
     model = reference.model(loaded)
     trace = RunTrace(time.perf_counter())
@@ -46,7 +53,7 @@ def _mlx_lm_sequential(loaded: LoadedModel, workload: Workload) -> RunTrace:
                 loaded.tokenizer,
                 list(prompt),
                 max_tokens=workload.max_tokens,
-                sampler=greedy,
+                sampler=sampler,
                 logits_processors=[no_eos],
                 prompt_cache=cache,
             ):
@@ -68,6 +75,7 @@ def _mlx_lm_batch(loaded: LoadedModel, workload: Workload) -> RunTrace:
         stop_tokens=[],
         completion_batch_size=workload.slots,
         prefill_batch_size=workload.slots,
+        sampler=_sampler(workload),
     )
     trace = RunTrace(time.perf_counter())
     uids = gen.insert([list(p) for p in workload.prompts])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlxchat.engine.bench.registry import BenchError, runner
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 @runner("mlxchat")
 def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
     """mlxchat's engine: one slot per stream over a divided KV cache, every decode step batched."""
-    from mlxchat.engine.events import SamplingParams, TextDelta
+    from mlxchat.engine.events import TextDelta
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.plan import SlotRequest, plan_slots
 
@@ -36,7 +37,7 @@ def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
         engine.repartition(plan).result()
     for slot in range(n):
         engine.clear(slot, park=False)  # no prompt may reuse what an earlier run cached
-    sampling = SamplingParams(max_tokens=workload.max_tokens, ignore_eos=True)
+    sampling = replace(workload.sampling, max_tokens=workload.max_tokens, ignore_eos=True)
     trace = RunTrace(time.perf_counter())
     handles = []
     for slot, prompt in enumerate(workload.prompts):

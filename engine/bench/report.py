@@ -26,14 +26,15 @@ class BenchReport:
     machine: str = ""  # the CPU (model, cores, vector extensions) or the GPU's name
     tuning: str = ""  # how the CPU path runs the model here, as measured by `mlxchat doctor --tune`
     reference: str = ""  # what mlx-lm's runners ran, where it is not the loaded model (engine.bench.reference)
+    sampling: str = "greedy"  # how the runs picked their tokens (engine.bench.workloads.describe_sampling)
 
     def to_json(self) -> dict[str, Any]:
         """The report as `mlxchat bench --json` writes it."""
         return asdict(self)
 
 
-def make_report(loaded: LoadedModel, runs: list[RunRecord]) -> BenchReport:
-    """The report of `runs`, saying which model, device, BLAS and dtype they ran on."""
+def make_report(loaded: LoadedModel, runs: list[RunRecord], sampling: str = "greedy") -> BenchReport:
+    """The report of `runs`, saying which model, device, BLAS and dtype they ran on, and how they sampled."""
     from mlxchat.engine.bench import reference
     from mlxchat.engine.cpu import tuning
     from mlxchat.engine.cpu.blas import blas_in_use
@@ -53,6 +54,7 @@ def make_report(loaded: LoadedModel, runs: list[RunRecord]) -> BenchReport:
         machine=cpu_summary() if kind == "cpu" else device_name(),
         tuning=how,
         reference=reference.describe(loaded),
+        sampling=sampling,
     )
 
 
@@ -63,6 +65,7 @@ def format_table(report: BenchReport) -> str:
         header += f"\nCPU path: {report.tuning}"
     if report.reference and any(r.engine.startswith("mlx-lm") for r in report.runs):
         header += f"\nmlx-lm runs {report.reference}"
+    header += f"\nsampling: {report.sampling}"
     columns = ("engine", "scenario", "slots", "decode tok/s", "prefill tok/s", "TTFT ms", "step ms", "KV MiB", "peak MiB")
     rows = [
         (

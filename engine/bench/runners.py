@@ -1,9 +1,9 @@
 """Measures generation speed (prefill, decode, time to first token, memory) of the engines, for `mlxchat bench`.
 
 Each engine is a runner registered by name (engine.bench.registry). A runner plays a Workload
-(one prompt per slot, a fixed number of new tokens each, greedy, EOS suppressed so every run
-decodes the same count) and returns a RunTrace: when each stream started and when each of its
-tokens arrived. The metrics are computed from traces in one place (engine.bench.metrics), so
+(one prompt per slot, a fixed number of new tokens each, greedy or with the chats' sampling, EOS
+suppressed so every run decodes the same count) and returns a RunTrace: when each stream started and
+when each of its tokens arrived. The metrics are computed from traces in one place (engine.bench.metrics), so
 engines are compared on the same definitions.
 """
 
@@ -19,6 +19,7 @@ from mlxchat.engine.bench.metrics import RunRecord, median_record, summarize
 from mlxchat.engine.bench.mlxchat_runner import close_engines
 from mlxchat.engine.bench.registry import RUNNERS, BenchError, BenchRefused
 from mlxchat.engine.bench.workloads import CTX_ROUNDING, RunTrace, Workload, make_workload
+from mlxchat.engine.events import SamplingParams
 
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel
@@ -42,6 +43,7 @@ def run_bench(
     repeats: int = DEFAULT_REPEATS,
     ctx_size: int | None = None,
     per_slot_min: int = 0,
+    sampling: SamplingParams = SamplingParams(),
     on_case: Callable[[str], None] | None = None,
 ) -> list[RunRecord]:
     """Runs every engine for every slot count: one warm-up run, then `repeats` measured runs.
@@ -49,7 +51,7 @@ def run_bench(
     One total context serves every slot count (so KV bytes can be compared across them): `ctx_size`
     if given, else the least that fits the scenario's longest prompt and reply at the most slots.
     """
-    workloads = {n: make_workload(loaded, scenario_name, n, max_tokens) for n in slots}
+    workloads = {n: make_workload(loaded, scenario_name, n, max_tokens, sampling) for n in slots}
     need = max(len(p) for w in workloads.values() for p in w.prompts) + max_tokens + 1
     if ctx_size is None:
         ctx_size = max(slots) * -(-need // CTX_ROUNDING) * CTX_ROUNDING

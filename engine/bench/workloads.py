@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mlxchat.engine.events import SamplingParams
+
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel
 
@@ -46,6 +48,7 @@ class Workload:
     prompts: tuple[tuple[int, ...], ...]
     max_tokens: int
     ctx_size: int = 0  # total context for engines that divide one (0: just enough for this run)
+    sampling: SamplingParams = SamplingParams()  # its temperature, top_p and top_k; greedy by default
 
     @property
     def slots(self) -> int:
@@ -120,10 +123,19 @@ def _skewed_chats(slots: int) -> list[list[dict[str, str]]]:
     return chats
 
 
-def make_workload(loaded: LoadedModel, scenario_name: str, slots: int, max_tokens: int) -> Workload:
+def make_workload(
+    loaded: LoadedModel, scenario_name: str, slots: int, max_tokens: int, sampling: SamplingParams = SamplingParams()
+) -> Workload:
     """Tokenizes the scenario's chats for `slots` slots with the model's chat template."""
     chats = SCENARIOS[scenario_name](slots)
     prompts = tuple(
         tuple(loaded.tokenizer.apply_chat_template(chat, add_generation_prompt=True)) for chat in chats
     )
-    return Workload(scenario_name, prompts, max_tokens)
+    return Workload(scenario_name, prompts, max_tokens, sampling=sampling)
+
+
+def describe_sampling(sampling: SamplingParams) -> str:
+    """How a run picks its tokens, for the table's header."""
+    if sampling.temperature <= 0:
+        return "greedy"
+    return f"temperature {sampling.temperature:g}, top_p {sampling.top_p:g}, top_k {sampling.top_k}"

@@ -98,6 +98,7 @@ def test_bad_config_file_exits_2_with_one_clear_message(tmp_path: Path) -> None:
         (["doctor", "--parallel", "two"], "argument --parallel: invalid int value: 'two'"),
         (["bench", "--engines", "nope"], "'nope': choose from mlx-lm-sequential"),
         (["bench", "--slots", "1,0"], "0 is not allowed: must be at least 1"),
+        (["bench", "--sampled", "--scenario", "long"], "leave it out with --scenario long"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )

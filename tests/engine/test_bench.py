@@ -14,7 +14,8 @@ import pytest
 from mlxchat.engine.bench.metrics import RunRecord, median_record, summarize
 from mlxchat.engine.bench.report import BenchReport, format_table, make_report, write_json
 from mlxchat.engine.bench.runners import RUNNERS, run_bench
-from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, make_workload
+from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, describe_sampling, make_workload
+from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
 from mlxchat.engine.bench.shapes import SHAPES, build_shape
 from mlxchat.engine.loading.models import LoadedModel, ModelLoadError, load_model
@@ -93,7 +94,8 @@ def test_run_bench_report_table_and_json(tiny: LoadedModel, tmp_path: Path) -> N
         assert f"{os.cpu_count()} cores" in report.machine and "CPU path: split matmuls" in table
     write_json(report, tmp_path / "bench.json")
     data = json.loads((tmp_path / "bench.json").read_text())
-    assert set(data) == {"model", "device", "blas", "dtype", "runs", "machine", "tuning", "reference"}
+    assert set(data) == {"model", "device", "blas", "dtype", "runs", "machine", "tuning", "reference", "sampling"}
+    assert "sampling: greedy" in table
     assert all(set(run) == RUN_KEYS for run in data["runs"])
     plot = tmp_path / "bench.png"
     plot_report(report, plot)
@@ -120,6 +122,14 @@ def test_a_shape_builds_a_random_llama_that_every_engine_runs() -> None:
     detokenizer.finalize()
     assert detokenizer.text == f"t0 t{SHAPES['135M'].vocab - 1}"
     assert 80 < len(make_workload(loaded, "short", 1, 1).prompts[0]) < 200
+
+
+def test_sampled_runs_draw_with_the_chats_settings_in_every_engine(tiny: LoadedModel) -> None:
+    chats = SamplingParams(temperature=0.7, top_p=0.95, top_k=40)
+    runs = run_bench(tiny, engines=["mlxchat", "mlx-lm-batch", "mlx-lm-sequential"], slots=[2], max_tokens=4,
+                     repeats=1, sampling=chats)
+    assert all(r.decode_tok_s > 0 for r in runs)
+    assert "sampling: temperature 0.7, top_p 0.95, top_k 40" in format_table(make_report(tiny, runs, describe_sampling(chats)))
 
 
 def test_a_shape_too_big_for_memory_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
