@@ -197,3 +197,24 @@ def test_doctor_names_the_path_that_runs(tiny_model_dir, capsys, monkeypatch):
     finally:
         monkeypatch.delenv(kernels.OFF_VARIABLE)
         kernels.status.cache_clear()
+
+
+def test_top_k_gives_each_rows_largest_first_ties_to_the_lower_index_and_never_a_nan():
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    x = mx.random.normal((5, 1003), key=mx.random.key(9))
+    for k in (1, 40, 1003):
+        values, ids = ext.top_k(x, k, 2)
+        want = mx.argsort(-x, axis=-1)[:, :k]
+        assert mx.array_equal(ids, want.astype(mx.uint32)).item()
+        assert mx.array_equal(values, mx.take_along_axis(x, want, axis=-1)).item()
+    # Rows alone give the same as rows together, on any number of threads.
+    assert mx.array_equal(ext.top_k(x[3:4], 40, 1)[1], ext.top_k(x, 40, 2)[1][3:4]).item()
+    ties = mx.array([[1.0, 3.0, 3.0, float("nan"), 2.0, 3.0, float("-inf"), 2.0, 0.5]])
+    assert ext.top_k(ties, 5, 1)[1].tolist() == [[1, 2, 5, 4, 7]]
+    assert ext.top_k(ties, 8, 1)[1].tolist() == [[1, 2, 5, 4, 7, 0, 8, 6]]
+    for bad, message in (((ties, 0, 1), "k must be in 1..V"), ((ties, 10, 1), "k must be in 1..V"),
+                         ((ties[0], 2, 1), r"x must be \(B, V\) float32")):
+        with pytest.raises(ValueError, match=message):
+            ext.top_k(*bad)

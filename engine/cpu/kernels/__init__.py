@@ -45,11 +45,13 @@ def status() -> KernelStatus:
     problem = _self_test(_ext)
     if problem:
         return KernelStatus(False, f"failed their self-test ({problem}): MLX's own operations run")
-    return KernelStatus(True, f"compiled attention, norms, RoPE and matmul over stored weights, {_ext.isa()} code path", _ext)
+    return KernelStatus(True, f"compiled attention, norms, RoPE, matmul over stored weights and top-k sampling, "
+                              f"{_ext.isa()} code path", _ext)
 
 
 def _self_test(ext: Any) -> str | None:
-    """A small attention, a 4-bit matmul and an RMSNorm against MLX's own, on this CPU; None when they agree."""
+    """A small attention, a 4-bit matmul, a top-k and an RMSNorm against MLX's own, on this CPU; None when they
+    agree."""
     import mlx.core as mx
 
     try:
@@ -59,6 +61,9 @@ def _self_test(ext: Any) -> str | None:
             product = ext.weights_matmul(x, list(weights), 4, 32, False, 2)[0]
             if not mx.allclose(product, x @ mx.dequantize(*weights, 32, 4).T, atol=1e-4).item():
                 return "its matmul differs from MLX's"
+            _, ids = ext.top_k(x, 5, 1)
+            if not mx.array_equal(ids, mx.argsort(-x, axis=-1)[:, :5].astype(mx.uint32)).item():
+                return "its top-k differs from MLX's sort"
             weight = mx.random.normal((64,), key=mx.random.key(5))
             if not mx.allclose(ext.rms_norm(x, weight, 1e-5), mx.fast.rms_norm(x, weight, 1e-5), atol=1e-5).item():
                 return "its RMSNorm differs from MLX's"

@@ -6,6 +6,7 @@
 #include "attention.h"
 #include "layer_ops.h"
 #include "matmul.h"
+#include "top_k.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -46,6 +47,9 @@ NB_MODULE(_ext, m) {
         "scale"_a,
         "Rotary embedding of rows x (batch * length, heads * dim) -> (batch, heads, length, dim), sequence b at "
         "positions offsets[b] + i, pair f turned by position * scale * inverse[f] (float32, CPU).");
+  m.def("top_k", &mlxchat::top_k, "x"_a, "k"_a, "threads"_a,
+        "Each row's k largest values of x (B, V) and their indices (uint32), largest first, of equal values the "
+        "lower index first (float32, CPU).");
   m.def("isa", &isa, "The instruction set the kernels' code path was chosen for.");
   m.attr("mlx_version") = MLXCHAT_MLX_VERSION;
 }
