@@ -44,8 +44,8 @@ def sample_rows(logits: mx.array, samplers: list[SlotSampler]) -> mx.array:
         return _draw(logits, samplers)  # every row alike, as chats on the default settings are
     tokens = mx.argmax(logits, axis=-1)
     for rows in groups.values():
-        drawn = _draw(logits[mx.array(rows)], [samplers[i] for i in rows])
-        tokens[mx.array(rows)] = drawn.astype(tokens.dtype)
+        index = mx.array(rows)
+        tokens[index] = _draw(logits[index], [samplers[i] for i in rows]).astype(tokens.dtype)
     return tokens
 
 

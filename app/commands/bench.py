@@ -68,12 +68,13 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         return _return_bench(args, settings, loaded)
     if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO):
         return _scenario_bench(args, settings, loaded)
+    sampling = _sampling(args, settings)
     try:
-        runs = _run(args, settings, loaded)
+        runs = _run(args, settings, loaded, sampling)
     except BenchError as exc:
         print(f"mlxchat bench: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, BenchRefused) else EXIT_FAILURE
-    report = make_report(loaded, runs, describe_sampling(_sampling(args, settings)))
+    report = make_report(loaded, runs, describe_sampling(sampling))
     print(format_table(report))
     if args.json:
         write_json(report, args.json)
@@ -84,7 +85,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, settings: Settings, loaded: Any) -> list[Any]:
+def _run(args: argparse.Namespace, settings: Settings, loaded: Any, sampling: Any) -> list[Any]:
     from mlxchat.engine.bench.runners import run_bench
 
     return run_bench(
@@ -97,7 +98,7 @@ def _run(args: argparse.Namespace, settings: Settings, loaded: Any) -> list[Any]
         # Only an explicit --ctx-size fixes the total: by default the bench fits it to the scenario.
         ctx_size=settings.ctx_size if "ctx_size" in vars(args) else None,
         per_slot_min=settings.per_slot_min,
-        sampling=_sampling(args, settings),
+        sampling=sampling,
         on_case=lambda case: print(f"bench: {case}...", file=sys.stderr, flush=True),
     )
 

@@ -18,5 +18,5 @@ def kernel_top_k(logits: mx.array, k: int) -> tuple[mx.array, mx.array] | None:
     ext = kernels.status().module
     if ext is None or mx.default_device().type != mx.cpu or logits.dtype != mx.float32 or k > MOST:
         return None
-    values, ids = ext.top_k(logits, k, kernels.THREADS if logits.shape[0] > 1 else 1)
+    values, ids = ext.top_k(logits, k, kernels.THREADS)  # one thread for one row: the pool runs it in place
     return values, ids
