@@ -13,10 +13,10 @@ from mlxchat.app.config.loading import load_settings
 from mlxchat.app.config.settings import ConfigError, Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.version import installed_version
-from mlxchat.engine.bench.long_prompt import LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS
-from mlxchat.engine.bench.resume import RESUME_SCENARIO
-from mlxchat.engine.bench.returns import RETURN_SCENARIO
-from mlxchat.engine.bench.runners import (
+from mlxchat.engine import LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS
+from mlxchat.engine import RESUME_SCENARIO
+from mlxchat.engine import RETURN_SCENARIO
+from mlxchat.engine import (
     DEFAULT_ENGINES,
     DEFAULT_MAX_TOKENS,
     DEFAULT_REPEATS,
@@ -24,10 +24,10 @@ from mlxchat.engine.bench.runners import (
     MAX_SLOTS,
     RUNNERS,
 )
-from mlxchat.engine.bench.workloads import SCENARIOS
-from mlxchat.engine.bench.shapes import SHAPES
+from mlxchat.engine import SCENARIOS
+from mlxchat.engine import SHAPES
 from mlxchat.engine import BlasError, BlasInfo, ModelLoadError, load_blas
-from mlxchat.engine.devices import use_exact_matmuls
+from mlxchat.engine import use_exact_matmuls
 
 # Flags that set a Settings field of the same name (dest = field name).
 SETTING_FLAGS = ("model", "ctx_size", "parallel", "ctx_per_slot")
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args, settings, blas)
     except ModelLoadError as exc:
-        from mlxchat.engine.loading.families import UnsupportedFamily
+        from mlxchat.engine import UnsupportedFamily
 
         print(f"mlxchat: {exc}", file=sys.stderr)
         # A family the engine cannot run is refused like a bad setting: the model must change.

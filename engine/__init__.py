@@ -1,8 +1,8 @@
-"""The engine's public API: what the app (and any other caller) may use.
+"""The engine's public API: what the app (and any other caller) may use; tests/test_layout.py holds the app to it.
 
 Every name is imported on first use, not here: on Linux the CLI must load its BLAS (load_blas)
 before anything imports mlx.core, and `import mlxchat.engine` must stay that cheap. Names
-whose module imports mlx.core (Engine, EngineInfo) load MLX when they are first touched.
+whose module imports mlx.core (Engine, EngineInfo, the bench's runners) load MLX when they are first touched.
 """
 
 from __future__ import annotations
@@ -10,48 +10,131 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# public name -> the module that defines it
+# public name -> the module that defines it ("module:name" where the module calls it otherwise)
 _NAMES: dict[str, str] = {
-    # the engine and what it reports (importing these loads MLX)
-    "Engine": "mlxchat.engine.local_engine",
-    "EngineInfo": "mlxchat.engine.status",
-    # events and snapshots crossing to the UI
+    # bench.long_prompt
+    "format_long_table": "mlxchat.engine.bench.long_prompt",
+    "LONG_PROMPT_TOKENS": "mlxchat.engine.bench.long_prompt",
+    "LONG_SCENARIO": "mlxchat.engine.bench.long_prompt",
+    "LONG_STREAMS": "mlxchat.engine.bench.long_prompt",
+    "run_long_bench": "mlxchat.engine.bench.long_prompt",
+    # bench.plot
+    "check_plot_path": "mlxchat.engine.bench.plot",
+    "plot_report": "mlxchat.engine.bench.plot",
+    "PlotError": "mlxchat.engine.bench.plot",
+    # bench.registry
+    "BenchError": "mlxchat.engine.bench.registry",
+    "BenchRefused": "mlxchat.engine.bench.registry",
+    # bench.report
+    "format_table": "mlxchat.engine.bench.report",
+    "make_report": "mlxchat.engine.bench.report",
+    "write_json": "mlxchat.engine.bench.report",
+    # bench.resume
+    "format_resume_table": "mlxchat.engine.bench.resume",
+    "RESUME_SCENARIO": "mlxchat.engine.bench.resume",
+    "run_resume_bench": "mlxchat.engine.bench.resume",
+    # bench.returns
+    "format_return_table": "mlxchat.engine.bench.returns",
+    "RETURN_SCENARIO": "mlxchat.engine.bench.returns",
+    "RETURN_SLOTS": "mlxchat.engine.bench.returns",
+    "RETURN_TOKENS": "mlxchat.engine.bench.returns",
+    "run_return_bench": "mlxchat.engine.bench.returns",
+    # bench.runners
+    "DEFAULT_ENGINES": "mlxchat.engine.bench.runners",
+    "DEFAULT_MAX_TOKENS": "mlxchat.engine.bench.runners",
+    "DEFAULT_REPEATS": "mlxchat.engine.bench.runners",
+    "DEFAULT_SLOTS": "mlxchat.engine.bench.runners",
+    "MAX_SLOTS": "mlxchat.engine.bench.runners",
+    "run_bench": "mlxchat.engine.bench.runners",
+    "RUNNERS": "mlxchat.engine.bench.runners",
+    # bench.shapes
+    "build_shape": "mlxchat.engine.bench.shapes",
+    "SHAPES": "mlxchat.engine.bench.shapes",
+    # bench.workloads
+    "describe_sampling": "mlxchat.engine.bench.workloads",
+    "SCENARIOS": "mlxchat.engine.bench.workloads",
+    # chat_engine
+    "ChatEngine": "mlxchat.engine.chat_engine",
+    # cpu.blas
+    "blas_in_use": "mlxchat.engine.cpu.blas",
+    "BlasError": "mlxchat.engine.cpu.blas",
+    "BlasInfo": "mlxchat.engine.cpu.blas",
+    "load_blas": "mlxchat.engine.cpu.blas",
+    "remedy": "mlxchat.engine.cpu.blas",
+    # cpu.kernels
+    "kernel_status": "mlxchat.engine.cpu.kernels:status",
+    # tuning
+    "load_tuning": "mlxchat.engine.tuning",
+    "tunable": "mlxchat.engine.tuning",
+    "tune": "mlxchat.engine.tuning",
+    # devices
+    "cpu_summary": "mlxchat.engine.devices",
+    "device_kind": "mlxchat.engine.devices",
+    "device_name": "mlxchat.engine.devices",
+    "release_thread_streams": "mlxchat.engine.devices",
+    "use_exact_matmuls": "mlxchat.engine.devices",
+    # events
     "Done": "mlxchat.engine.events",
     "EngineSnapshot": "mlxchat.engine.events",
     "Event": "mlxchat.engine.events",
     "FinishReason": "mlxchat.engine.events",
+    "ParkedSnapshot": "mlxchat.engine.events",
     "RequestStats": "mlxchat.engine.events",
     "SamplingParams": "mlxchat.engine.events",
     "SlotSnapshot": "mlxchat.engine.events",
     "SlotState": "mlxchat.engine.events",
     "TextDelta": "mlxchat.engine.events",
-    # the slot plan (llama.cpp context semantics)
-    "SlotPlan": "mlxchat.engine.plan",
-    "SlotRequest": "mlxchat.engine.plan",
-    "plan_slots": "mlxchat.engine.plan",
-    # memory
-    "MemoryCheck": "mlxchat.engine.memory",
-    "MemoryInfo": "mlxchat.engine.memory",
-    "check_memory": "mlxchat.engine.memory",
-    "format_bytes": "mlxchat.engine.memory",
-    "memory_info": "mlxchat.engine.memory",
-    # models
+    # loading.families
+    "describe_families": "mlxchat.engine.loading.families:describe",
+    "layer_kinds": "mlxchat.engine.loading.families",
+    "model_type": "mlxchat.engine.loading.families",
+    "UnsupportedFamily": "mlxchat.engine.loading.families",
+    # loading.models
+    "load_model": "mlxchat.engine.loading.models",
     "LoadedModel": "mlxchat.engine.loading.models",
     "ModelSource": "mlxchat.engine.loading.models",
-    "load_model": "mlxchat.engine.loading.models",
     "resolve_model": "mlxchat.engine.loading.models",
+    # loading.progress
     "ModelLoadError": "mlxchat.engine.loading.progress",
     "Progress": "mlxchat.engine.loading.progress",
-    # the device and its BLAS
-    "BlasError": "mlxchat.engine.cpu.blas",
-    "BlasInfo": "mlxchat.engine.cpu.blas",
-    "blas_in_use": "mlxchat.engine.cpu.blas",
-    "load_blas": "mlxchat.engine.cpu.blas",
-    "remedy": "mlxchat.engine.cpu.blas",
-    "cpu_summary": "mlxchat.engine.devices",
-    "device_kind": "mlxchat.engine.devices",
-    "device_name": "mlxchat.engine.devices",
-    "release_thread_streams": "mlxchat.engine.devices",
+    # local_engine
+    "Engine": "mlxchat.engine.local_engine",
+    # memory
+    "check_memory": "mlxchat.engine.memory",
+    "DEFAULT_DISK_KV_MB": "mlxchat.engine.memory",
+    "DEFAULT_PARK_BUDGET_MB": "mlxchat.engine.memory",
+    "format_bytes": "mlxchat.engine.memory",
+    "memory_info": "mlxchat.engine.memory",
+    "MemoryCheck": "mlxchat.engine.memory",
+    "MemoryInfo": "mlxchat.engine.memory",
+    # pacing
+    "STALL": "mlxchat.engine.pacing",
+    # plan
+    "plan_slots": "mlxchat.engine.plan",
+    "SlotPlan": "mlxchat.engine.plan",
+    "SlotRequest": "mlxchat.engine.plan",
+    # private_files
+    "FILE_MODE": "mlxchat.engine.private_files",
+    "private_folder": "mlxchat.engine.private_files",
+    "tighten": "mlxchat.engine.private_files",
+    # remote.engine
+    "RemoteEngine": "mlxchat.engine.remote.engine",
+    # remote.server
+    "api_and_root": "mlxchat.engine.remote.server",
+    "describe_error": "mlxchat.engine.remote.server",
+    "make_client": "mlxchat.engine.remote.server",
+    "probe": "mlxchat.engine.remote.server",
+    "ServerError": "mlxchat.engine.remote.server",
+    # remote.state
+    "remote_plan": "mlxchat.engine.remote.state",
+    # startup
+    "EngineConfig": "mlxchat.engine.startup",
+    "ModelFacts": "mlxchat.engine.startup",
+    "start_local": "mlxchat.engine.startup",
+    "StartedEngine": "mlxchat.engine.startup",
+    "StartError": "mlxchat.engine.startup",
+    # status
+    "EngineInfo": "mlxchat.engine.status",
 }
 
 __all__ = sorted(_NAMES)
@@ -60,7 +143,8 @@ __all__ = sorted(_NAMES)
 def __getattr__(name: str) -> Any:
     if name not in _NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_NAMES[name]), name)
+    module, _, attr = _NAMES[name].partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
     globals()[name] = value  # later lookups skip this function
     return value
 
@@ -70,22 +154,154 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
-    from mlxchat.engine.cpu.blas import BlasError, BlasInfo, blas_in_use, load_blas, remedy
-    from mlxchat.engine.devices import cpu_summary, device_kind, device_name, release_thread_streams
+    from mlxchat.engine.bench.long_prompt import (
+        format_long_table,
+        LONG_PROMPT_TOKENS,
+        LONG_SCENARIO,
+        LONG_STREAMS,
+        run_long_bench,
+    )
+    from mlxchat.engine.bench.plot import (
+        check_plot_path,
+        plot_report,
+        PlotError,
+    )
+    from mlxchat.engine.bench.registry import (
+        BenchError,
+        BenchRefused,
+    )
+    from mlxchat.engine.bench.report import (
+        format_table,
+        make_report,
+        write_json,
+    )
+    from mlxchat.engine.bench.resume import (
+        format_resume_table,
+        RESUME_SCENARIO,
+        run_resume_bench,
+    )
+    from mlxchat.engine.bench.returns import (
+        format_return_table,
+        RETURN_SCENARIO,
+        RETURN_SLOTS,
+        RETURN_TOKENS,
+        run_return_bench,
+    )
+    from mlxchat.engine.bench.runners import (
+        DEFAULT_ENGINES,
+        DEFAULT_MAX_TOKENS,
+        DEFAULT_REPEATS,
+        DEFAULT_SLOTS,
+        MAX_SLOTS,
+        run_bench,
+        RUNNERS,
+    )
+    from mlxchat.engine.bench.shapes import (
+        build_shape,
+        SHAPES,
+    )
+    from mlxchat.engine.bench.workloads import (
+        describe_sampling,
+        SCENARIOS,
+    )
+    from mlxchat.engine.chat_engine import (
+        ChatEngine,
+    )
+    from mlxchat.engine.cpu.blas import (
+        blas_in_use,
+        BlasError,
+        BlasInfo,
+        load_blas,
+        remedy,
+    )
+    from mlxchat.engine.cpu.kernels import (
+        status as kernel_status,
+    )
+    from mlxchat.engine.tuning import (
+        load_tuning,
+        tunable,
+        tune,
+    )
+    from mlxchat.engine.devices import (
+        cpu_summary,
+        device_kind,
+        device_name,
+        release_thread_streams,
+        use_exact_matmuls,
+    )
     from mlxchat.engine.events import (
         Done,
         EngineSnapshot,
         Event,
         FinishReason,
+        ParkedSnapshot,
         RequestStats,
         SamplingParams,
         SlotSnapshot,
         SlotState,
         TextDelta,
     )
-    from mlxchat.engine.loading.models import LoadedModel, ModelSource, load_model, resolve_model
-    from mlxchat.engine.loading.progress import ModelLoadError, Progress
-    from mlxchat.engine.memory import MemoryCheck, MemoryInfo, check_memory, format_bytes, memory_info
-    from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
-    from mlxchat.engine.local_engine import Engine
-    from mlxchat.engine.status import EngineInfo
+    from mlxchat.engine.loading.families import (
+        describe as describe_families,
+        layer_kinds,
+        model_type,
+        UnsupportedFamily,
+    )
+    from mlxchat.engine.loading.models import (
+        load_model,
+        LoadedModel,
+        ModelSource,
+        resolve_model,
+    )
+    from mlxchat.engine.loading.progress import (
+        ModelLoadError,
+        Progress,
+    )
+    from mlxchat.engine.local_engine import (
+        Engine,
+    )
+    from mlxchat.engine.memory import (
+        check_memory,
+        DEFAULT_DISK_KV_MB,
+        DEFAULT_PARK_BUDGET_MB,
+        format_bytes,
+        memory_info,
+        MemoryCheck,
+        MemoryInfo,
+    )
+    from mlxchat.engine.pacing import (
+        STALL,
+    )
+    from mlxchat.engine.plan import (
+        plan_slots,
+        SlotPlan,
+        SlotRequest,
+    )
+    from mlxchat.engine.private_files import (
+        FILE_MODE,
+        private_folder,
+        tighten,
+    )
+    from mlxchat.engine.remote.engine import (
+        RemoteEngine,
+    )
+    from mlxchat.engine.remote.server import (
+        api_and_root,
+        describe_error,
+        make_client,
+        probe,
+        ServerError,
+    )
+    from mlxchat.engine.remote.state import (
+        remote_plan,
+    )
+    from mlxchat.engine.startup import (
+        EngineConfig,
+        ModelFacts,
+        start_local,
+        StartedEngine,
+        StartError,
+    )
+    from mlxchat.engine.status import (
+        EngineInfo,
+    )

@@ -21,7 +21,7 @@ class Forward:
 
     def __init__(self, model: Any, split: bool | None = None) -> None:
         """`split`: run llama on the CPU with matmuls split across two streams; None means split, until
-        `mlxchat doctor --tune` measured otherwise on this machine (the caller reads that, engine.cpu.tuning)."""
+        `mlxchat doctor --tune` measured otherwise on this machine (the caller reads that, engine.tuning)."""
         family = type(model).__module__.rsplit(".", 1)[-1]
         args = getattr(model, "args", None)
         self._head: Callable[[mx.array], mx.array] | None = None
@@ -29,7 +29,7 @@ class Forward:
         self._cores: SingleThreadedBlas | None = None
         # Several groups of rows (a decode pass and a prompt chunk) through one pass, where the body allows.
         self._bodies: Callable[[list[tuple[mx.array, list[Any]]]], list[mx.array]] | None = None
-        # Whether engine.cpu.tuning has ways to choose from for this model on this device.
+        # Whether engine.tuning has ways to choose from for this model on this device.
         self.tunable = False
         if family in PLAIN_HEAD_FAMILIES and args is not None and hasattr(model, "model"):
             if getattr(args, "tie_word_embeddings", False) or not hasattr(model, "lm_head"):

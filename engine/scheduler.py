@@ -23,7 +23,6 @@ from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.disk import DiskTier
 from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.loading.batch_check import ready_for_slots
-from mlxchat.engine.loading.families import slot_store
 from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
@@ -433,7 +432,7 @@ class SlotScheduler(ReplyEvents):
 
     def _new_store(self, plan: SlotPlan) -> SlotKVStore:
         """Slot caches for `plan`, one store per layer of the kind the model's own cache has."""
-        return slot_store(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch)
+        return SlotKVStore.for_model(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch)
 
     # ---- the report ----
 

@@ -58,11 +58,12 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def _walk(node: ast.AST, module_level: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """The import statements under `node` that can run, with whether they run at import time."""
+    """The import statements under `node`, with whether they run at import time. Those under `if TYPE_CHECKING`
+    never run but count: a circle that only the type checker walks is still a circle in the design."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.If) and _is_type_checking(child):
-            for other in child.orelse:
-                yield from _walk(other, module_level)
+            yield from _walk(ast.Module(body=child.body, type_ignores=[]), False)
+            yield from _walk(ast.Module(body=child.orelse, type_ignores=[]), module_level)
             continue
         if isinstance(child, (ast.Import, ast.ImportFrom)):
             yield child, module_level
@@ -131,6 +132,58 @@ def test_there_is_no_import_cycle_at_module_or_function_level() -> None:
             visit(name)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
     assert len(MODULES) > 60  # the walk found the project
+
+
+def _engine_room(module: str) -> str:
+    """An engine module's place in the engine's layering: its folder (cpu, kv, loading, ...), or the module
+    itself at the engine's top level."""
+    parts = MODULES[module].relative_to(ROOT / "engine").parts
+    return parts[0] if len(parts) > 1 else module
+
+
+def test_no_arrow_climbs_back_between_the_engine_s_folders() -> None:
+    """Folders and top-level modules of the engine depend on each other one way only: a folder never
+    imports a module that (through any chain) imports that folder again."""
+    engine = [name for name in MODULES if name.startswith("mlxchat.engine.")]
+    edges: dict[str, set[str]] = {}
+    for name in engine:
+        for i in GRAPH[name]:
+            target = internal(i.target)
+            if target and target.startswith("mlxchat.engine.") and _engine_room(target) != _engine_room(name):
+                edges.setdefault(_engine_room(name), set()).add(_engine_room(target))
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in edges.get(start, ()):
+            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
+                return True
+        return False
+
+    climbs = sorted(f"{room} -> {target}" for room, targets in edges.items() for target in targets
+                    if reaches(target, room, set()))
+    assert not climbs, "arrows that come back:\n" + "\n".join(climbs)
+
+
+def test_the_app_uses_only_the_engine_s_public_api() -> None:
+    """app/ imports `mlxchat.engine`'s public names (engine/__init__.py), never an engine module itself."""
+    bad = []
+    for name, path in MODULES.items():
+        if not name.startswith("mlxchat.app"):
+            continue
+        for node, _ in _walk(ast.parse(path.read_text()), True):
+            if isinstance(node, ast.Import):
+                bad += [f"{name}:{node.lineno} imports {a.name}" for a in node.names if a.name.startswith("mlxchat.engine")]
+            elif (node.module or "").startswith("mlxchat.engine"):
+                if node.module != "mlxchat.engine":
+                    bad.append(f"{name}:{node.lineno} imports from {node.module}")
+                else:
+                    bad += [f"{name}:{node.lineno} imports {a.name}, not public" for a in node.names
+                            if a.name not in mlxchat.engine._NAMES]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_is_over_450_lines() -> None:
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
+    assert not long
 
 
 def test_the_engine_never_imports_textual() -> None:

@@ -24,11 +24,11 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.config.settings import Settings
-from mlxchat.engine.bench.workloads import SCENARIOS
-from mlxchat.engine.events import Done, Event
+from mlxchat.engine import SCENARIOS
+from mlxchat.engine import Done, Event
 
 if TYPE_CHECKING:
-    from mlxchat.engine.local_engine import Engine
+    from mlxchat.engine import Engine
 
 KEY_INTERVAL_S = 0.2
 # A letter, then backspace, as a user typing and correcting: the input's text stays one line.

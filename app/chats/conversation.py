@@ -13,7 +13,7 @@ from mlxchat.app.chats.errors import StoreWriteError
 from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, fork
 from mlxchat.app.chats.model import Chat, ChatMessage, now, title_from
 from mlxchat.app.chats.store import ChatStore
-from mlxchat.engine.events import RequestStats, SamplingParams
+from mlxchat.engine import RequestStats, SamplingParams
 
 SAVE_INTERVAL_S = 1.0  # a streaming reply is saved at most this often: a crash loses at most this much of it
 SAVE_RETRY_S = 5.0  # after a failed save (disk full, read-only), how often saving is tried again

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mlxchat.engine.events import SamplingParams
+from mlxchat.engine import SamplingParams
 
 DEFAULT_TEMPERATURES = (0.2, 0.7, 1.2)  # a spread from nearly greedy to loose
 MIN_VARIANTS, MAX_VARIANTS = 2, 4

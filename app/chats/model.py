@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from mlxchat.engine.events import SamplingParams
+from mlxchat.engine import SamplingParams
 
 Role = Literal["user", "assistant"]
 TITLE_CHARS = 60  # a title taken from the first user message is cut to this

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mlxchat.engine.private_files import FILE_MODE, private_folder, tighten
+from mlxchat.engine import FILE_MODE, private_folder, tighten
 
 __all__ = ["private_database", "private_folder", "write_private"]
 DB_SUFFIXES = ("", "-wal", "-shm")  # the database and the files SQLite keeps beside it in WAL mode

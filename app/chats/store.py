@@ -21,7 +21,7 @@ from mlxchat.app.chats.schema import _connect, _set_aside, _Unusable
 from mlxchat.app.chats.search import ChatSearch
 from mlxchat.app.chats.tabs import TabLeases
 from mlxchat.app.paths import default_db_path
-from mlxchat.engine.events import SamplingParams
+from mlxchat.engine import SamplingParams
 
 
 class ChatStore(TabLeases, ChatSearch):

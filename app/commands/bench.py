@@ -14,11 +14,11 @@ from typing import Any
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
-from mlxchat.engine.bench.long_prompt import LONG_SCENARIO
-from mlxchat.engine.bench.resume import RESUME_SCENARIO
-from mlxchat.engine.bench.returns import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
-from mlxchat.engine.bench.runners import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
-from mlxchat.engine.bench.workloads import SCENARIOS
+from mlxchat.engine import LONG_SCENARIO
+from mlxchat.engine import RESUME_SCENARIO
+from mlxchat.engine import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
+from mlxchat.engine import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
+from mlxchat.engine import SCENARIOS
 
 
 def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -41,12 +41,12 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         print(result.table())
         return 0
     from mlxchat.app.commands.console_progress import ConsoleProgress
-    from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
-    from mlxchat.engine.bench.registry import BenchError, BenchRefused
-    from mlxchat.engine.bench.report import format_table, make_report, write_json
-    from mlxchat.engine.bench.workloads import describe_sampling
-    from mlxchat.engine.bench.shapes import build_shape
-    from mlxchat.engine.cpu.tuning import load_tuning
+    from mlxchat.engine import PlotError, check_plot_path, plot_report
+    from mlxchat.engine import BenchError, BenchRefused
+    from mlxchat.engine import format_table, make_report, write_json
+    from mlxchat.engine import describe_sampling
+    from mlxchat.engine import build_shape
+    from mlxchat.engine import load_tuning
     from mlxchat.engine import load_model
 
     if args.plot:
@@ -86,7 +86,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings, loaded: Any, sampling: Any) -> list[Any]:
-    from mlxchat.engine.bench.runners import run_bench
+    from mlxchat.engine import run_bench
 
     return run_bench(
         loaded,
@@ -105,15 +105,15 @@ def _run(args: argparse.Namespace, settings: Settings, loaded: Any, sampling: An
 
 def _sampling(args: argparse.Namespace, settings: Settings) -> Any:
     """The engine's sampling for the runs: the chats' temperature, top_p and top_k with --sampled, else greedy."""
-    from mlxchat.engine.events import SamplingParams
+    from mlxchat.engine import SamplingParams
 
     return settings.sampling.params() if args.sampled else SamplingParams()
 
 
 def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`mlxchat bench --scenario return`: TTFT of a return to a parked chat vs a full prefill of its history."""
-    from mlxchat.engine.bench.report import make_report
-    from mlxchat.engine.bench.returns import format_return_table, run_return_bench
+    from mlxchat.engine import make_report
+    from mlxchat.engine import format_return_table, run_return_bench
 
     slots = RETURN_SLOTS if args.slots == list(DEFAULT_SLOTS) else min(args.slots)
     print(f"bench: {RETURN_SCENARIO}, {slots} slots, {2 * slots} chats...", file=sys.stderr, flush=True)
@@ -131,9 +131,9 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`--scenario long` (streaming gaps while a long prompt is read) or `resume` (a chat reopened after a
     restart, with and without the disk tier): one run, its table and JSON."""
-    from mlxchat.engine.bench.long_prompt import format_long_table, run_long_bench
-    from mlxchat.engine.bench.report import make_report
-    from mlxchat.engine.bench.resume import format_resume_table, run_resume_bench
+    from mlxchat.engine import format_long_table, run_long_bench
+    from mlxchat.engine import make_report
+    from mlxchat.engine import format_resume_table, run_resume_bench
 
     long = args.scenario == LONG_SCENARIO
     say = "the long prompt alone, then with the chats streaming" if long else \

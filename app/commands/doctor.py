@@ -110,11 +110,11 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
 
 def kernel_line() -> str:
     """Which attention path runs: mlxchat's compiled CPU kernel, or MLX's own operations, and why."""
-    from mlxchat.engine.cpu.kernels import status
+    from mlxchat.engine import kernel_status
 
     if device_kind() != "cpu":
         return f"MLX's own on the {device_kind()} (the compiled kernels are for the CPU)"
-    return status().detail
+    return kernel_status().detail
 
 
 def _blas_lines(line: Line, requested: BlasInfo) -> None:
@@ -129,17 +129,17 @@ def _blas_lines(line: Line, requested: BlasInfo) -> None:
 
 def _tuning_lines(line: Line, loaded: LoadedModel, tune: bool) -> None:
     """How the engine will run the model on this CPU: as measured here, or the default until measured."""
-    from mlxchat.engine.cpu import tuning
+    from mlxchat.engine import load_tuning, tunable, tune
 
-    if not tuning.tunable(loaded.model):
+    if not tunable(loaded.model):
         if tune:
             line("  tuning", "nothing to tune: only llama models on a CPU have ways to choose from")
         return
     if tune:
-        measured = tuning.tune(loaded.model, tuning_file(), lambda case: line("  timing", case))
+        measured = tune(loaded.model, tuning_file(), lambda case: line("  timing", case))
         line("  tuned", f"{measured.describe()}; saved in {tuning_file()}")
         return
-    found = tuning.load_tuning(loaded.model, tuning_file())
+    found = load_tuning(loaded.model, tuning_file())
     line("  tuning", found.describe() if found else "not measured here: split matmuls (run `mlxchat doctor --tune`)")
 
 

@@ -18,11 +18,11 @@ def run_models(settings: Settings, out: TextIO | None = None) -> int:
     # Imported here, after the CLI loaded the BLAS: the engine's cache stores import mlx.core.
     from collections import Counter
 
-    from mlxchat.engine.loading.families import UnsupportedFamily, describe, layer_kinds, model_type
-    from mlxchat.engine.loading.models import ModelLoadError, load_model
-    from mlxchat.engine.memory import format_bytes
+    from mlxchat.engine import UnsupportedFamily, describe_families, layer_kinds, model_type
+    from mlxchat.engine import ModelLoadError, load_model
+    from mlxchat.engine import format_bytes
 
-    for line in describe():
+    for line in describe_families():
         print(line, file=out)
     try:
         with ConsoleProgress() as progress:

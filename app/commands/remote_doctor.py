@@ -10,8 +10,8 @@ import openai
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.remote import api_key
-from mlxchat.engine.remote.state import remote_plan
-from mlxchat.engine.remote.server import ServerError, api_and_root, describe_error, make_client, probe
+from mlxchat.engine import remote_plan
+from mlxchat.engine import ServerError, api_and_root, describe_error, make_client, probe
 
 Line = Callable[[str, str], None]
 

@@ -26,7 +26,7 @@ from mlxchat.app.config.settings import (
     refusals,
 )
 from mlxchat.app.paths import default_config_path
-from mlxchat.engine.plan import plan_slots
+from mlxchat.engine import plan_slots
 
 
 def resolve_config_path(config_path: Path | None) -> tuple[Path, bool]:

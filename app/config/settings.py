@@ -26,10 +26,10 @@ from mlxchat.app.config.limits import (
     model_limits,
     out_of_order,
 )
-from mlxchat.engine.events import SamplingParams
-from mlxchat.engine.memory import DEFAULT_DISK_KV_MB, DEFAULT_PARK_BUDGET_MB
-from mlxchat.engine.pacing import STALL
-from mlxchat.engine.plan import SlotRequest
+from mlxchat.engine import SamplingParams
+from mlxchat.engine import DEFAULT_DISK_KV_MB, DEFAULT_PARK_BUDGET_MB
+from mlxchat.engine import STALL
+from mlxchat.engine import SlotRequest
 
 ENV_PREFIX = "MLXCHAT_"
 ENV_NESTED_DELIMITER = "__"

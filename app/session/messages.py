@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from mlxchat.engine.events import Done
-from mlxchat.engine.loading.models import Progress
-from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine import Done
+from mlxchat.engine import Progress
+from mlxchat.engine import SlotPlan
 
 
 @dataclass

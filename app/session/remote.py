@@ -9,11 +9,11 @@ import os
 from collections.abc import Callable
 
 from mlxchat.app.config.settings import Settings
-from mlxchat.app.session.start import StartFailure, Started
-from mlxchat.engine.loading.models import Progress
-from mlxchat.engine.remote.engine import RemoteEngine
-from mlxchat.engine.remote.state import remote_plan
-from mlxchat.engine.remote.server import ServerError, make_client, probe
+from mlxchat.app.session.start import StartFailure
+from mlxchat.engine import Progress
+from mlxchat.engine import RemoteEngine
+from mlxchat.engine import remote_plan
+from mlxchat.engine import ServerError, make_client, probe
 
 SERVER_REMEDY = (
     "Start the server, or set base_url (and model) in the [remote] table of the config file; "
@@ -27,7 +27,7 @@ def api_key(settings: Settings) -> str | None:
     return os.environ.get(name) or None if name else None
 
 
-def start_remote_engine(settings: Settings, progress: Callable[[Progress], None]) -> Started:
+def start_remote_engine(settings: Settings, progress: Callable[[Progress], None]) -> StartedEngine:
     """Asks the server what it runs and starts a RemoteEngine on it, as start_engine starts the local one.
 
     There are no model facts to re-evaluate slots with: a server's slots are its own. Raises
@@ -54,4 +54,4 @@ def start_remote_engine(settings: Settings, progress: Callable[[Progress], None]
     if not facts.has_slots:
         warnings.append(f"{facts.slots_note}; up to {plan.parallel} chats answer at once (parallel in the config)")
     engine = RemoteEngine(facts, plan, api_key=api_key(settings), timeout=remote.timeout)
-    return Started(engine, plan, facts.model_name, tuple(warnings), None)
+    return StartedEngine(engine, plan, facts.model_name, tuple(warnings), None)

@@ -23,13 +23,14 @@ from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
-from mlxchat.app.session.start import ModelFacts, start_engine
-from mlxchat.engine.events import Done, EngineSnapshot, Event, SamplingParams, TextDelta
-from mlxchat.engine.loading.models import Progress
-from mlxchat.engine.plan import SlotPlan, SlotRequest
+from mlxchat.app.session.start import start_engine
+from mlxchat.engine import Done, EngineSnapshot, Event, SamplingParams, TextDelta
+from mlxchat.engine import Progress
+from mlxchat.engine import SlotPlan, SlotRequest
+from mlxchat.engine import ModelFacts
 
 if TYPE_CHECKING:
-    from mlxchat.engine.chat_engine import ChatEngine
+    from mlxchat.engine import ChatEngine
 
 Messages = Sequence[Mapping[str, str]]
 

@@ -36,7 +36,7 @@ class BenchReport:
 def make_report(loaded: LoadedModel, runs: list[RunRecord], sampling: str = "greedy") -> BenchReport:
     """The report of `runs`, saying which model, device, BLAS and dtype they ran on, and how they sampled."""
     from mlxchat.engine.bench import reference
-    from mlxchat.engine.cpu import tuning
+    from mlxchat.engine import tuning
     from mlxchat.engine.cpu.blas import blas_in_use
     from mlxchat.engine.devices import cpu_summary, device_kind, device_name
 

@@ -32,6 +32,20 @@ class SlotKVStore:
         self.layers: list[LayerStore] = [store_for(p, n_slots, capacity) for p in protos]
         self.lengths = [0] * n_slots
 
+    @classmethod
+    def for_model(cls, model: Any, n_slots: int, capacity: int, per_slot_dispatch: bool) -> "SlotKVStore":
+        """The slot caches `model` needs: per layer the kind its own cache has, with masks it can use.
+
+        Array masks, exact over the rows' padded K/V, where per-slot attention cannot serve every
+        layer: the slot dispatcher is not installed (the model does its own attention), or later
+        layers attend over earlier layers' K/V with the model's mask (Gemma 4's shared K/V:
+        make_cache() has fewer entries than layers).
+        """
+        cache = model.make_cache() if hasattr(model, "make_cache") else None
+        layers = cache if cache is not None else len(model.layers)
+        shares_kv = cache is not None and len(cache) < len(model.layers)
+        return cls(n_slots, capacity, layers, array_masks=shares_kv or not per_slot_dispatch, mask_rank=_mask_rank(model))
+
     @property
     def arrays(self) -> list[Any]:
         """Every allocated buffer, to evaluate after a pass whose only output is the caches."""
@@ -123,3 +137,15 @@ def _arrays(saved: Any) -> list[Any]:
     if isinstance(saved, (list, tuple)):
         return [a for part in saved for a in _arrays(part)]
     return [] if saved is None else [saved]
+
+
+def _mask_rank(model: Any) -> int:
+    """The rank of the array masks the model's attention broadcasts against.
+
+    Gemma 2 computes its own scores as (batch, kv heads, repeats, L, keys) when heads are grouped,
+    so a per-row mask needs one more axis there than the usual (batch, heads, L, keys).
+    """
+    args = getattr(model, "args", None)
+    if getattr(args, "model_type", None) == "gemma2" and args.num_attention_heads != args.num_key_value_heads:
+        return 5
+    return 4

@@ -16,7 +16,8 @@ from typing import Any
 import mlx.core as mx
 
 from mlxchat.engine.kv import attention
-from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, model_type, slot_store
+from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.loading.families import UnsupportedFamily, layer_kinds, model_type
 from mlxchat.engine.loading.lazy import STREAM_HELP, is_stream_error, materialize
 
 # Two rows of token ids every vocabulary has: prompts of 3 and 6 tokens, one token each in a
@@ -99,7 +100,7 @@ def _alone(model: Any) -> list[mx.array]:
 
 def _in_slots(model: Any, dispatch: bool, padded: bool) -> list[mx.array]:
     """The same logits from two slots of the engine's store, rows sharing passes (right-padded if `padded`)."""
-    store = slot_store(model, len(_PROMPTS), 32, dispatch)
+    store = SlotKVStore.for_model(model, len(_PROMPTS), 32, dispatch)
     rows = list(range(len(_PROMPTS)))
     got: list[list[mx.array]] = [[] for _ in rows]
     for step in (_PROMPTS, *_STEPS):

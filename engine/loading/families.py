@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from mlxchat.engine.kv.kinds import KIND_NOTES, UnsupportedCache, cache_kind
-from mlxchat.engine.kv.slot_store import SlotKVStore
 
 # Families checked token for token against mlx-lm alone, loaded and run as the app runs them, in
 # tests/engine/test_family_matrix.py (configs generated for every mlx-lm module; with mlx-lm 0.32.2, these
@@ -66,34 +65,6 @@ def layer_kinds(model: Any) -> list[str]:
                 f"It supports these layer kinds: {', '.join(KIND_NOTES)}."
             ) from exc
     return kinds
-
-
-def slot_store(model: Any, n_slots: int, capacity: int, per_slot_dispatch: bool) -> SlotKVStore:
-    """The slot caches `model` needs: per layer the kind its own cache has, with masks it can use.
-
-    Array masks, exact over the rows' padded K/V, where per-slot attention cannot serve every
-    layer: the slot dispatcher is not installed (the model does its own attention), or later
-    layers attend over earlier layers' K/V with the model's mask (Gemma 4's shared K/V:
-    make_cache() has fewer entries than layers).
-    """
-    cache = model.make_cache() if hasattr(model, "make_cache") else None
-    layers = cache if cache is not None else len(model.layers)
-    shares_kv = cache is not None and len(cache) < len(model.layers)
-    return SlotKVStore(
-        n_slots, capacity, layers, array_masks=shares_kv or not per_slot_dispatch, mask_rank=_mask_rank(model)
-    )
-
-
-def _mask_rank(model: Any) -> int:
-    """The rank of the array masks the model's attention broadcasts against.
-
-    Gemma 2 computes its own scores as (batch, kv heads, repeats, L, keys) when heads are grouped,
-    so a per-row mask needs one more axis there than the usual (batch, heads, L, keys).
-    """
-    if model_type(model) == "gemma2":
-        args = model.args
-        return 5 if args.num_attention_heads != args.num_key_value_heads else 4
-    return 4
 
 
 def describe() -> list[str]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import mlx.nn as nn
     from mlx_lm.tokenizer_utils import TokenizerWrapper
 
-    from mlxchat.engine.cpu.tuning import Tuning
+    from mlxchat.engine.tuning import Tuning
     from mlxchat.engine.kv.kinds import KVFootprint
     from mlxchat.engine.loading.batch_check import BatchCheck
 
@@ -57,7 +57,7 @@ class LoadedModel:
     kv_bytes_per_token: int  # K+V of all attention layers for one token, at the dtype the cache will hold
     config: dict[str, Any]
     kv_footprint: KVFootprint | None = None  # the same by layer kind: windows stop growing, states are constant
-    # How this machine runs it fastest, where the caller found a measurement (engine.cpu.tuning).
+    # How this machine runs it fastest, where the caller found a measurement (engine.tuning).
     tuning: Tuning | None = None
     # How the slots may batch it, checked against mlx-lm alone at load (engine.loading.batch_check).
     batching: BatchCheck | None = None

@@ -101,10 +101,10 @@ def test_batched_pass_logits_equal_mlx_lm_alone(family):
     from mlx_lm.models.cache import make_prompt_cache
 
     from mlxchat.engine.kv import attention
-    from mlxchat.engine.loading.families import slot_store
+    from mlxchat.engine.kv.slot_store import SlotKVStore
 
     model = build_family(family)
-    store = slot_store(model, 4, 64, attention.install(model))
+    store = SlotKVStore.for_model(model, 4, 64, attention.install(model))
     histories = [list(p) for p in PROMPTS]
     for row, prompt in enumerate(PROMPTS):
         model(mx.array([prompt]), cache=store.batch([row], len(prompt)))

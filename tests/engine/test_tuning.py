@@ -47,7 +47,7 @@ def test_split_and_plain_paths_give_the_same_logits(tiny) -> None:
 
 @needs_cpu
 def test_tune_measures_saves_and_is_followed(tiny, tmp_path) -> None:
-    from mlxchat.engine.cpu import tuning
+    from mlxchat.engine import tuning
     from mlxchat.engine.forward import Forward
 
     model = tiny[0]

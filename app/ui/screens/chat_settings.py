@@ -13,7 +13,7 @@ from textual.widgets import Button, Footer, Input, Label, Static
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.text_area import TextArea
-from mlxchat.engine.events import SamplingParams
+from mlxchat.engine import SamplingParams
 
 # The form's fields, in order: the Sampling field each sets.
 FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "seed")

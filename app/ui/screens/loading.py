@@ -7,7 +7,7 @@ from textual.containers import Center, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, Static
 
-from mlxchat.engine.loading.models import Progress
+from mlxchat.engine import Progress
 
 
 class LoadingScreen(Screen[None]):

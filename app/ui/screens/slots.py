@@ -27,8 +27,8 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
 from mlxchat.app.ui.widgets.slider import Slider
-from mlxchat.engine import memory
-from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine import format_bytes, memory_info
+from mlxchat.engine import SlotPlan
 
 TOTAL_HELP = f"The total context must be a whole number of tokens above 0 and at most {CONTEXT_CEILING}, e.g. 8192."
 
@@ -117,8 +117,8 @@ class SlotsScreen(AppModalScreen[None]):
             errors = [*evaluated.errors, *refusals(candidate, self._session.facts.trained_ctx)]
         # A plan that could not run is neither summarised nor applied.
         self._plan = plan = None if errors else evaluated
-        available = memory.memory_info()
-        fmt = memory.format_bytes
+        available = memory_info()
+        fmt = format_bytes
         self.query_one("#slots-summary", Static).update(plan.summary if plan else "")
         self.query_one("#slots-kv", Static).update(
             f"KV cache: {fmt(plan.kv_bytes)} ({fmt(plan.kv_bytes_per_slot)} per slot)" if plan else ""

@@ -31,7 +31,7 @@ from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.seat_view import SeatView
 from mlxchat.app.ui.widgets.turn_edits import TurnEdits
 from mlxchat.app.ui.widgets.reply_view import ReplyView
-from mlxchat.engine.events import Done, RequestStats, SamplingParams
+from mlxchat.engine import Done, RequestStats, SamplingParams
 
 TAB_LABEL_CHARS = 20
 

@@ -7,7 +7,7 @@ from textual.widgets import Static
 from mlxchat.app.session.messages import ChatSeated, Queued, Withdrawn
 from mlxchat.app.ui.keys import key_for
 from mlxchat.app.ui.widgets import slot_status
-from mlxchat.engine.events import SlotSnapshot
+from mlxchat.engine import SlotSnapshot
 from mlxchat.app.ui.parts import PanePart
 
 

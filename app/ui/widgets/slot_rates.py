@@ -7,7 +7,7 @@ from collections import deque
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Sparkline, Static
 
-from mlxchat.engine.events import EngineSnapshot
+from mlxchat.engine import EngineSnapshot
 
 SAMPLES = 40  # the most recent speeds each sparkline keeps: 10 s at the inspector's refresh rate
 

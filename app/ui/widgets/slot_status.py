@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mlxchat.app.ui.widgets.usage_bar import usage_bar
-from mlxchat.engine.events import SlotSnapshot
+from mlxchat.engine import SlotSnapshot
 
 BAR_WIDTH = 12
 NO_SLOT_HELP = "it borrows an idle one when you send, and its history is prefilled again"
