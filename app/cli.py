@@ -13,9 +13,7 @@ from mlxchat.app.config.loading import load_settings
 from mlxchat.app.config.settings import ConfigError, Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.version import installed_version
-from mlxchat.engine import LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS
-from mlxchat.engine import RESUME_SCENARIO
-from mlxchat.engine import RETURN_SCENARIO
+from mlxchat.engine import LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS, RESUME_SCENARIO, RETURN_SCENARIO
 from mlxchat.engine import (
     DEFAULT_ENGINES,
     DEFAULT_MAX_TOKENS,
@@ -24,10 +22,7 @@ from mlxchat.engine import (
     MAX_SLOTS,
     RUNNERS,
 )
-from mlxchat.engine import SCENARIOS
-from mlxchat.engine import SHAPES
-from mlxchat.engine import BlasError, BlasInfo, ModelLoadError, load_blas
-from mlxchat.engine import use_exact_matmuls
+from mlxchat.engine import BlasError, BlasInfo, load_blas, ModelLoadError, SCENARIOS, SHAPES, use_exact_matmuls
 
 # Flags that set a Settings field of the same name (dest = field name).
 SETTING_FLAGS = ("model", "ctx_size", "parallel", "ctx_per_slot")

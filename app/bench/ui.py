@@ -24,8 +24,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.config.settings import Settings
-from mlxchat.engine import SCENARIOS
-from mlxchat.engine import Done, Event
+from mlxchat.engine import Done, Event, SCENARIOS
 
 if TYPE_CHECKING:
     from mlxchat.engine import Engine

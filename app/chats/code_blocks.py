@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from mlxchat.app.chats.errors import StoreWriteError
 from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, fork
-from mlxchat.app.chats.model import Chat, ChatMessage, now, title_from
+from mlxchat.app.chats.chat import Chat, ChatMessage, now, title_from
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.engine import RequestStats, SamplingParams
 
@@ -92,17 +92,42 @@ class Conversation:
 
     # ---- the user's turns ----
 
-    def cut_for_edit(self, keep_old: Callable[[Chat], None]) -> bool:
-        """Before an edited message is sent: the message it replaces and everything after it go; False when
-        no edit is in progress. `keep_old` is given the conversation as it was, when the edit keeps it."""
+    @property
+    def editing(self) -> bool:
+        """Whether one of the user's messages is in the input, to be sent in its place."""
+        return self.edit_from is not None
+
+    def begin_edit(self, index: int, keep_branch: bool = False) -> int | None:
+        """User message `index` is being edited: sending replaces it and every turn after it. With
+        `keep_branch` the conversation as it was is first saved as a chat of its own. Returns the
+        message that was being edited before, if any."""
+        before = self.cancel_edit()
+        self.edit_from, self.keep_branch = index, keep_branch
+        return before
+
+    def cancel_edit(self) -> int | None:
+        """No message is being edited any more; returns the one that was, if any."""
+        before, self.edit_from, self.keep_branch = self.edit_from, None, False
+        return before
+
+    def cut_for_edit(self) -> tuple[bool, tuple[str, str] | None]:
+        """Before an edited message is sent: the message it replaces and everything after it go. Returns
+        whether an edit was in progress, and what to tell the user (text, severity) when the edit kept the
+        conversation as it was, as a chat of its own in the chat list (or failed to)."""
         if self.edit_from is None:
-            return False
+            return False, None
+        said = None
         if self.keep_branch and self.store is not None:
-            keep_old(fork(self.chat, len(self.chat.messages), BEFORE_EDIT_SUFFIX))
+            old = fork(self.chat, len(self.chat.messages), BEFORE_EDIT_SUFFIX)
+            try:
+                self.store.save(old)
+                said = (f"The conversation before the edit is kept as “{old.title}” in the chat list.", "information")
+            except StoreWriteError as exc:
+                said = (f"The conversation before the edit could not be kept: {exc}", "error")
         del self.chat.messages[self.edit_from :]
         self.chat.touch()
-        self.edit_from, self.keep_branch = None, False
-        return True
+        self.cancel_edit()
+        return True, said
 
     def add_message(self, text: str) -> None:
         """Adds the user's message, saved at once: a crash from here on never loses what the user wrote."""
@@ -123,7 +148,7 @@ class Conversation:
             self.chat.messages.pop()
             self.chat.touch()
             self.save()
-        self.edit_from, self.keep_branch = None, False
+        self.cancel_edit()
 
     @property
     def user_messages(self) -> list[int]:

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Literal
 
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 
 ExportFormat = Literal["md", "json"]
 FORMATS: tuple[ExportFormat, ...] = ("md", "json")

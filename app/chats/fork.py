@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 
 FORK_SUFFIX = " (fork)"
 BEFORE_EDIT_SUFFIX = " (before edit)"  # the conversation as it was before an earlier message was edited

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
-from mlxchat.app.chats.model import MESSAGE_COLUMNS, Chat, ChatMessage, now
+from mlxchat.app.chats.chat import MESSAGE_COLUMNS, Chat, ChatMessage, now
 from mlxchat.app.chats.private import private_folder
 from mlxchat.app.chats.schema import _connect, _set_aside, _Unusable
 from mlxchat.app.chats.search import ChatSearch

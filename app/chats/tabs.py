@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Callable
 
-from mlxchat.app.chats.model import Chat, now
+from mlxchat.app.chats.chat import Chat, now
 
 # A session not seen for this long counts as ended, even where its pid runs (reused by another
 # program, or on another host sharing the folder): the next launch takes its tabs over.

@@ -14,11 +14,16 @@ from typing import Any
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
-from mlxchat.engine import LONG_SCENARIO
-from mlxchat.engine import RESUME_SCENARIO
-from mlxchat.engine import RETURN_SCENARIO, RETURN_SLOTS, RETURN_TOKENS
-from mlxchat.engine import DEFAULT_MAX_TOKENS, DEFAULT_SLOTS
-from mlxchat.engine import SCENARIOS
+from mlxchat.engine import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SLOTS,
+    LONG_SCENARIO,
+    RESUME_SCENARIO,
+    RETURN_SCENARIO,
+    RETURN_SLOTS,
+    RETURN_TOKENS,
+    SCENARIOS,
+)
 
 
 def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -41,13 +46,20 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         print(result.table())
         return 0
     from mlxchat.app.commands.console_progress import ConsoleProgress
-    from mlxchat.engine import PlotError, check_plot_path, plot_report
-    from mlxchat.engine import BenchError, BenchRefused
-    from mlxchat.engine import format_table, make_report, write_json
-    from mlxchat.engine import describe_sampling
-    from mlxchat.engine import build_shape
-    from mlxchat.engine import load_tuning
-    from mlxchat.engine import load_model
+    from mlxchat.engine import (
+        BenchError,
+        BenchRefused,
+        build_shape,
+        check_plot_path,
+        describe_sampling,
+        format_table,
+        load_model,
+        load_tuning,
+        make_report,
+        plot_report,
+        PlotError,
+        write_json,
+    )
 
     if args.plot:
         try:
@@ -112,8 +124,7 @@ def _sampling(args: argparse.Namespace, settings: Settings) -> Any:
 
 def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`mlxchat bench --scenario return`: TTFT of a return to a parked chat vs a full prefill of its history."""
-    from mlxchat.engine import make_report
-    from mlxchat.engine import format_return_table, run_return_bench
+    from mlxchat.engine import format_return_table, make_report, run_return_bench
 
     slots = RETURN_SLOTS if args.slots == list(DEFAULT_SLOTS) else min(args.slots)
     print(f"bench: {RETURN_SCENARIO}, {slots} slots, {2 * slots} chats...", file=sys.stderr, flush=True)
@@ -131,9 +142,13 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`--scenario long` (streaming gaps while a long prompt is read) or `resume` (a chat reopened after a
     restart, with and without the disk tier): one run, its table and JSON."""
-    from mlxchat.engine import format_long_table, run_long_bench
-    from mlxchat.engine import make_report
-    from mlxchat.engine import format_resume_table, run_resume_bench
+    from mlxchat.engine import (
+        format_long_table,
+        format_resume_table,
+        make_report,
+        run_long_bench,
+        run_resume_bench,
+    )
 
     long = args.scenario == LONG_SCENARIO
     say = "the long prompt alone, then with the chats streaming" if long else \

@@ -7,7 +7,7 @@ import sys
 
 from mlxchat.app.chats.export import export_chat
 from mlxchat.app.chats.errors import StoreError
-from mlxchat.app.chats.model import local_time
+from mlxchat.app.chats.chat import local_time
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 

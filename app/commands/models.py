@@ -18,9 +18,15 @@ def run_models(settings: Settings, out: TextIO | None = None) -> int:
     # Imported here, after the CLI loaded the BLAS: the engine's cache stores import mlx.core.
     from collections import Counter
 
-    from mlxchat.engine import UnsupportedFamily, describe_families, layer_kinds, model_type
-    from mlxchat.engine import ModelLoadError, load_model
-    from mlxchat.engine import format_bytes
+    from mlxchat.engine import (
+        describe_families,
+        format_bytes,
+        layer_kinds,
+        load_model,
+        model_type,
+        ModelLoadError,
+        UnsupportedFamily,
+    )
 
     for line in describe_families():
         print(line, file=out)

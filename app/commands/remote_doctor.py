@@ -10,8 +10,7 @@ import openai
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.remote import api_key
-from mlxchat.engine import remote_plan
-from mlxchat.engine import ServerError, api_and_root, describe_error, make_client, probe
+from mlxchat.engine import api_and_root, describe_error, make_client, probe, remote_plan, ServerError
 
 Line = Callable[[str, str], None]
 

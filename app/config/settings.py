@@ -26,10 +26,7 @@ from mlxchat.app.config.limits import (
     model_limits,
     out_of_order,
 )
-from mlxchat.engine import SamplingParams
-from mlxchat.engine import DEFAULT_DISK_KV_MB, DEFAULT_PARK_BUDGET_MB
-from mlxchat.engine import STALL
-from mlxchat.engine import SlotRequest
+from mlxchat.engine import DEFAULT_DISK_KV_MB, DEFAULT_PARK_BUDGET_MB, SamplingParams, SlotRequest, STALL
 
 ENV_PREFIX = "MLXCHAT_"
 ENV_NESTED_DELIMITER = "__"

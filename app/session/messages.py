@@ -10,9 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from mlxchat.engine import Done
-from mlxchat.engine import Progress
-from mlxchat.engine import SlotPlan
+from mlxchat.engine import Done, Progress, SlotPlan
 
 
 @dataclass

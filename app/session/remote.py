@@ -10,10 +10,7 @@ from collections.abc import Callable
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.start import StartFailure
-from mlxchat.engine import Progress
-from mlxchat.engine import RemoteEngine
-from mlxchat.engine import remote_plan
-from mlxchat.engine import ServerError, make_client, probe
+from mlxchat.engine import make_client, probe, Progress, remote_plan, RemoteEngine, ServerError, StartedEngine
 
 SERVER_REMEDY = (
     "Start the server, or set base_url (and model) in the [remote] table of the config file; "

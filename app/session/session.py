@@ -24,10 +24,17 @@ from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.session.start import start_engine
-from mlxchat.engine import Done, EngineSnapshot, Event, SamplingParams, TextDelta
-from mlxchat.engine import Progress
-from mlxchat.engine import SlotPlan, SlotRequest
-from mlxchat.engine import ModelFacts
+from mlxchat.engine import (
+    Done,
+    EngineSnapshot,
+    Event,
+    ModelFacts,
+    Progress,
+    SamplingParams,
+    SlotPlan,
+    SlotRequest,
+    TextDelta,
+)
 
 if TYPE_CHECKING:
     from mlxchat.engine import ChatEngine

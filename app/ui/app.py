@@ -8,39 +8,43 @@ from functools import partial
 from pathlib import Path
 
 from textual import events, on
-from textual.app import App, ComposeResult, InvalidThemeError, SystemCommand
+from textual.app import App, ComposeResult, SystemCommand
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Header, TabbedContent
 
-from mlxchat.app.ui import keys
-from mlxchat.app.ui.widgets.chat_pane import ChatPane
-from mlxchat.app.ui.fan_out_actions import FanOutActions
-from mlxchat.app.ui.saved_chats import SavedChats
-from mlxchat.app.ui.startup import Startup
-from mlxchat.app.ui.widgets.footer import Footer
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.errors import StoreWriteError
-from mlxchat.app.chats.model import Chat
 from mlxchat.app.chats.store import ChatStore
-from mlxchat.app.config.loading import save_settings
-from mlxchat.app.config.settings import ConfigError, Settings
+from mlxchat.app.config.settings import Settings
+from mlxchat.app.session.messages import EngineReady, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
+from mlxchat.app.ui import keys
+from mlxchat.app.ui.chat_actions import ChatActions
+from mlxchat.app.ui.fan_outs import FanOuts
+from mlxchat.app.ui.reply_frames import ReplyFrames
+from mlxchat.app.ui.saved_chats import SavedChats
+from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.screens.help import HelpScreen, app_sections
 from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.loading import LoadingScreen
-from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.screens.slots import SlotsScreen
-from mlxchat.themes import DEFAULT_THEME, THEMES
+from mlxchat.app.ui.startup import Startup
+from mlxchat.app.ui.widgets.chat_pane import ChatPane
+from mlxchat.app.ui.widgets.footer import Footer
+from mlxchat.app.ui.theme_setting import apply_theme, save_theme
+from mlxchat.themes import THEMES
+
+STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
 
 
-
-class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
+class ChatApp(App[int]):
     """Several chats at once with one local model: tabs of chats over the engine's slots.
 
-    Its start (app.ui.startup), the saved chats (app.ui.saved_chats) and fan-out (app.ui.fan_out_actions)
-    are mixins by responsibility; the actions on one chat's turns are its pane's (app.ui.turn_actions);
-    the chats' state is their Conversations'.
+    It owns its start (app.ui.startup), its saved chats (app.ui.saved_chats), its fan-outs (app.ui.fan_outs)
+    and what chats ask of it (app.ui.chat_actions), and routes their messages to them; the chats' state is
+    their Conversations'.
     """
 
     TITLE = "mlxchat"
@@ -51,21 +55,22 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         """`db_path`: where chats are saved (default: the user's data folder)."""
         super().__init__()
         self.settings = settings
-        self._db_path = db_path
         for theme in THEMES:
             self.register_theme(theme)
         self.session = Session(self)
         self._failed_status: int | None = None  # the exit status start-up's failure ends the app with
         self.store: ChatStore | None = None
         self.show_timings = False  # each reply's timings line (alt+t)
-        self._disk_notes_said = 0  # saved KV notes already shown
         self._chat_numbers = itertools.count(1)
-        self._fan_outs = itertools.count(1)  # each fan-out's number: its chats share it
         self._finished_last: str | None = None  # the chat whose reply ended last (goto_finished shows it)
         self._unseen: set[str] = set()  # chats whose reply ended out of view, not shown since
         self._tab_labels: dict[str, str] = {}  # each tab's label as last set
         self._frames = ReplyFrames(self, lambda: self.chat_panes, self._show_slots)
         self.sampling = settings.sampling.params()  # what new chats start with
+        self.startup = Startup(self, db_path)
+        self.saved_chats = SavedChats(self)
+        self.fan_outs = FanOuts(self)
+        self.chat_actions = ChatActions(self)
 
     @property
     def failed(self) -> bool:
@@ -79,33 +84,37 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
 
     def on_mount(self) -> None:
         self.set_keymap(self.settings.keys)
-        self._apply_theme(self.settings.theme)
+        apply_theme(self, self.settings.theme)
         self.theme_changed_signal.subscribe(self, self._save_theme)
-        self._open_store()
-        self.push_screen(LoadingScreen(self.settings.model or "the default model (SmolLM2-135M-Instruct)"))
-        self._start()
+        self.startup.open_store()
+        loading = LoadingScreen(self.settings.model or "the default model (SmolLM2-135M-Instruct)")
+        self.push_screen(loading)
+        self.startup.load(loading)
 
-    def _apply_theme(self, name: str) -> None:
-        try:
-            self.theme = name
-        except InvalidThemeError:
-            self.theme = DEFAULT_THEME
-            known = ", ".join(t.name for t in THEMES)
-            self.notify(f"Unknown theme {name!r} in the settings: using {DEFAULT_THEME} (ours: {known})",
-                        severity="warning")
+    def on_start_failed(self, event: StartFailed) -> None:
+        self._failed_status = event.status
+        if isinstance(self.screen, LoadingScreen):
+            self.screen.show_failure(event.problem, event.remedy)
+
+    async def on_engine_ready(self, event: EngineReady) -> None:
+        self.on_plan_changed()
+        if isinstance(self.screen, LoadingScreen):
+            self.pop_screen()
+        for warning in event.warnings:
+            self.notify(warning, severity="warning", timeout=10)
+        await self.startup.restore_chats()
+        self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
+        self.set_interval(STATUS_INTERVAL_S, self.startup.say_disk_notes)
+        self.refresh_bindings()
+
+    def on_plan_changed(self, event: PlanChanged | None = None) -> None:
+        """The model and the slot plan, under the title."""
+        assert self.session.plan is not None
+        self.sub_title = f"{self.session.model_name} · {self.session.plan.summary}"
 
     def _save_theme(self, theme: object) -> None:
         """Keeps a theme picked from the palette for the next start, in the user's config file."""
-        name = getattr(theme, "name", None)
-        path = self.settings.config_file
-        if name is None or path is None or name == self.settings.theme:
-            return
-        try:
-            save_settings({"theme": name}, path)
-        except (ConfigError, OSError) as exc:
-            self.notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
-            return
-        self.settings = self.settings.model_copy(update={"theme": name})
+        self.settings = save_theme(theme, self.settings, self.notify)
 
     @property
     def chat_panes(self) -> list[ChatPane]:
@@ -142,7 +151,7 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
     async def action_new_chat(self) -> None:
         """Opens a new chat with the configured system prompt and sampling."""
         await self.open_chat(Chat(None, model=self.session.model_name, system_prompt=self.settings.system_prompt,
-                                  sampling=self.sampling))
+                                         sampling=self.sampling))
 
     async def open_chat(self, chat: Chat, show: bool = True) -> ChatPane | None:
         """Opens `chat` in a new tab (shown, unless `show` is False), on a free slot if there is one: a chat
@@ -155,10 +164,10 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         session.open_chat(pane.chat_id, pane.chat_title, pane)
         await self.query_one("#chats", TabbedContent).add_pane(pane)
         if show:
-            self._show_chat(pane)
+            self.show_chat(pane)
         return pane
 
-    def _record_open_chats(self) -> None:
+    def record_open_chats(self) -> None:
         """Saves which chats are open, in tab order, and which one is shown, for the next launch."""
         if self.store is None or not self.session.ready:
             return
@@ -187,10 +196,10 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
 
     @on(ChatPane.Retitled)
     def _on_retitled(self, event: ChatPane.Retitled) -> None:
-        self._show_title(event.pane)
-        self._record_open_chats()
+        self.show_title(event.pane)
+        self.record_open_chats()
 
-    def _show_title(self, pane: ChatPane) -> None:
+    def show_title(self, pane: ChatPane) -> None:
         """Names the pane's tab and slot after its chat's title."""
         self._show_tab(pane)
         self.session.rename(pane.chat_id, pane.chat_title)
@@ -232,7 +241,7 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         if pane is None:
             self.notify("No open chat has finished a reply yet.")
             return
-        self._show_chat(pane)
+        self.show_chat(pane)
 
     async def action_close_chat(self) -> None:
         """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
@@ -248,7 +257,7 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         self._tab_labels.pop(pane.chat_id, None)
         pane.save_reply("cancelled")
         await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
-        self._record_open_chats()
+        self.record_open_chats()
         self._lay_out_chats()
         if self.active_chat is not None:
             self.active_chat.focus_input()
@@ -273,9 +282,9 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         """Shows chat `number` (1-based, in tab order)."""
         panes = self.chat_panes
         if 1 <= number <= len(panes):
-            self._show_chat(panes[number - 1])
+            self.show_chat(panes[number - 1])
 
-    def _show_chat(self, pane: ChatPane) -> None:
+    def show_chat(self, pane: ChatPane) -> None:
         """Shows `pane`'s tab with the keyboard in its message box."""
         # The keyboard first, at once: a chat hidden with the focus in it would hand the focus to
         # one of its own widgets, and its tab would be shown again (a chat picked in the chat list).
@@ -306,7 +315,7 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         if pane is None:  # closed while the inspector was open
             self.notify(f"Slot {slot_id} has no chat any more.", severity="warning")
             return
-        self._show_chat(pane)
+        self.show_chat(pane)
 
     def action_cycle_chat(self, step: int) -> None:
         """Shows the chat `step` places after the shown one (negative: before), wrapping around."""
@@ -317,9 +326,33 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
 
     def action_toggle_grid(self) -> None:
         """Switches between one chat at a time (tabs) and every chat side by side (grid)."""
-        tabs = self.query_one("#chats", TabbedContent)
-        tabs.toggle_class("-grid")
+        self.show_grid(not self.query_one("#chats", TabbedContent).has_class("-grid"))
+
+    def show_grid(self, grid: bool) -> None:
+        """Every chat side by side (grid), or one at a time (tabs)."""
+        self.query_one("#chats", TabbedContent).set_class(grid, "-grid")
         self._lay_out_chats()
+
+    def action_chat_list(self) -> None:
+        """Shows the saved chats, to reopen, search, rename or delete them."""
+        self.saved_chats.show_list()
+
+    def on_chat_list_screen_renamed(self, event: ChatListScreen.Renamed) -> None:
+        self.saved_chats.renamed(event)
+
+    async def on_chat_pane_forked(self, event: ChatPane.Forked) -> None:
+        await self.saved_chats.open_fork(event)
+
+    def on_chat_pane_asked(self, event: ChatPane.Asked) -> None:
+        self.chat_actions.run(event)
+
+    def action_fan_out(self) -> None:
+        """Opens the fan-out form: one prompt to several new chats with different settings."""
+        self.fan_outs.start()
+
+    def action_keep_variant(self) -> None:
+        """Keeps the shown fan-out chat as a chat of its own; its siblings close, after a confirmation."""
+        self.fan_outs.keep_variant()
 
     def _lay_out_chats(self) -> None:
         """In the grid every chat is shown: columns for up to 3 rows, and each pane titled."""
@@ -348,7 +381,7 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         for pane in self.chat_panes:
             if pane.busy:
                 pane.save_reply("cancelled")
-        self._record_open_chats()
+        self.record_open_chats()
         self.exit(return_code=self._failed_status or 0)
 
     @on(TabbedContent.TabActivated)
@@ -363,7 +396,7 @@ class ChatApp(Startup, SavedChats, FanOutActions, App[int]):
         ):
             event.pane.focus_input()
             self._seen(event.pane)
-            self._record_open_chats()
+            self.record_open_chats()
         self._lay_out_chats()
 
     @staticmethod

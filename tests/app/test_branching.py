@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from mlxchat.app.chats.fanout import Variant, default_variants, labels
+from mlxchat.app.chats.fan_out import Variant, default_variants, labels
 from mlxchat.app.chats.fork import fork, fork_point
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.titles import short_title
 from mlxchat.engine.events import SamplingParams
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats.export import to_json, to_markdown
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.cli import main
 from mlxchat.engine.events import SamplingParams

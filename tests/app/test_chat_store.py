@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
-from mlxchat.app.chats.model import Chat, title_from
+from mlxchat.app.chats.chat import Chat, title_from
 from mlxchat.app.chats.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats import tabs as tabs_module
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.schema import migrate
 from mlxchat.app.chats.store import ChatStore
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats.private import write_private
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.store import ChatStore
 
 

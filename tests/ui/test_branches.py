@@ -124,7 +124,7 @@ def test_fork_at_the_last_and_at_earlier_messages(tiny_model_dir: Path) -> None:
         texts = [m.text for m in parent.chat.messages]
 
         async def fork(ups: int) -> ChatPane:
-            app._show_chat(parent)
+            app.show_chat(parent)
             before = list(app.chat_panes)
             await pilot.press("f8")
             await wait_for(pilot, lambda: isinstance(app.screen, TurnPickerScreen), "the turn picker")
@@ -191,7 +191,7 @@ def test_edit_an_earlier_message_and_resend(tiny_model_dir: Path) -> None:
         await pilot.press("up", "enter")  # the second of the user's three messages
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await pilot.press("y")
-        await wait_for(pilot, lambda: pane.editing, "the edit")
+        await wait_for(pilot, lambda: pane.conversation.editing, "the edit")
         assert pane.chat_input.text == "And what about the slots?"
         assert [t.has_class("-editing") for t in pane.query(".user-turn")] == [False, True, False]
         pane.chat_input.text = "And what about the KV cache?"

@@ -12,7 +12,7 @@ from textual.widgets import Input, OptionList, Static
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.screens.confirm import ConfirmScreen

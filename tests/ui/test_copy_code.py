@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
 from mlxchat.app.chats.code_blocks import code_blocks
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.app import ChatApp

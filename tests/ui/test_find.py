@@ -8,7 +8,7 @@ from textual.pilot import Pilot
 from textual.selection import Selection
 from textual.widgets import Input, Static
 
-from mlxchat.app.chats.model import Chat
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.app import ChatApp

@@ -111,7 +111,7 @@ def test_turns_shorter_than_the_view_are_at_its_end_and_stay_in_view_when_a_repl
         await conversation.mount_all([Static("A question", classes="user-turn"), reply])
         await pilot.pause()
         assert conversation.scroll_y < 0 and reply.following
-        pane._anchor_conversation(reply.following)
+        pane.view.anchor_after_reply(reply.following)
         await pilot.pause()
         assert conversation.region.y <= reply.region.y < reply.region.bottom <= conversation.region.bottom
 

@@ -10,6 +10,7 @@ import pytest
 from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.screens import slots
 from mlxchat.engine import memory
 from tests.pilot import make_app, ready, steady_cursors
 
@@ -20,7 +21,7 @@ GIB = 1024**3
 @pytest.fixture(autouse=True)
 def _steady_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """The memory figures differ by machine and by the minute: the screenshots show fixed ones."""
-    monkeypatch.setattr(memory, "memory_info", lambda: memory.MemoryInfo(16 * GIB, 9 * GIB))
+    monkeypatch.setattr(slots, "memory_info", lambda: memory.MemoryInfo(16 * GIB, 9 * GIB))
 
 
 def on_slots_screen(app: ChatApp, *keys: str) -> Callable[[Pilot], Awaitable[None]]:

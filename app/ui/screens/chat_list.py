@@ -14,7 +14,7 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.chats.errors import StoreWriteError
-from mlxchat.app.chats.model import local_time
+from mlxchat.app.chats.chat import local_time
 from mlxchat.app.chats.search import ChatSummary
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.ui.screens.confirm import ConfirmScreen

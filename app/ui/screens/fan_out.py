@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Footer, Input, Label, Static
 
-from mlxchat.app.chats.fanout import MAX_VARIANTS, MIN_VARIANTS, Variant
+from mlxchat.app.chats.fan_out import MAX_VARIANTS, MIN_VARIANTS, Variant
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.text_area import TextArea

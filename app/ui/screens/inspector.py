@@ -21,9 +21,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
 from mlxchat.app.ui.widgets.slot_rates import SlotRates
-from mlxchat.app.ui.widgets.usage_bar import usage_bar
-from mlxchat.engine import EngineSnapshot, ParkedSnapshot, SamplingParams, SlotSnapshot
-from mlxchat.engine import format_bytes
+from mlxchat.app.ui.slot_words import usage_bar
+from mlxchat.engine import EngineSnapshot, format_bytes, ParkedSnapshot, SamplingParams, SlotSnapshot
 
 REFRESH_S = 0.25  # as often as the chats' status lines
 BAR_WIDTH = 10

@@ -7,6 +7,7 @@ from textual.containers import Center, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, Static
 
+from mlxchat.app.session.messages import LoadProgress
 from mlxchat.engine import Progress
 
 
@@ -28,6 +29,9 @@ class LoadingScreen(Screen[None]):
             yield Static("", id="loading-problem", markup=False)
             yield Static("", id="loading-remedy", markup=False)
         yield Footer()
+
+    def on_load_progress(self, event: LoadProgress) -> None:
+        self.show_progress(event.progress)
 
     def show_progress(self, progress: Progress) -> None:
         """Shows a loading step; a step of unknown length shows an indeterminate bar."""

@@ -27,8 +27,7 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
 from mlxchat.app.ui.widgets.slider import Slider
-from mlxchat.engine import format_bytes, memory_info
-from mlxchat.engine import SlotPlan
+from mlxchat.engine import format_bytes, memory_info, SlotPlan
 
 TOTAL_HELP = f"The total context must be a whole number of tokens above 0 and at most {CONTEXT_CEILING}, e.g. 8192."
 

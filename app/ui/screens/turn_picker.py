@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from mlxchat.app.chats.model import ChatMessage
+from mlxchat.app.chats.chat import ChatMessage
 from mlxchat.app.ui.screens.modal import PickerScreen
 
 LINE_CHARS = 70

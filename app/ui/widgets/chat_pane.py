@@ -3,45 +3,42 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import partial
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static, TabPane
 
-from mlxchat.app.chats import conversation as saving
-from mlxchat.app.chats.conversation import Conversation, end_note, lost_note, timings_line
-from mlxchat.app.chats.errors import StoreWriteError
-from mlxchat.app.chats.model import Chat, ChatMessage
+from mlxchat.app.chats.chat import Chat
+from mlxchat.app.chats.conversation import Conversation
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.chats.titles import short_title
 from mlxchat.app.session.feed import ReplyFeed
-from mlxchat.app.session.messages import ReplyDone
+from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.session import Session
-from mlxchat.app.ui import keys
+from mlxchat.app.ui import keys, slot_words
 from mlxchat.app.ui.reply_frames import ReplyFrames
-from mlxchat.app.ui.turn_actions import TurnActions
 from mlxchat.app.ui.widgets.chat_input import ChatInput
-from mlxchat.app.ui.widgets.seat_view import SeatView
-from mlxchat.app.ui.widgets.turn_edits import TurnEdits
+from mlxchat.app.ui.widgets.conversation_view import ConversationView, note
 from mlxchat.app.ui.widgets.reply_view import ReplyView
-from mlxchat.engine import Done, RequestStats, SamplingParams
+from mlxchat.app.ui.widgets.save_problem import SaveProblem
+from mlxchat.app.ui.widgets.seat_line import SeatLine
+from mlxchat.engine import Done, RequestStats, SamplingParams, SlotSnapshot
 
 TAB_LABEL_CHARS = 20
 
 
-class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
+class ChatPane(TabPane):
     """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
 
     The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
-    the pane shows them and forwards what the user does. The keys that act on one chat are its own
-    (scope "pane" in the registry), so they act on the chat that has the keyboard.
+    the pane shows them (ConversationView, SeatLine) and forwards what the user does. The keys that act on
+    one chat are its own (scope "pane" in the registry), so they act on the chat that has the keyboard; those
+    that open a screen or leave the app are asked of the app (Asked), which carries them out (app.ui.chat_actions).
     """
 
     BINDINGS = keys.bindings(pane=True)
@@ -67,37 +64,17 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
 
         pane: ChatPane
 
-    DEFAULT_CSS = """
-    ChatPane { layout: vertical; padding: 0; }
-    /* A stable gutter: the scrollbar showing up does not re-wrap the turns (a layout and a redraw of each). */
-    ChatPane .conversation { height: 1fr; padding: 0 1; scrollbar-gutter: stable; }
-    ChatPane .user-turn {
-        margin: 1 0 0 8; padding: 0 1; background: $boost; border-left: thick $secondary;
-    }
-    ChatPane .user-turn.-editing { border-left: thick $warning; }
-    ChatPane .assistant-turn { margin: 1 8 0 0; padding: 0 1; border-left: thick $primary; }
-    ChatPane .turn-note { margin: 0 8 0 0; padding: 0 1; color: $text-muted; text-style: italic; }
-    ChatPane .turn-note.-error { color: $error; text-style: none; }
-    ChatPane .turn-note.-refused { color: $warning; text-style: none; }
-    ChatPane .turn-timings { display: none; margin: 0 8 0 0; padding: 0 1; color: $text-muted; }
-    ChatPane.-timings .turn-timings { display: block; }
-    ChatPane .queue-note { margin: 1 8 0 0; padding: 0 1; color: $warning; text-style: italic; }
-    ChatPane ChatInput { height: auto; min-height: 3; max-height: 10; border: round $panel-lighten-2; }
-    ChatPane ChatInput:focus { border: round $primary; }
-    ChatPane .slot-status { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
-    ChatPane .save-problem { display: none; padding: 0 1; color: $error; }
-    ChatPane .save-problem.-shown { display: block; }
-    """
+    @dataclass
+    class Asked(Message):
+        """The user asked for `action` of this chat (one that opens a screen or leaves the app: a file, the
+        clipboard); the app carries it out on `pane`."""
 
-    def __init__(
-        self,
-        number: int,
-        chat: Chat,
-        session: Session,
-        store: ChatStore | None,
-        frames: ReplyFrames,
-        keymap: Mapping[str, str],
-    ) -> None:
+        pane: ChatPane
+        action: str
+        args: tuple[str, ...] = field(default_factory=tuple)
+
+    def __init__(self, number: int, chat: Chat, session: Session, store: ChatStore | None, frames: ReplyFrames,
+                 keymap: Mapping[str, str]) -> None:
         """`keymap`: the user's remapped keys, for the keys the chat's messages name."""
         self.conversation = Conversation(chat, store, self._saved)
         self._number = number
@@ -108,7 +85,6 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         self._session = session
         self._frames = frames
         self._keymap = keymap
-        self._retry_timer: Timer | None = None
         self.request_id: int | None = None
         self._turns_mounted = asyncio.Event()  # set once the last turns sent are on the screen
         self.last_stats: RequestStats | None = None  # the counts and speeds of the last reply
@@ -116,44 +92,21 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         self._user_turn: Static | None = None
         self._reply: ReplyView | None = None
         self._feed = ReplyFeed()
-        self._status = ""  # what the status line shows
+        self.seat_line = SeatLine()
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(classes="conversation"):
-            for message in self.chat.messages:
-                yield from self._turn(message)
-        yield Static(classes="save-problem", markup=False)
+        yield ConversationView(self.chat)
+        yield SaveProblem(self.save)
         yield ChatInput(self.conversation.prompts, soft_wrap=True,
                         placeholder="Message · Enter sends · ctrl+j new line")
-        yield Static(self._idle_status(), classes="slot-status", markup=False)
+        self.seat_line.idle(self.slot_id)
+        yield self.seat_line
 
-    def _turn(self, message: ChatMessage) -> Iterator[Widget]:
-        """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
-        if message.role == "user":
-            yield Static(message.text, classes="user-turn", markup=False)
-        else:
-            yield from self._reply_widgets(message.text, message.finish_reason)
-            yield from self._timings(message)
-
-    @staticmethod
-    def _timings(message: ChatMessage) -> Iterator[Widget]:
-        """A reply's timings line, shown while the pane has the -timings class (alt+t)."""
-        line = timings_line(message)
-        if line is not None:
-            yield Static(line, classes="turn-timings", markup=False)
-
-    def _reply_widgets(self, text: str, reason: str | None, error: str | None = None) -> Iterator[Widget]:
-        """A finished reply as Markdown (none when nothing was written) and the note on how it ended."""
-        if text:
-            yield ReplyView(text, classes="assistant-turn")
-        yield from self._end_note(text, reason, error)
-
-    def _end_note(self, text: str, reason: str | None, error: str | None) -> Iterator[Widget]:
-        """The note under a reply on how it ended, where it says more than that it is done."""
-        note = end_note(reason, text, self.chat.sampling.max_tokens, error)
-        if note is not None:
-            yield Static(note[0], classes=f"turn-note {note[1]}", markup=False)
+    @property
+    def view(self) -> ConversationView:
+        """The conversation as shown."""
+        return self.query_one(ConversationView)
 
     @property
     def chat(self) -> Chat:
@@ -175,23 +128,12 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         return self.conversation.save()
 
     def _saved(self, ok: bool, first: bool) -> None:
-        """After each save: a failure shown and retried every SAVE_RETRY_S, a success clears it; a first id retitles."""
-        if not ok:
-            self._show_save_problem(self.conversation.save_problem or "")
-            if self._retry_timer is None:
-                self._retry_timer = self.set_interval(saving.SAVE_RETRY_S, self.save)
-            return
-        if self._retry_timer is not None:
-            self._retry_timer.stop()
-            self._retry_timer = None
-            self._show_save_problem("")
-        if first:
+        """After each save: a failure shown and retried until it works, a success clears it; a first id retitles."""
+        # query, not query_one: a pane being closed has already lost its children.
+        for problem in self.query(SaveProblem).results(SaveProblem):
+            problem.failed(self.conversation.save_problem or "") if not ok else problem.worked()
+        if ok and first:
             self.post_message(self.Retitled(self))
-
-    def _show_save_problem(self, text: str) -> None:
-        for problem in self.query(".save-problem").results(Static):
-            problem.update(text)
-            problem.set_class(bool(text), "-shown")
 
     def save_reply(self, reason: str | None = None, stats: RequestStats | None = None) -> None:
         """Saves the reply streamed so far, with why it ended and its counts once it has.
@@ -199,9 +141,6 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         The app calls this before it quits, with reason "cancelled".
         """
         self.conversation.save_reply(reason, stats)
-
-    def on_mount(self) -> None:
-        self.query_one(".conversation", VerticalScroll).anchor()
 
     @property
     def slot_id(self) -> int | None:
@@ -226,7 +165,11 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
     @property
     def status_text(self) -> str:
         """What the slot's status line reads now."""
-        return str(self.query_one(".slot-status", Static).render())
+        return self.seat_line.text
+
+    def key(self, action_id: str) -> str:
+        """The key of an action as the user has it (remappable), for the messages that name it."""
+        return keys.key_for(action_id, self._keymap)
 
     def focus_input(self) -> None:
         """Puts the keyboard in the message box (nothing, once the pane is being closed)."""
@@ -250,12 +193,15 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         text = typed.strip()
         if not text:
             return False
-        if not self._can_send():
+        if not self.turns_may_change():
             return False
         self.chat_input.clear()
         self._sent_text = typed
-        if self.conversation.cut_for_edit(self._keep_old_branch):
-            await self._show_history()
+        cut, said = self.conversation.cut_for_edit()
+        if said:
+            self.notify(said[0], severity=said[1])  # type: ignore[arg-type]
+        if cut:
+            await self.view.show(self.chat.messages)
         titled = bool(self.chat.title)
         self.conversation.add_message(text)
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
@@ -263,16 +209,6 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         self._user_turn = Static(text, classes="user-turn", markup=False)
         self._start_reply(self._user_turn)
         return True
-
-    def _keep_old_branch(self, old: Chat) -> None:
-        """The conversation as it was before the edit stays saved, as a chat of its own in the chat list."""
-        assert self.conversation.store is not None
-        try:
-            self.conversation.store.save(old)
-        except StoreWriteError as exc:
-            self.notify(f"The conversation before the edit could not be kept: {exc}", severity="error")
-            return
-        self.notify(f"The conversation before the edit is kept as “{old.title}” in the chat list.")
 
     def _start_reply(self, *above: Widget) -> None:
         """Asks the engine for a reply to the conversation as it now stands, and has the frames mount
@@ -290,7 +226,7 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
     async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
         try:
             if self.is_attached:
-                await self.query_one(".conversation", VerticalScroll).mount_all(turns)
+                await self.view.mount_all(turns)
         finally:
             mounted.set()
 
@@ -328,45 +264,18 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         if done.refused:
             await self._refused(done, streamed)
         else:
-            await self._finish(done, streamed)
-        self._anchor_conversation(following)
+            self.conversation.end_reply(done.text, done.reason, done.stats)
+            await self.view.finish(streamed, done, self.chat.messages[-1] if done.text else None)
+        self.view.anchor_after_reply(following)
         # Last: whoever waits for the chat to be idle finds how the reply ended on the screen.
         self.request_id = None
         if not done.refused:
             self.post_message(self.Finished(self, done.reason))
 
-    def _anchor_conversation(self, following: bool) -> None:
-        """Gives the scrolling back to Textual's anchor when a reply has ended (a streaming reply
-        scrolls the conversation itself): kept at the end as turns come, unless the user had
-        scrolled away from it, who stays where they are."""
-        conversation = self.query_one(".conversation", VerticalScroll)
-        y = conversation.scroll_y
-        conversation.anchor()
-        if not following:
-            conversation.scroll_to(y=y, animate=False, immediate=True)
-
-    async def _finish(self, done: Done, streamed: ReplyView) -> None:
-        """Saves the reply and shows it whole, from the engine's own text, as saved replies are shown."""
-        self.conversation.end_reply(done.text, done.reason, done.stats)
-        # The streamed widget stays, drawn whole: a new one would cost a widget and a layout more.
-        if done.text:
-            streamed.finish(done.text)
-        widgets = list(self._end_note(done.text, done.reason, done.error))
-        if done.stats.lost:
-            widgets.append(Static(lost_note(done.stats), classes="turn-note", markup=False))
-        if done.text:
-            widgets.extend(self._timings(self.chat.messages[-1]))
-        if widgets:
-            await self.query_one(".conversation").mount_all(widgets, after=streamed)
-        if not done.text:
-            await streamed.remove()
-
     async def _refused(self, done: Done, streamed: ReplyView) -> None:
         """Undoes a message the engine would not take: the text goes back to the input with the reason."""
         await self._take_back(streamed)
-        await self.query_one(".conversation").mount(
-            Static(f"Not sent: {done.error}", classes="turn-note -refused", markup=False)
-        )
+        await self.view.mount(note(f"Not sent: {done.error}", "-refused"))
 
     async def _take_back(self, streamed: ReplyView) -> None:
         """Undoes the message just sent (its text goes back to the input) and removes its empty reply."""
@@ -384,32 +293,22 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         self.chat_input.text = text + (f"\n{typed_since}" if typed_since else "")
         self.chat_input.move_cursor(self.chat_input.document.end)
 
-    async def _show_history(self) -> None:
-        """Draws the conversation again from the chat (after turns were taken back)."""
-        conversation = self.query_one(".conversation", VerticalScroll)
-        await conversation.remove_children()
-        await conversation.mount_all([widget for message in self.chat.messages for widget in self._turn(message)])
-
     def turns_may_change(self) -> bool:
         """Whether a turn action may change the conversation now; says why not when it may not."""
         if self.busy:
-            self.notify(f"This chat is still answering: {self._key('stop_reply')} stops it first.", severity="warning")
+            self.notify(f"This chat is still answering: {self.key('stop_reply')} stops it first.", severity="warning")
         return not self.busy
-
-    def _can_send(self) -> bool:
-        """Whether a request may go to the session now (the chat is idle); says why not when it may not."""
-        return self.turns_may_change()
 
     async def regenerate(self) -> None:
         """Writes the last reply again; the slot still holds the conversation before it, so only the reply is new."""
-        if not self._can_send():
+        if not self.turns_may_change():
             return
         if not self.chat.messages:
             self.notify("There is no reply to write again yet.", severity="warning")
             return
         self.conversation.drop_last_reply()
         self._user_turn = None
-        await self._show_history()
+        await self.view.show(self.chat.messages)
         self._start_reply()
 
     def apply_settings(self, system_prompt: str, sampling: SamplingParams) -> None:
@@ -417,11 +316,134 @@ class ChatPane(SeatView, TurnEdits, TurnActions, TabPane):
         self.conversation.apply_settings(system_prompt, sampling)
         self.notify("The chat's settings apply from its next turn.")
 
-    def copy_reply(self) -> None:
-        """Copies the last reply to the clipboard."""
-        reply = self.conversation.last_reply()
-        if reply is None:
-            self.notify("There is no reply to copy yet.", severity="warning")
+    # ---- its seat on the slots ----
+
+    async def on_chat_seated(self, event: ChatSeated) -> None:
+        """Says what a new seat means for the chat: in the status line when a slot was lent or taken
+        back for another chat (as happens all the time with more chats than slots), in the
+        conversation when the slots changed."""
+        if event.slot is not None:
+            await self._clear_queue_note()
+        self.seat_line.idle(self.slot_id)
+        if event.lent:
+            if event.slot is None:
+                self.seat_line.lent(event.before)
             return
-        self.app.copy_to_clipboard(reply.text)
-        self.notify(f"Copied the last reply ({len(reply.text)} characters).")
+        if self.chat.messages:  # an empty chat has no cache to keep or prefill
+            await self.view.mount(note(slot_words.seat_note(event.slot, event.before, event.kv_kept)))
+
+    async def on_queued(self, event: Queued) -> None:
+        """Shows the message's place in line where its reply will be."""
+        await self._turns_mounted.wait()
+        if event.request != self.request_id or self._reply is None:
+            return
+        self._reply.display = False  # (an empty reply still takes room)
+        text, line = slot_words.queue_words(event.place, self.key("stop_reply"))
+        self.seat_line.say(line)
+        await self.view.queue_note(text, before=self._reply)
+
+    async def _clear_queue_note(self) -> None:
+        if self._reply is not None:
+            self._reply.display = True
+        await self.view.clear_queue_note()
+
+    async def on_withdrawn(self, event: Withdrawn) -> None:
+        """The message left the queue before it started: it goes back to the input, as if never sent."""
+        event.stop()
+        await self._turns_mounted.wait()
+        if event.request != self.request_id or self._reply is None:
+            return
+        streamed, self._reply = self._reply, None
+        await self._clear_queue_note()
+        await self._take_back(streamed)
+        self.seat_line.idle(self.slot_id)
+        self.request_id = None
+
+    def show_slot(self, slot: SlotSnapshot) -> None:
+        """Shows the slot's state, how full its context is (as a bar) and its speed."""
+        self.seat_line.slot(slot)
+
+    # ---- editing its messages ----
+
+    def edit_last(self) -> None:
+        """Puts the last user message in the input: sending it replaces that message and its reply.
+
+        Called again before sending, it cancels the edit.
+        """
+        if not self.turns_may_change():
+            return
+        if self.conversation.editing:
+            self.cancel_edit()
+            return
+        if not self.conversation.user_messages:
+            self.notify("There is no message of yours to edit yet.", severity="warning")
+            return
+        self.edit_message(self.conversation.user_messages[-1])
+        self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
+                    f"({self.key('edit_last')} again cancels).")
+
+    def edit_message(self, index: int, keep_branch: bool = False) -> None:
+        """Puts user message `index` in the input: sending it replaces that message and every turn after
+        it (the slot's KV rolls back to what they share). With `keep_branch` the conversation as it
+        was is first saved as a chat of its own."""
+        if not self.turns_may_change():
+            return
+        before = self.conversation.begin_edit(index, keep_branch)
+        if before is not None:
+            self._turn_of(before).remove_class("-editing")
+        self._turn_of(index).add_class("-editing")
+        self._put_back(self.chat.messages[index].text)
+        self.focus_input()
+
+    def cancel_edit(self) -> None:
+        """Leaves the conversation as it was: the message being edited stays."""
+        before = self.conversation.cancel_edit()
+        if before is not None:
+            self._turn_of(before).remove_class("-editing")
+            self.notify("Edit cancelled: the conversation stays as it was.")
+
+    def _turn_of(self, index: int) -> Widget:
+        """The box of user message `index` in the conversation."""
+        return self.view.user_turn(self.conversation.user_messages.index(index))
+
+    # ---- its own keys ----
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only on the chats' screen (the palette runs them over other screens too)."""
+        return len(self.app.screen_stack) == 1
+
+    async def action_regenerate(self) -> None:
+        """Writes the chat's last reply again."""
+        await self.regenerate()
+
+    def action_edit_last(self) -> None:
+        """Puts the chat's last user message back in the input, to edit and send again."""
+        self.edit_last()
+
+    def action_copy_reply(self) -> None:
+        """Copies the chat's last reply to the clipboard."""
+        self.post_message(self.Asked(self, "copy_reply"))
+
+    def action_edit_earlier(self) -> None:
+        """Picks one of the chat's user messages to edit and send again."""
+        self.post_message(self.Asked(self, "edit_earlier"))
+
+    def action_fork_chat(self) -> None:
+        """Picks a message of the chat to branch it at, into a new chat."""
+        self.post_message(self.Asked(self, "fork_chat"))
+
+    def action_find_in_chat(self, text: str = "") -> None:
+        """Opens the find bar over the chat (looking for `text`, when given)."""
+        self.post_message(self.Asked(self, "find_in_chat", (text,)))
+
+    def action_copy_code(self) -> None:
+        """Copies a code block of the chat's replies: the only one at once, else the one picked."""
+        self.post_message(self.Asked(self, "copy_code"))
+
+    def action_chat_settings(self) -> None:
+        """Edits the chat's system prompt and sampling (they apply from its next turn)."""
+        self.post_message(self.Asked(self, "chat_settings"))
+
+    def action_export_chat(self) -> None:
+        """Writes the chat as Markdown to a file in the current folder."""
+        self.post_message(self.Asked(self, "export_chat"))

@@ -1,13 +1,19 @@
-"""What a chat says about its slot: the status line under its input, and the notes when its seat changes."""
+"""What the app says about a slot in words: a chat's status line and the notes when its seat changes, and
+the bar of how full a slot's context is (the status line and the inspector share it)."""
 
 from __future__ import annotations
 
-from mlxchat.app.ui.widgets.usage_bar import usage_bar
 from mlxchat.engine import SlotSnapshot
 
 BAR_WIDTH = 12
 NO_SLOT_HELP = "it borrows an idle one when you send, and its history is prefilled again"
 AGAIN = "the conversation is prefilled again on its next turn"
+
+
+def usage_bar(used: int, capacity: int, width: int) -> str:
+    """A bar `width` characters long, filled in proportion to `used` / `capacity`."""
+    filled = min(width, round(width * used / capacity)) if capacity else 0
+    return "█" * filled + "░" * (width - filled)
 
 
 def idle(slot_id: int | None) -> str:

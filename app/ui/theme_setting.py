@@ -1,0 +1,36 @@
+"""The `theme` setting: applied at start (an unknown name falls back, saying so), saved when the palette picks one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.app import App, InvalidThemeError
+
+from mlxchat.app.config.loading import save_settings
+from mlxchat.app.config.settings import ConfigError, Settings
+from mlxchat.themes import DEFAULT_THEME, THEMES
+
+
+def apply_theme(app: App[int], name: str) -> None:
+    """Gives `app` the theme `name`, or the default with a warning when no theme has that name."""
+    try:
+        app.theme = name
+    except InvalidThemeError:
+        app.theme = DEFAULT_THEME
+        known = ", ".join(t.name for t in THEMES)
+        app.notify(f"Unknown theme {name!r} in the settings: using {DEFAULT_THEME} (ours: {known})", severity="warning")
+
+
+def save_theme(theme: object, settings: Settings, notify: Callable[..., None]) -> Settings:
+    """Keeps a theme picked from the palette for the next start, in the user's config file; returns the
+    settings with it (as they were, when it was not saved)."""
+    name = getattr(theme, "name", None)
+    path = settings.config_file
+    if name is None or path is None or name == settings.theme:
+        return settings
+    try:
+        save_settings({"theme": name}, path)
+    except (ConfigError, OSError) as exc:
+        notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
+        return settings
+    return settings.model_copy(update={"theme": name})

@@ -1,0 +1,101 @@
+"""A chat's turns on the screen: user boxes, replies as Markdown, the notes on how each ended and the chat's seat."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+from mlxchat.app.chats.chat import Chat, ChatMessage
+from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
+from mlxchat.app.ui.widgets.reply_view import ReplyView
+from mlxchat.engine import Done
+
+
+def note(text: str, classes: str = "") -> Static:
+    """A line in the conversation that is not a turn: how a reply ended, a change of seat, a refusal."""
+    return Static(text, classes=f"turn-note {classes}".strip(), markup=False)
+
+
+class ConversationView(VerticalScroll):
+    """The turns of one chat, scrolled, kept at the end as they come unless the user scrolled away."""
+
+    def __init__(self, chat: Chat) -> None:
+        super().__init__(classes="conversation")
+        self._chat = chat  # its max_tokens, for the note on a reply cut at it
+
+    def compose(self) -> Iterator[Widget]:
+        for message in self._chat.messages:
+            yield from self.turn(message)
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    def turn(self, message: ChatMessage) -> Iterator[Widget]:
+        """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
+        if message.role == "user":
+            yield Static(message.text, classes="user-turn", markup=False)
+            return
+        if message.text:
+            yield ReplyView(message.text, classes="assistant-turn")
+        yield from self._end_note(message.text, message.finish_reason, None)
+        yield from self._timings(message)
+
+    @staticmethod
+    def _timings(message: ChatMessage) -> Iterator[Widget]:
+        """A reply's timings line, shown while the pane has the -timings class (alt+t)."""
+        line = timings_line(message)
+        if line is not None:
+            yield Static(line, classes="turn-timings", markup=False)
+
+    def _end_note(self, text: str, reason: str | None, error: str | None) -> Iterator[Widget]:
+        """The note under a reply on how it ended, where it says more than that it is done."""
+        found = end_note(reason, text, self._chat.sampling.max_tokens, error)
+        if found is not None:
+            yield note(*found)
+
+    async def show(self, messages: Iterable[ChatMessage]) -> None:
+        """Draws the conversation again from `messages` (after turns were taken back)."""
+        await self.remove_children()
+        await self.mount_all([widget for message in messages for widget in self.turn(message)])
+
+    async def finish(self, streamed: ReplyView, done: Done, saved: ChatMessage | None) -> None:
+        """Shows how a streamed reply ended: whole, from the engine's own text, with its notes and timings
+        (`saved`: the reply as the chat keeps it); a reply that wrote nothing goes."""
+        if done.text:
+            streamed.finish(done.text)  # the streamed widget stays: a new one would cost a layout more
+        widgets = list(self._end_note(done.text, done.reason, done.error))
+        if done.stats.lost:
+            widgets.append(note(lost_note(done.stats)))
+        if done.text and saved is not None:
+            widgets.extend(self._timings(saved))
+        if widgets:
+            await self.mount_all(widgets, after=streamed)
+        if not done.text:
+            await streamed.remove()
+
+    async def queue_note(self, text: str, before: Widget) -> None:
+        """Shows a queued message's place in line where its reply will be."""
+        shown = next(iter(self.query(".queue-note").results(Static)), None)
+        if shown is None:
+            await self.mount(Static(text, classes="queue-note", markup=False), before=before)
+        else:
+            shown.update(text)
+
+    async def clear_queue_note(self) -> None:
+        await self.query(".queue-note").remove()
+
+    def user_turn(self, nth: int) -> Widget:
+        """The box of the user's `nth` message (0 is the first)."""
+        return list(self.query(".user-turn"))[nth]
+
+    def anchor_after_reply(self, following: bool) -> None:
+        """Gives the scrolling back to Textual's anchor when a reply has ended (a streaming reply
+        scrolls the conversation itself): kept at the end as turns come, unless the user had
+        scrolled away from it, who stays where they are."""
+        y = self.scroll_y
+        self.anchor()
+        if not following:
+            self.scroll_to(y=y, animate=False, immediate=True)
