@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the module that defines it ("module:name" where the module calls it otherwise)
 _NAMES: dict[str, str] = {
-    # bench.long_prompt
-    "format_long_table": "mlxchat.engine.bench.long_prompt",
-    "LONG_PROMPT_TOKENS": "mlxchat.engine.bench.long_prompt",
-    "LONG_SCENARIO": "mlxchat.engine.bench.long_prompt",
-    "LONG_STREAMS": "mlxchat.engine.bench.long_prompt",
-    "run_long_bench": "mlxchat.engine.bench.long_prompt",
+    # bench.long_scenario
+    "format_long_table": "mlxchat.engine.bench.long_scenario",
+    "LONG_PROMPT_TOKENS": "mlxchat.engine.bench.long_scenario",
+    "LONG_SCENARIO": "mlxchat.engine.bench.long_scenario",
+    "LONG_STREAMS": "mlxchat.engine.bench.long_scenario",
+    "run_long_bench": "mlxchat.engine.bench.long_scenario",
     # bench.plot
     "check_plot_path": "mlxchat.engine.bench.plot",
     "plot_report": "mlxchat.engine.bench.plot",
@@ -29,16 +29,16 @@ _NAMES: dict[str, str] = {
     "format_table": "mlxchat.engine.bench.report",
     "make_report": "mlxchat.engine.bench.report",
     "write_json": "mlxchat.engine.bench.report",
-    # bench.resume
-    "format_resume_table": "mlxchat.engine.bench.resume",
-    "RESUME_SCENARIO": "mlxchat.engine.bench.resume",
-    "run_resume_bench": "mlxchat.engine.bench.resume",
-    # bench.returns
-    "format_return_table": "mlxchat.engine.bench.returns",
-    "RETURN_SCENARIO": "mlxchat.engine.bench.returns",
-    "RETURN_SLOTS": "mlxchat.engine.bench.returns",
-    "RETURN_TOKENS": "mlxchat.engine.bench.returns",
-    "run_return_bench": "mlxchat.engine.bench.returns",
+    # bench.resume_scenario
+    "format_resume_table": "mlxchat.engine.bench.resume_scenario",
+    "RESUME_SCENARIO": "mlxchat.engine.bench.resume_scenario",
+    "run_resume_bench": "mlxchat.engine.bench.resume_scenario",
+    # bench.return_scenario
+    "format_return_table": "mlxchat.engine.bench.return_scenario",
+    "RETURN_SCENARIO": "mlxchat.engine.bench.return_scenario",
+    "RETURN_SLOTS": "mlxchat.engine.bench.return_scenario",
+    "RETURN_TOKENS": "mlxchat.engine.bench.return_scenario",
+    "run_return_bench": "mlxchat.engine.bench.return_scenario",
     # bench.runners
     "DEFAULT_ENGINES": "mlxchat.engine.bench.runners",
     "DEFAULT_MAX_TOKENS": "mlxchat.engine.bench.runners",
@@ -63,10 +63,6 @@ _NAMES: dict[str, str] = {
     "remedy": "mlxchat.engine.cpu.blas",
     # cpu.kernels
     "kernel_status": "mlxchat.engine.cpu.kernels:status",
-    # tuning
-    "load_tuning": "mlxchat.engine.tuning",
-    "tunable": "mlxchat.engine.tuning",
-    "tune": "mlxchat.engine.tuning",
     # devices
     "cpu_summary": "mlxchat.engine.devices",
     "device_kind": "mlxchat.engine.devices",
@@ -107,12 +103,12 @@ _NAMES: dict[str, str] = {
     "memory_info": "mlxchat.engine.memory",
     "MemoryCheck": "mlxchat.engine.memory",
     "MemoryInfo": "mlxchat.engine.memory",
-    # pacing
-    "STALL": "mlxchat.engine.pacing",
     # plan
     "plan_slots": "mlxchat.engine.plan",
     "SlotPlan": "mlxchat.engine.plan",
     "SlotRequest": "mlxchat.engine.plan",
+    # prefill.pacing
+    "STALL": "mlxchat.engine.prefill.pacing",
     # private_files
     "FILE_MODE": "mlxchat.engine.private_files",
     "private_folder": "mlxchat.engine.private_files",
@@ -127,6 +123,8 @@ _NAMES: dict[str, str] = {
     "ServerError": "mlxchat.engine.remote.server",
     # remote.state
     "remote_plan": "mlxchat.engine.remote.state",
+    # requests
+    "Messages": "mlxchat.engine.requests",
     # startup
     "EngineConfig": "mlxchat.engine.startup",
     "ModelFacts": "mlxchat.engine.startup",
@@ -135,6 +133,10 @@ _NAMES: dict[str, str] = {
     "StartError": "mlxchat.engine.startup",
     # status
     "EngineInfo": "mlxchat.engine.status",
+    # tuning
+    "load_tuning": "mlxchat.engine.tuning",
+    "tunable": "mlxchat.engine.tuning",
+    "tune": "mlxchat.engine.tuning",
 }
 
 __all__ = sorted(_NAMES)
@@ -154,33 +156,18 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
-    from mlxchat.engine.bench.long_prompt import (
+    from mlxchat.engine.bench.long_scenario import (
         format_long_table,
         LONG_PROMPT_TOKENS,
         LONG_SCENARIO,
         LONG_STREAMS,
         run_long_bench,
     )
-    from mlxchat.engine.bench.plot import (
-        check_plot_path,
-        plot_report,
-        PlotError,
-    )
-    from mlxchat.engine.bench.registry import (
-        BenchError,
-        BenchRefused,
-    )
-    from mlxchat.engine.bench.report import (
-        format_table,
-        make_report,
-        write_json,
-    )
-    from mlxchat.engine.bench.resume import (
-        format_resume_table,
-        RESUME_SCENARIO,
-        run_resume_bench,
-    )
-    from mlxchat.engine.bench.returns import (
+    from mlxchat.engine.bench.plot import check_plot_path, plot_report, PlotError
+    from mlxchat.engine.bench.registry import BenchError, BenchRefused
+    from mlxchat.engine.bench.report import format_table, make_report, write_json
+    from mlxchat.engine.bench.resume_scenario import format_resume_table, RESUME_SCENARIO, run_resume_bench
+    from mlxchat.engine.bench.return_scenario import (
         format_return_table,
         RETURN_SCENARIO,
         RETURN_SLOTS,
@@ -196,32 +183,11 @@ if TYPE_CHECKING:  # what type checkers and editors see
         run_bench,
         RUNNERS,
     )
-    from mlxchat.engine.bench.shapes import (
-        build_shape,
-        SHAPES,
-    )
-    from mlxchat.engine.bench.workloads import (
-        describe_sampling,
-        SCENARIOS,
-    )
-    from mlxchat.engine.chat_engine import (
-        ChatEngine,
-    )
-    from mlxchat.engine.cpu.blas import (
-        blas_in_use,
-        BlasError,
-        BlasInfo,
-        load_blas,
-        remedy,
-    )
-    from mlxchat.engine.cpu.kernels import (
-        status as kernel_status,
-    )
-    from mlxchat.engine.tuning import (
-        load_tuning,
-        tunable,
-        tune,
-    )
+    from mlxchat.engine.bench.shapes import build_shape, SHAPES
+    from mlxchat.engine.bench.workloads import describe_sampling, SCENARIOS
+    from mlxchat.engine.chat_engine import ChatEngine
+    from mlxchat.engine.cpu.blas import blas_in_use, BlasError, BlasInfo, load_blas, remedy
+    from mlxchat.engine.cpu.kernels import status as kernel_status
     from mlxchat.engine.devices import (
         cpu_summary,
         device_kind,
@@ -247,19 +213,9 @@ if TYPE_CHECKING:  # what type checkers and editors see
         model_type,
         UnsupportedFamily,
     )
-    from mlxchat.engine.loading.models import (
-        load_model,
-        LoadedModel,
-        ModelSource,
-        resolve_model,
-    )
-    from mlxchat.engine.loading.progress import (
-        ModelLoadError,
-        Progress,
-    )
-    from mlxchat.engine.local_engine import (
-        Engine,
-    )
+    from mlxchat.engine.loading.models import load_model, LoadedModel, ModelSource, resolve_model
+    from mlxchat.engine.loading.progress import ModelLoadError, Progress
+    from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.memory import (
         check_memory,
         DEFAULT_DISK_KV_MB,
@@ -269,39 +225,13 @@ if TYPE_CHECKING:  # what type checkers and editors see
         MemoryCheck,
         MemoryInfo,
     )
-    from mlxchat.engine.pacing import (
-        STALL,
-    )
-    from mlxchat.engine.plan import (
-        plan_slots,
-        SlotPlan,
-        SlotRequest,
-    )
-    from mlxchat.engine.private_files import (
-        FILE_MODE,
-        private_folder,
-        tighten,
-    )
-    from mlxchat.engine.remote.engine import (
-        RemoteEngine,
-    )
-    from mlxchat.engine.remote.server import (
-        api_and_root,
-        describe_error,
-        make_client,
-        probe,
-        ServerError,
-    )
-    from mlxchat.engine.remote.state import (
-        remote_plan,
-    )
-    from mlxchat.engine.startup import (
-        EngineConfig,
-        ModelFacts,
-        start_local,
-        StartedEngine,
-        StartError,
-    )
-    from mlxchat.engine.status import (
-        EngineInfo,
-    )
+    from mlxchat.engine.plan import plan_slots, SlotPlan, SlotRequest
+    from mlxchat.engine.prefill.pacing import STALL
+    from mlxchat.engine.private_files import FILE_MODE, private_folder, tighten
+    from mlxchat.engine.remote.engine import RemoteEngine
+    from mlxchat.engine.remote.server import api_and_root, describe_error, make_client, probe, ServerError
+    from mlxchat.engine.remote.state import remote_plan
+    from mlxchat.engine.requests import Messages
+    from mlxchat.engine.startup import EngineConfig, ModelFacts, start_local, StartedEngine, StartError
+    from mlxchat.engine.status import EngineInfo
+    from mlxchat.engine.tuning import load_tuning, tunable, tune

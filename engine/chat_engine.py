@@ -7,7 +7,8 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from mlxchat.engine.events import EngineSnapshot, Event, SamplingParams
-from mlxchat.engine.handle import Messages, RequestHandle
+from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.requests import Messages
 from mlxchat.engine.plan import SlotPlan
 
 

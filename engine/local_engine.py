@@ -18,7 +18,7 @@ from mlxchat.engine.cpu.blas import blas_workers
 from mlxchat.engine.cpu.priority import run_below_ui
 from mlxchat.engine.devices import release_thread_streams
 from mlxchat.engine.events import EngineSnapshot
-from mlxchat.engine.handle import Submit, TakesRequests
+from mlxchat.engine.requests import Submit, TakesRequests
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.status import EngineInfo

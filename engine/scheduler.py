@@ -14,11 +14,11 @@ from typing import Any, Callable
 import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
-from mlxchat.engine import refusals
+from mlxchat.engine import reply_refusals as refusals
 from mlxchat.engine.chat_engine import render
 from mlxchat.engine.events import Done, EngineSnapshot
 from mlxchat.engine.forward import Forward
-from mlxchat.engine.handle import Submit, deliver
+from mlxchat.engine.requests import Submit, deliver
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.disk import DiskTier
 from mlxchat.engine.kv.slot_store import SlotKVStore
@@ -26,11 +26,11 @@ from mlxchat.engine.loading.batch_check import ready_for_slots
 from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
-from mlxchat.engine.pacing import STALL, StepCosts
-from mlxchat.engine.prefill_policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, pick_prefill
+from mlxchat.engine.prefill.pacing import STALL, StepCosts
+from mlxchat.engine.prefill.policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, pick_prefill
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
 from mlxchat.engine.rate import RateMeter
-from mlxchat.engine.replies import ReplyEvents
+from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
 from mlxchat.engine.status import EngineInfo, engine_snapshot
@@ -44,7 +44,7 @@ class _DecodePass:
     tokens: mx.array
 
 
-class SlotScheduler(ReplyEvents):
+class SlotScheduler:
     """N slots over one model: admits requests, steps every slot with work, delivers their events."""
 
     def __init__(
@@ -78,10 +78,11 @@ class SlotScheduler(ReplyEvents):
         self._pass: _DecodePass | None = None
         self.slots = [Slot(i) for i in range(plan.parallel)]
         self.store = self._new_store(plan)
+        self.replies = ReplyStream(tokenizer, lambda: self.store)
         self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = RateMeter()
         self.costs = StepCosts(prefill_stall)
-        # Prompt tokens one pass reads when nothing streams (engine.prefill_policy).
+        # Prompt tokens one pass reads when nothing streams (engine.prefill.policy).
         self.prefill_budget = GPU_BUDGET if mx.default_device().type == mx.gpu else PREFILL_BUDGET
         self._rr = 0
         self._memory = (0, 0)
@@ -117,7 +118,7 @@ class SlotScheduler(ReplyEvents):
         slot = self._slot(slot_id)
         if slot:
             if slot.request:
-                self._finish(slot, "cancelled")
+                self.replies.finish(slot, "cancelled")
             if park:
                 self.prefixes.park(slot, self.store)
             slot.rollback(self.store, 0)
@@ -135,7 +136,7 @@ class SlotScheduler(ReplyEvents):
         self.settle()
         for s in self.slots:
             if s.request:
-                self._finish(s, "cancelled")
+                self.replies.finish(s, "cancelled")
         old_store, old_slots = self.store, self.slots
         store = self._new_store(plan)
         slots = [Slot(i) for i in range(plan.parallel)]
@@ -165,7 +166,7 @@ class SlotScheduler(ReplyEvents):
         self.settle()
         for s in self.slots:
             if s.request:
-                self._finish(s, "cancelled")
+                self.replies.finish(s, "cancelled")
         self.prefixes.save_all(self.slots, self.store)
 
     # ---- a step ----
@@ -181,7 +182,7 @@ class SlotScheduler(ReplyEvents):
         try:
             for s in self.slots:
                 if s.request and s.request.cancelled and not self._in_flight(s):
-                    self._finish(s, "cancelled")
+                    self.replies.finish(s, "cancelled")
             prefilling = [s for s in self.slots if s.request and s.request.pending]
             streaming = any(s.request and not s.request.pending for s in self.slots)
             read = 0
@@ -231,7 +232,7 @@ class SlotScheduler(ReplyEvents):
         for s in slots:
             if s.request:
                 s.rollback(self.store, len(s.history))
-                self._finish(s, "error", failure_message(exc))
+                self.replies.finish(s, "error", failure_message(exc))
 
     # ---- admission ----
 
@@ -289,7 +290,7 @@ class SlotScheduler(ReplyEvents):
     # ---- prefill ----
 
     def _prefill_batch(self, prefilling: list[Slot], chunk: int, budget: int) -> list[Slot]:
-        """The prefilling slots to take in one pass (engine.prefill_policy), in turn from pass to pass."""
+        """The prefilling slots to take in one pass (engine.prefill.policy), in turn from pass to pass."""
         self._rr = (self._rr + 1) % len(prefilling)
         order = prefilling[self._rr :] + prefilling[: self._rr]
         return pick_prefill(order, self.store, chunk, self.padded_prefill, budget)
@@ -318,7 +319,7 @@ class SlotScheduler(ReplyEvents):
             slot.history.extend(chunk)
             del r.pending[: len(chunk)]  # type: ignore[union-attr]
             if end:
-                self._take(slot, next(ending), next_pass=False)
+                self.replies.take(slot, next(ending), next_pass=False)
         return sum(len(c) for c in part.chunks)
 
     def _mixed(self, slots: list[Slot], chunk: int) -> tuple[int, int]:
@@ -345,9 +346,9 @@ class SlotScheduler(ReplyEvents):
         for s, token in zip(decoding, tokens.tolist()):
             if s.request is not None:
                 if s.request.cancelled:
-                    self._finish(s, "cancelled")
+                    self.replies.finish(s, "cancelled")
                 else:
-                    self._take(s, token, next_pass=False)
+                    self.replies.take(s, token, next_pass=False)
         return self._advance(part, firsts.tolist() if firsts is not None else []), len(decoding)
 
     # ---- decode ----
@@ -424,8 +425,8 @@ class SlotScheduler(ReplyEvents):
                 continue
             in_next = id(r) in fed_next
             if r.cancelled:
-                self._finish(s, "cancelled")
-            elif self._take(s, token, next_pass=in_next):
+                self.replies.finish(s, "cancelled")
+            elif self.replies.take(s, token, next_pass=in_next):
                 continue
             if in_next:  # the new pass wrote this slot's next K/V for nothing: forget it
                 self.store.undo(s.id)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from mlxchat.app.config.settings import Settings, refusals
+from mlxchat.app.config.settings import Settings, settings_problems
 from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.app.commands.console_progress import ConsoleProgress
 from mlxchat.app.version import installed_version
@@ -88,7 +88,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     )
     memory = memory_info()
     check = check_memory(loaded.weights_bytes, plan.kv_bytes, memory) if loaded else None
-    refused = [*refusals(settings, loaded.trained_ctx if loaded else None), *plan.errors]
+    refused = [*settings_problems(settings, loaded.trained_ctx if loaded else None), *plan.errors]
     refused += [check.error] if check and check.error else []
     if refused:
         # A plan that could not run is not summarised: only what to change is.

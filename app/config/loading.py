@@ -23,7 +23,7 @@ from mlxchat.app.config.settings import (
     ConfigError,
     Settings,
     _Layers,
-    refusals,
+    settings_problems,
 )
 from mlxchat.app.paths import default_config_path
 from mlxchat.engine import plan_slots
@@ -112,13 +112,13 @@ def _build(layers: _Layers, flags: dict[str, Any], file_label: str) -> Settings:
         **{key: "--" + key.replace("_", "-") for key in _dotted(flags)},
     }
     # A contradiction also spoils the plan: one message is enough.
-    problems = refusals(settings) or _plan_refusals(settings)
+    problems = settings_problems(settings) or _plan_problems(settings)
     if problems:
         raise ConfigError("\n".join(problems))
     return settings
 
 
-def _plan_refusals(settings: Settings) -> list[str]:
+def _plan_problems(settings: Settings) -> list[str]:
     """The slot plan's errors that no model can lift (too few tokens per slot), with the keys that chose it."""
     request = settings.slot_request()
     plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=0)

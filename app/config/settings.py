@@ -269,7 +269,7 @@ class Settings(BaseSettings):
         )
 
 
-def refusals(settings: Settings, trained_ctx: int | None = None) -> list[str]:
+def settings_problems(settings: Settings, trained_ctx: int | None = None) -> list[str]:
     """Why `settings` cannot run, one message per problem, naming the keys, their origin and what to change.
 
     Settings that contradict each other and, given the model's trained context, sizes the model can

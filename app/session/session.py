@@ -12,7 +12,7 @@ own. A chat without a slot that sends takes a free slot, else the least recently
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,6 +28,7 @@ from mlxchat.engine import (
     Done,
     EngineSnapshot,
     Event,
+    Messages,
     ModelFacts,
     Progress,
     SamplingParams,
@@ -38,8 +39,6 @@ from mlxchat.engine import (
 
 if TYPE_CHECKING:
     from mlxchat.engine import ChatEngine
-
-Messages = Sequence[Mapping[str, str]]
 
 
 @dataclass(frozen=True)
@@ -127,10 +126,10 @@ class Session:
         """Forgets the chat (its reply, if any, is stopped, its queued message dropped) and gives its slot
         to the first chat in the queue, else to a chat that has none."""
         seat = self._seats.pop(key, None)
+        if key in self._queue:  # first: with no engine (shut down, or not started) it waits there too
+            self._queue.remove(key)
         if seat is None or self.engine is None:
             return
-        if key in self._queue:
-            self._queue.remove(key)
         if seat.slot is not None:
             self.engine.clear(seat.slot)
             self.engine.bind(seat.slot, None)

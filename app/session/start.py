@@ -1,12 +1,12 @@
 """Start-up of the local engine, as the app asks for it: its settings as the engine's config, the engine's
-refusals as a StartFailure that says what to change."""
+refusals (and the settings' own problems) as a StartFailure that says what to change."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from mlxchat.app import paths
-from mlxchat.app.config.settings import Settings, refusals
+from mlxchat.app.config.settings import Settings, settings_problems
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.engine import EngineConfig, Progress, StartedEngine, StartError, start_local
 
@@ -54,7 +54,7 @@ def engine_config(settings: Settings) -> EngineConfig:
 def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> StartedEngine:
     """Starts the local engine (slow: call from a worker thread). Raises StartFailure with what to change."""
     try:
-        return start_local(engine_config(settings), progress, lambda trained: refusals(settings, trained))
+        return start_local(engine_config(settings), progress, lambda trained: settings_problems(settings, trained))
     except StartError as exc:
         remedy, status = REMEDIES[exc.step]
         raise StartFailure(str(exc), remedy, status) from None

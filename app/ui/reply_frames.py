@@ -20,7 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from textual.message_pump import MessagePump
 from textual.timer import Timer
 
-from mlxchat.app.ui.full_collections import COLLECT_AFTER_S, FullCollections
+from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, FullCollections
 
 # Frames a second, each repainting one shown chat: 8 chats in the grid are each repainted once a
 # second, one chat alone 8 times; the UI keeps its share of a CPU the engine needs small.

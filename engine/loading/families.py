@@ -27,7 +27,7 @@ TESTED_FAMILIES = (
 
 # Families whose layers are all of kinds the slots hold, but that the engine cannot run exactly:
 # refused at load with the reason (tests/engine/test_family_matrix.py checks each is refused).
-REFUSED: dict[str, str] = {
+REFUSED_FAMILIES: dict[str, str] = {
     # Its window layers' mask spans window + 1 tokens while mlx-lm's ring holds the window: what a
     # slot's ring gives differs from mlx-lm alone once a chat is past the window.
     "plamo3": "its sliding-window layers attend over one token more than their cache's window holds",
@@ -45,9 +45,9 @@ def model_type(model: Any) -> str:
 
 def layer_kinds(model: Any) -> list[str]:
     """The mlx-lm cache class of each layer (what `model.make_cache()` gives); raises UnsupportedFamily."""
-    if model_type(model) in REFUSED:
+    if model_type(model) in REFUSED_FAMILIES:
         raise UnsupportedFamily(
-            f"model type '{model_type(model)}' is not supported by mlxchat's engine: {REFUSED[model_type(model)]}"
+            f"model type '{model_type(model)}' is not supported by mlxchat's engine: {REFUSED_FAMILIES[model_type(model)]}"
         )
     try:
         cache = model.make_cache() if hasattr(model, "make_cache") else None

@@ -17,10 +17,9 @@ from typing import Any
 
 import openai
 
-from mlxchat.engine import refusals
-from mlxchat.engine.chat_engine import Messages
+from mlxchat.engine import reply_refusals as refusals
 from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, RequestStats, TextDelta
-from mlxchat.engine.handle import Submit, TakesRequests, deliver
+from mlxchat.engine.requests import Messages, Submit, TakesRequests, deliver
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots

@@ -184,7 +184,7 @@ def test_mlxchat_kv_bytes_are_constant_in_slots_for_one_total_context(tiny: Load
 
 
 def test_return_bench_times_a_parked_return_against_a_full_prefill(tiny: LoadedModel) -> None:
-    from mlxchat.engine.bench.returns import format_return_table, run_return_bench
+    from mlxchat.engine.bench.return_scenario import format_return_table, run_return_bench
 
     parked, full = run_return_bench(tiny, slots=1, chats=2, notes=2, rounds=2, max_tokens=4)
     assert (parked.mode, full.mode) == ("parked", "no parking")
@@ -198,7 +198,7 @@ def test_return_bench_times_a_parked_return_against_a_full_prefill(tiny: LoadedM
 
 
 def test_long_bench_reports_the_streams_gaps_and_the_long_prompts_first_token(tiny: LoadedModel) -> None:
-    from mlxchat.engine.bench.long_prompt import format_long_table, run_long_bench
+    from mlxchat.engine.bench.long_scenario import format_long_table, run_long_bench
 
     record = run_long_bench(tiny, streams=2, prompt_tokens=600, stall=3.0)
     assert record.prompt_tokens == 600 and record.streams == 2 and record.stall == 3.0
@@ -211,7 +211,7 @@ def test_long_bench_reports_the_streams_gaps_and_the_long_prompts_first_token(ti
 
 
 def test_resume_bench_reads_the_history_back_from_disk_after_a_restart(tiny: LoadedModel) -> None:
-    from mlxchat.engine.bench.resume import format_resume_table, run_resume_bench
+    from mlxchat.engine.bench.resume_scenario import format_resume_table, run_resume_bench
 
     disk, none = run_resume_bench(tiny, max_tokens=4)
     assert (disk.mode, none.mode) == ("disk", "no disk") and disk.history_tokens == none.history_tokens

@@ -209,9 +209,17 @@ def test_deltas_add_up_to_the_reply_and_callbacks_run_off_the_caller_thread(make
         if isinstance(event, TextDelta):
             deltas.append(event.text)
 
-    done = engine.submit(0, chat("Hello"), sampling=GREEDY_40, on_event=on_event).result(30)
-    assert isinstance(done, Done) and "".join(deltas) == done.text
+    handle = engine.submit(0, chat("Hello"), sampling=GREEDY_40, on_event=on_event)
+    done = handle.result(30)
+    assert isinstance(done, Done) and "".join(deltas) == done.text and len(deltas) > 1
     assert threads == {"mlxchat-engine"}
+    # A caller that streams by callback (the app's session) never reads the handle's events: the handle
+    # keeps only the Done, not every token of the reply.
+    ended = threading.Event()
+    again = engine.submit(1, chat("Hello"), sampling=GREEDY_40,
+                          on_event=lambda event: ended.set() if isinstance(event, Done) else None)
+    assert ended.wait(30)
+    assert again._events.qsize() == 1 and again.result(0).text == done.text
 
 
 def test_busy_or_missing_slot_is_refused(make_engine):

@@ -91,17 +91,17 @@ def generated(engine: Any, slot: int, prompt: list[int]) -> list[int]:
 def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(family, tmp_path: Path):
     from mlx_lm.utils import load_model as mlx_lm_load
 
-    from mlxchat.engine.loading.families import REFUSED
+    from mlxchat.engine.loading.families import REFUSED_FAMILIES
     from mlxchat.engine.loading.models import ModelLoadError
 
     folder = save(TINY[family], tmp_path / family)
     try:
         engine = start_as_the_app(folder, tmp_path / "cache")
     except ModelLoadError as exc:
-        assert family in REFUSED or "not supported by mlxchat's engine" in str(exc), f"{family}: {exc}"
+        assert family in REFUSED_FAMILIES or "not supported by mlxchat's engine" in str(exc), f"{family}: {exc}"
         assert "mlxchat" in str(exc) and len(str(exc)) > 40, f"{family}: the refusal names nothing: {exc}"
         return
-    assert family not in REFUSED, f"{family} is listed as refused but loaded"
+    assert family not in REFUSED_FAMILIES, f"{family} is listed as refused but loaded"
     reference, _ = mlx_lm_load(folder)
     try:
         expected = [alone(reference, p, NEW) for p in PROMPTS]
@@ -121,9 +121,9 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
 
 def test_the_families_mlxchat_models_names_as_checked_are_in_the_matrix():
     """`mlxchat models` says which families are checked token for token: each is one this matrix runs."""
-    from mlxchat.engine.loading.families import REFUSED, TESTED_FAMILIES
+    from mlxchat.engine.loading.families import REFUSED_FAMILIES, TESTED_FAMILIES
 
-    assert set(TESTED_FAMILIES) <= set(TINY) - set(REFUSED), set(TESTED_FAMILIES) - set(TINY)
+    assert set(TESTED_FAMILIES) <= set(TINY) - set(REFUSED_FAMILIES), set(TESTED_FAMILIES) - set(TINY)
 
 
 def test_the_matrix_covers_most_modules():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlxchat.engine.pacing import FIRST_CHUNK, MIN_CHUNK, STALL, StepCosts
+from mlxchat.engine.prefill.pacing import FIRST_CHUNK, MIN_CHUNK, STALL, StepCosts
 
 
 def steady(costs: StepCosts, decode_s: float = 0.1) -> StepCosts:

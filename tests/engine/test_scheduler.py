@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
-from mlxchat.engine.handle import RequestHandle, Submit
+from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.requests import Submit
 from mlxchat.engine.scheduler import SlotScheduler
 from tests.engine.test_families import PROMPTS, alone, plan, tokenizer  # noqa: F401 (the fixture)
 from tests.tiny_families import build_family

@@ -12,7 +12,7 @@ from textual.widgets._footer import FooterKey
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.fan_out import FanOutScreen
-from mlxchat.app.ui.widgets.text_area import TextArea
+from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
 from tests.pilot import make_app, open_second_chat, ready, run, send, wait_for
 
 
@@ -29,7 +29,7 @@ def test_a_closed_chat_and_a_closed_dialog_are_freed(tiny_model_dir: Path) -> No
         await wait_for(pilot, lambda: len(app.chat_panes) == 2, "a new chat")
         await pilot.press("f6")
         await wait_for(pilot, lambda: isinstance(app.screen, FanOutScreen), "the fan-out form")
-        closed.append(weakref.ref(app.screen.query_one(TextArea)))
+        closed.append(weakref.ref(app.screen.query_one(FreedTextArea)))
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, FanOutScreen), "the form to close")
 

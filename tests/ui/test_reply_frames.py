@@ -10,7 +10,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.full_collections import COLLECT_AFTER_S, HELD_THRESHOLD
+from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, HELD_THRESHOLD
 from mlxchat.app.ui.reply_frames import CHANGE_INTERVAL_S, ReplyFrames
 from tests.pilot import make_app, ready, run, submit, wait_for
 

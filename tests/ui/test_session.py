@@ -181,3 +181,21 @@ def test_a_chat_without_a_slot_borrows_the_least_recently_used_idle_one_or_waits
         await until(lambda: len(c.of(ReplyDone)) == 2, "chat C's endless reply to stop")
 
     run_session(tiny_model_dir, scenario)
+
+
+def test_a_chat_closed_while_it_waits_without_an_engine_leaves_the_line() -> None:
+    """With no engine (shut down, or still loading) a sent message waits in line; closing its chat takes it out."""
+
+    async def main() -> None:
+        host = Host()
+        async with host.run_test():
+            session = host.session
+            session.open_chat("a", "Chat A", host.listener("a"))
+            session.open_chat("b", "Chat B", host.listener("b"))
+            session.submit("a", HELLO, GREEDY, ReplyFeed())
+            session.submit("b", HELLO, GREEDY, ReplyFeed())
+            assert session.queue_titles() == ["Chat A", "Chat B"]
+            session.close_chat("a")
+            assert session.queue_titles() == ["Chat B"] and session.place_of("b") == 1
+
+    asyncio.run(main())

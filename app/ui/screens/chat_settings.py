@@ -12,7 +12,7 @@ from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import FormScreen
-from mlxchat.app.ui.widgets.text_area import TextArea
+from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
 from mlxchat.engine import SamplingParams
 
 # The form's fields, in order: the Sampling field each sets.
@@ -44,7 +44,7 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
             yield Static(f"Settings of “{self._title}” (from its next turn)", classes="settings-title",
                          markup=False)
             yield Label("System prompt")
-            yield TextArea(self._settings.system_prompt, id="system-prompt", soft_wrap=True)
+            yield FreedTextArea(self._settings.system_prompt, id="system-prompt", soft_wrap=True)
             with Grid():
                 for name in FIELDS:
                     value = getattr(sampling, name)
@@ -60,7 +60,7 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(TextArea).focus()
+        self.query_one(FreedTextArea).focus()
 
     def read(self) -> ChatSettings:
         """The settings as typed; raises ValueError with every problem, one per line."""
@@ -70,4 +70,4 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
             checked = Sampling.model_validate({**given, "seed": given["seed"] or None})
         except ValidationError as exc:
             raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
-        return ChatSettings(self.query_one(TextArea).text.strip(), checked.params())
+        return ChatSettings(self.query_one(FreedTextArea).text.strip(), checked.params())

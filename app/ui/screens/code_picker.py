@@ -20,17 +20,8 @@ FIRST_LINE_CHARS = 60
 class CodePickerScreen(PickerScreen[CodeBlock]):
     """Lists code blocks to copy one; dismisses with the chosen block, or None."""
 
-    DEFAULT_CSS = """
-    CodePickerScreen { align: center middle; }
-    CodePickerScreen > Vertical {
-        width: 90; height: auto; max-height: 80%; max-width: 100%; border: round $primary; background: $surface;
-        padding: 0 1;
-    }
-    CodePickerScreen .dialog-title { text-style: bold; padding: 0 1; }
-    CodePickerScreen OptionList { height: auto; max-height: 16; border: none; }
-    CodePickerScreen VerticalScroll { height: auto; max-height: 16; background: $boost; padding: 0 1; }
-    CodePickerScreen .dialog-hint { color: $text-muted; padding: 0 1; }
-    """
+    CSS_PATH = "code_picker.tcss"
+
     def __init__(self, blocks: Sequence[CodeBlock]) -> None:
         """The newest block is under the cursor: Enter copies the last block of the last reply."""
         super().__init__(blocks)

@@ -15,7 +15,7 @@ from textual.widgets import Button, Footer, Input, Label, Static
 from mlxchat.app.chats.fan_out import MAX_VARIANTS, MIN_VARIANTS, Variant
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import FormScreen
-from mlxchat.app.ui.widgets.text_area import TextArea
+from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
 
 COLUMNS = ("temperature", "seed", "system prompt")
 
@@ -46,7 +46,7 @@ class FanOutScreen(FormScreen[FanOut | None]):
         with Vertical():
             yield Static("Fan-out: one prompt to several chats, side by side", classes="fan-out-title")
             yield Label("Prompt")
-            yield TextArea(self._prompt, id="fan-out-prompt", soft_wrap=True)
+            yield FreedTextArea(self._prompt, id="fan-out-prompt", soft_wrap=True)
             with Grid(id="fan-out-variants"):
                 yield Label("")
                 for column in COLUMNS:
@@ -69,11 +69,11 @@ class FanOutScreen(FormScreen[FanOut | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(TextArea).focus()
+        self.query_one(FreedTextArea).focus()
 
     def read(self) -> FanOut:
         """The fan-out as typed; raises ValueError with every problem, one per line."""
-        prompt = self.query_one(TextArea).text.strip()
+        prompt = self.query_one(FreedTextArea).text.strip()
         problems = [] if prompt else ["prompt: write the message to send"]
         base = self._base
         variants = []

@@ -63,17 +63,7 @@ def searched(conversation: Widget) -> list[Widget]:
 class FindScreen(AppModalScreen[None]):
     """The find bar: typing searches, enter or ↑ goes to the match before, ↓ to the one after; escape closes."""
 
-    DEFAULT_CSS = """
-    FindScreen { align: left bottom; background: transparent; layout: vertical; }
-    FindScreen > Vertical {
-        height: auto; width: 100%; border: round $accent; background: $surface; padding: 0 1;
-    }
-    FindScreen Horizontal { height: auto; }
-    FindScreen .find-hint { color: $text-muted; }
-    FindScreen Input, FindScreen Input:focus { width: 1fr; border: none; height: 1; padding: 0; }
-    FindScreen .find-count { width: auto; min-width: 12; padding: 0 1; color: $text-muted; }
-    FindScreen .find-count.-none { color: $warning; }
-    """
+    CSS_PATH = "find.tcss"
     BINDINGS = [
         Binding("escape", "close", "Close"),
         Binding("up", "step(-1)", "Earlier", key_display="↑"),

@@ -20,7 +20,7 @@ from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.config.limits import CONTEXT_CEILING
 from mlxchat.app.config.loading import save_settings
-from mlxchat.app.config.settings import ConfigError, Settings, refusals
+from mlxchat.app.config.settings import ConfigError, Settings, settings_problems
 from mlxchat.app.paths import default_config_path
 from mlxchat.app.session.messages import PlanChanged, PlanRefused
 from mlxchat.app.session.session import Session
@@ -113,7 +113,7 @@ class SlotsScreen(AppModalScreen[None]):
             evaluated = self._session.evaluate(candidate.slot_request())
             # The config also refuses what the evaluation alone allows (e.g. more than the model can use).
             assert self._session.facts is not None
-            errors = [*evaluated.errors, *refusals(candidate, self._session.facts.trained_ctx)]
+            errors = [*evaluated.errors, *settings_problems(candidate, self._session.facts.trained_ctx)]
         # A plan that could not run is neither summarised nor applied.
         self._plan = plan = None if errors else evaluated
         available = memory_info()

@@ -9,7 +9,7 @@ from textual import events
 from textual.message import Message
 
 from mlxchat.app.ui.keys import KeyHelp
-from mlxchat.app.ui.widgets.text_area import TextArea
+from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
 
 # The message box handles these keys itself (Enter must not reach the app): the help screen lists them.
 INPUT_KEYS = (
@@ -18,7 +18,7 @@ INPUT_KEYS = (
     KeyHelp("up / down", "On the first / last line: this chat's earlier / later prompts"),
 )
 
-class ChatInput(TextArea):
+class ChatInput(FreedTextArea):
     """The message box: Enter sends, ctrl+j (or shift+enter where the terminal reports it) starts a new line,
     ↑ on the first line and ↓ on the last walk through the chat's earlier prompts."""
 

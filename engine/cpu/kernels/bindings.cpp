@@ -13,12 +13,15 @@ using namespace nb::literals;
 
 namespace {
 
-// Which of attention.cpp's clones the CPU runs (GCC picks it by the same test at load).
+// Which of the kernels' clones (MLXCHAT_CLONES, vectors.h) the CPU runs: GCC picks it by the same test at load.
 std::string isa() {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512)";
   if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2 + FMA)";
   return "x86-64 (portable)";
+#elif defined(__x86_64__)
+  // Clang has no target_clones for these levels: one baseline build, whatever the CPU has.
+  return "x86-64 baseline (built without GCC's per-CPU clones: AVX2 and AVX-512 go unused; build with GCC)";
 #elif defined(__aarch64__)
   return "arm64 (NEON)";
 #else

@@ -1,4 +1,4 @@
-// RMSNorm and RoPE over a pass's rows on the CPU, each one primitive (layer_ops.h). Rows are
+// RMSNorm, RoPE and SwiGLU over a pass's rows on the CPU, each one primitive (layer_ops.h). Rows are
 // independent: a row's result does not depend on the rows beside it.
 
 #include "layer_ops.h"
@@ -27,7 +27,7 @@ MLXCHAT_CLONES void norm_rows(const float* x, const float* weight, float* out, i
 
 MLXCHAT_CLONES void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] * up[i] / (1.0f + exp_poly(-gate[i]));
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu_of(gate[i], up[i]);
 }
 
 struct Rope {

@@ -1,8 +1,8 @@
-// x @ W.T on the CPU with 4- or 8-bit affine W kept as stored: the MLX
+// x @ W.T on the CPU with W kept as stored (4- or 8-bit affine, float16 or bfloat16): the MLX
 // primitive, its op, and the packing of the rows before the tasks (matmul_tasks.h) run on the pool.
 //
 // Decode rows pay one read of the packed weights for all rows, which is what makes small batches
-// cheap. As in attention.cpp, the inner loops are GCC vector code, cloned per x86 level and picked
+// cheap. As in attention.cpp, the inner loops are GCC vector code, cloned per x86 level (by GCC) and picked
 // at run time.
 
 #include "matmul.h"

@@ -1,4 +1,5 @@
-// The compiled matmul over quantized weights as they are stored (matmul.cpp) and the op that builds it.
+// The compiled matmul over weights as they are stored (quantized, float16, bfloat16; matmul.cpp) and the op that
+// builds it.
 #pragma once
 
 #include <vector>

@@ -1,5 +1,6 @@
 // The compiled matmul's work, shared by the files that compile it for each kind of weight
-// (matmul_q4.cpp, matmul_q8.cpp: compiled apart, and in parallel) and by matmul.cpp,
+// (matmul_q4.cpp, matmul_q8.cpp, matmul_float.cpp for float16 and bfloat16: compiled apart, and in
+// parallel) and by matmul.cpp,
 // which packs the rows and hands the tasks to the worker pool.
 //
 // The output columns are cut into blocks of COLUMNS; each block is a task. Up to FUSED_ROWS rows, a
@@ -232,8 +233,7 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
   columns<KIND>(p, p.matrices[1], n0, n1, X, up, COLUMNS, scratch.data());
   for (int64_t m = 0; m < p.M; ++m) {
     for (int64_t c = 0; c < width; ++c) {
-      const float g = gate[m * COLUMNS + c];
-      w.out[m * w.N + n0 + c] = g / (1.0f + std::exp(-g)) * up[m * COLUMNS + c];
+      w.out[m * w.N + n0 + c] = swiglu_of(gate[m * COLUMNS + c], up[m * COLUMNS + c]);
     }
   }
 }

@@ -28,6 +28,8 @@ typedef uint16_t v8s __attribute__((vector_size(16)));
 __attribute__((always_inline)) inline float exp_poly(float x) {
   x = std::clamp(x, -88.0f, 88.0f) * 1.442695f;
   const float n = std::floor(x + 0.5f), f = x - n;
+  // A NaN stays NaN (through f and p) with a finite exponent: converting a NaN to an integer is undefined.
+  const float e = n == n ? n : 0.0f;
   float p = 1.535336188319500e-4f;
   p = p * f + 1.339887440266574e-3f;
   p = p * f + 9.618437357674640e-3f;
@@ -35,8 +37,11 @@ __attribute__((always_inline)) inline float exp_poly(float x) {
   p = p * f + 2.402264791363012e-1f;
   p = p * f + 6.931472028550421e-1f;
   p = p * f + 1.0f;
-  return std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23) * p;
+  return std::bit_cast<float>((static_cast<int32_t>(e) + 127) << 23) * p;
 }
+
+// silu(g) * u: SwiGLU's one formula, for the op of its own (layer_ops.cpp) and the one fused into the matmul.
+__attribute__((always_inline)) inline float swiglu_of(float g, float u) { return g * u / (1.0f + exp_poly(-g)); }
 
 __attribute__((always_inline)) inline v8 load8(const float* p) {
   v8 v;

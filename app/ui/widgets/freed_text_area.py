@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from textual.widgets import TextArea as TextualTextArea
 
-from mlxchat.app.ui.watchers import drop_watchers
+from mlxchat.app.ui.stale_watchers import drop_watchers
 
 
-class TextArea(TextualTextArea):
+class FreedTextArea(TextualTextArea):
     """A TextArea that lets go of the app and its screen when removed.
 
     Textual's TextArea watches the app's theme and subscribes to its screen's text-selection signal,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlxchat.engine.bench.returns import RETURN_NOTES, openings
+from mlxchat.engine.bench.return_scenario import RETURN_NOTES, openings
 from mlxchat.engine.bench.report import aligned
 from mlxchat.engine.bench.workloads import CTX_ROUNDING
 

@@ -1,6 +1,6 @@
 """Which prompts a prefill pass reads, and how many tokens of each: the scheduler's prefill policy.
 
-While other slots stream, the chunk comes from engine.pacing (measured step costs); with nothing
+While other slots stream, the chunk comes from engine.prefill.pacing (measured step costs); with nothing
 streaming, a pass reads up to the device's budget at once.
 """
 

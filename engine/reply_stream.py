@@ -1,23 +1,26 @@
-"""How a slot's sampled tokens become its reply: text events, stop tokens, limits, and the reply's end."""
+"""How a slot's sampled tokens become its reply: text events, stop tokens, limits, and the reply's end.
+The scheduler owns one ReplyStream and hands it each sampled token."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from mlxchat.engine.events import Done, FinishReason, RequestStats, TextDelta
-from mlxchat.engine.handle import deliver
+from mlxchat.engine.requests import deliver
 from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.slots import Request, Slot
 
 
-class ReplyEvents:
-    """The scheduler's part that streams each slot's reply (engine.scheduler.SlotScheduler mixes it in)."""
+class ReplyStream:
+    """Streams each slot's reply from its sampled tokens, and ends it; `store()` gives the slots' KV store of
+    the moment (a repartition replaces it)."""
 
-    tokenizer: Any
-    store: SlotKVStore
+    def __init__(self, tokenizer: Any, store: Callable[[], SlotKVStore]) -> None:
+        self.tokenizer = tokenizer
+        self._store = store
 
-    def _take(self, slot: Slot, token: int, next_pass: bool) -> bool:
+    def take(self, slot: Slot, token: int, next_pass: bool) -> bool:
         """Takes a sampled token; True if the reply goes on with it as its next input.
 
         `next_pass`: the token is already the slot's input in the pass in flight.
@@ -25,10 +28,10 @@ class ReplyEvents:
         r = slot.request
         assert r is not None
         try:
-            if not self._accept(slot, r, token, room=next_pass or self.store.lengths[slot.id] < self.store.capacity):
+            if not self._accept(slot, r, token, room=next_pass or self._store().lengths[slot.id] < self._store().capacity):
                 return False
         except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
-            self._finish(slot, "error", f"{type(exc).__name__}: {exc}")
+            self.finish(slot, "error", f"{type(exc).__name__}: {exc}")
             return False
         if next_pass:
             slot.history.append(token)
@@ -42,17 +45,17 @@ class ReplyEvents:
         r.t_first = r.t_first or now
         r.t_last = now
         if token in self.tokenizer.eos_token_ids and not r.sampling.ignore_eos:
-            self._finish(slot, "stop")
+            self.finish(slot, "stop")
             return False
         r.generated += 1
         r.unreported += 1
         r.detokenizer.add_token(token)
         self._emit(slot, r.detokenizer.last_segment)
         if r.generated >= r.sampling.max_tokens:
-            self._finish(slot, "length")
+            self.finish(slot, "length")
             return False
         if not room:
-            self._finish(slot, "context")
+            self.finish(slot, "context")
             return False
         return True
 
@@ -64,13 +67,13 @@ class ReplyEvents:
             r.unreported = 0
             deliver(r.handle, r.on_event, delta)
 
-    def _finish(self, slot: Slot, reason: FinishReason, error: str | None = None) -> None:
+    def finish(self, slot: Slot, reason: FinishReason, error: str | None = None) -> None:
         r = slot.request
         if r is None:
             return
         slot.request = None
         if r.pending:  # a prefill cut short leaves only the tokens that were stored
-            slot.rollback(self.store, len(slot.history))
+            slot.rollback(self._store(), len(slot.history))
         tail = ""
         try:
             r.detokenizer.finalize()

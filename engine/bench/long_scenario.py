@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mlxchat.engine.bench.workloads import CONTEXT, CTX_ROUNDING, QUESTIONS, SYSTEM_PROMPT
-from mlxchat.engine.pacing import STALL
+from mlxchat.engine.prefill.pacing import STALL
 
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel
