@@ -51,7 +51,6 @@ _NAMES: dict[str, str] = {
     "build_shape": "mlxchat.engine.bench.shapes",
     "SHAPES": "mlxchat.engine.bench.shapes",
     # bench.workloads
-    "describe_sampling": "mlxchat.engine.bench.workloads",
     "SCENARIOS": "mlxchat.engine.bench.workloads",
     # chat_engine
     "ChatEngine": "mlxchat.engine.chat_engine",
@@ -184,7 +183,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         RUNNERS,
     )
     from mlxchat.engine.bench.shapes import build_shape, SHAPES
-    from mlxchat.engine.bench.workloads import describe_sampling, SCENARIOS
+    from mlxchat.engine.bench.workloads import SCENARIOS
     from mlxchat.engine.chat_engine import ChatEngine
     from mlxchat.engine.cpu.blas import blas_in_use, BlasError, BlasInfo, load_blas, remedy
     from mlxchat.engine.cpu.kernels import status as kernel_status

@@ -51,7 +51,6 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         BenchRefused,
         build_shape,
         check_plot_path,
-        describe_sampling,
         format_table,
         load_model,
         load_tuning,
@@ -86,7 +85,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     except BenchError as exc:
         print(f"mlxchat bench: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, BenchRefused) else EXIT_FAILURE
-    report = make_report(loaded, runs, describe_sampling(sampling))
+    report = make_report(loaded, runs)
     print(format_table(report))
     if args.json:
         write_json(report, args.json)

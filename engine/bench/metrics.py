@@ -29,6 +29,7 @@ class RunRecord:
     step_ms_p50: float
     kv_bytes: int
     peak_bytes: int
+    sampling: str = "greedy"  # how the engine picked its tokens in this run
 
 
 def summarize(engine: str, workload: Workload, trace: RunTrace, peak_bytes: int) -> RunRecord:
@@ -64,6 +65,7 @@ def summarize(engine: str, workload: Workload, trace: RunTrace, peak_bytes: int)
         step_ms_p50=1000 * statistics.median(steps) if steps else 0.0,
         kv_bytes=trace.kv_bytes,
         peak_bytes=peak_bytes,
+        sampling=trace.sampling,
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlxchat.engine.bench.registry import BenchError, runner
-from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload
+from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, describe_sampling
 
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel
@@ -38,7 +38,7 @@ def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
     for slot in range(n):
         engine.clear(slot, park=False)  # no prompt may reuse what an earlier run cached
     sampling = replace(workload.sampling, max_tokens=workload.max_tokens, ignore_eos=True)
-    trace = RunTrace(time.perf_counter())
+    trace = RunTrace(time.perf_counter(), sampling=describe_sampling(sampling))
     handles = []
     for slot, prompt in enumerate(workload.prompts):
         stream = StreamTrace(len(prompt), trace.started)

@@ -33,8 +33,9 @@ class BenchReport:
         return asdict(self)
 
 
-def make_report(loaded: LoadedModel, runs: list[RunRecord], sampling: str = "greedy") -> BenchReport:
-    """The report of `runs`, saying which model, device, BLAS and dtype they ran on, and how they sampled."""
+def make_report(loaded: LoadedModel, runs: list[RunRecord]) -> BenchReport:
+    """The report of `runs`, saying which model, device, BLAS and dtype they ran on, and how they sampled
+    (as each run's engine did; runs that sampled otherwise than each other are named)."""
     from mlxchat.engine.bench import reference
     from mlxchat.engine import tuning
     from mlxchat.engine.cpu.blas import blas_in_use
@@ -54,7 +55,7 @@ def make_report(loaded: LoadedModel, runs: list[RunRecord], sampling: str = "gre
         machine=cpu_summary() if kind == "cpu" else device_name(),
         tuning=how,
         reference=reference.describe(loaded),
-        sampling=sampling,
+        sampling=" / ".join(dict.fromkeys(r.sampling for r in runs)) or "greedy",
     )
 
 

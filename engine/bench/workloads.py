@@ -76,6 +76,7 @@ class RunTrace:
     started: float
     streams: list[StreamTrace] = field(default_factory=list)
     kv_bytes: int = 0  # KV cache bytes allocated for the run (the most held at one time)
+    sampling: str = "greedy"  # how the runner had its engine pick tokens (describe_sampling of what it passed)
 
     @contextmanager
     def stream(self, prompt_tokens: int) -> Iterator[StreamTrace]:

@@ -14,7 +14,7 @@ import pytest
 from mlxchat.engine.bench.metrics import RunRecord, median_record, summarize
 from mlxchat.engine.bench.report import BenchReport, format_table, make_report, write_json
 from mlxchat.engine.bench.runners import RUNNERS, run_bench
-from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, describe_sampling, make_workload
+from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, make_workload
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
 from mlxchat.engine.bench.shapes import SHAPES, build_shape
@@ -126,10 +126,14 @@ def test_a_shape_builds_a_random_llama_that_every_engine_runs() -> None:
 
 def test_sampled_runs_draw_with_the_chats_settings_in_every_engine(tiny: LoadedModel) -> None:
     chats = SamplingParams(temperature=0.7, top_p=0.95, top_k=40)
-    runs = run_bench(tiny, engines=["mlxchat", "mlx-lm-batch", "mlx-lm-sequential"], slots=[2], max_tokens=4,
-                     repeats=1, sampling=chats)
+    engines = ["mlxchat", "mlx-lm-batch", "mlx-lm-sequential"]
+    runs = run_bench(tiny, engines=engines, slots=[2], max_tokens=4, repeats=1, sampling=chats)
     assert all(r.decode_tok_s > 0 for r in runs)
-    assert "sampling: temperature 0.7, top_p 0.95, top_k 40" in format_table(make_report(tiny, runs, describe_sampling(chats)))
+    # Each run says how its engine was asked to pick tokens, and the table's header is what the runs did.
+    assert {r.engine: r.sampling for r in runs} == {e: "temperature 0.7, top_p 0.95, top_k 40" for e in engines}
+    assert "sampling: temperature 0.7, top_p 0.95, top_k 40" in format_table(make_report(tiny, runs))
+    greedy = run_bench(tiny, engines=engines, slots=[2], max_tokens=4, repeats=1)
+    assert {r.sampling for r in greedy} == {"greedy"} and "sampling: greedy" in format_table(make_report(tiny, greedy))
 
 
 def test_a_shape_too_big_for_memory_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,8 @@ import pytest
 
 from mlxchat.engine.events import SamplingParams
 from tests.engine.test_families import alone
+from tests.family_outcomes import NOT_TINY as NOT_TINY_LISTED
+from tests.family_outcomes import REFUSED_AT_LOAD
 from tests.tiny_configs import NotTiny, is_model_module, model_modules, tiny_config
 
 PROMPTS = [[(7 * i + 3 * j) % 250 + 1 for j in range(n)] for i, n in enumerate((5, 13, 34))]
@@ -89,19 +91,20 @@ def generated(engine: Any, slot: int, prompt: list[int]) -> list[int]:
 
 @pytest.mark.parametrize("family", sorted(TINY))
 def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(family, tmp_path: Path):
+    """The outcome tests/family_outcomes.py pins for the family: it matches mlx-lm alone token for token, or
+    its load is refused with the reason listed there. A family that changes outcome fails, named."""
     from mlx_lm.utils import load_model as mlx_lm_load
 
-    from mlxchat.engine.loading.families import REFUSED_FAMILIES
     from mlxchat.engine.loading.models import ModelLoadError
 
     folder = save(TINY[family], tmp_path / family)
     try:
         engine = start_as_the_app(folder, tmp_path / "cache")
     except ModelLoadError as exc:
-        assert family in REFUSED_FAMILIES or "not supported by mlxchat's engine" in str(exc), f"{family}: {exc}"
-        assert "mlxchat" in str(exc) and len(str(exc)) > 40, f"{family}: the refusal names nothing: {exc}"
+        assert family in REFUSED_AT_LOAD, f"{family} matched mlx-lm alone and is now refused at load: {exc}"
+        assert REFUSED_AT_LOAD[family] in str(exc), f"{family} is refused for another reason than listed: {exc}"
         return
-    assert family not in REFUSED_FAMILIES, f"{family} is listed as refused but loaded"
+    assert family not in REFUSED_AT_LOAD, f"{family} was refused at load and now loads: tests/family_outcomes.py"
     reference, _ = mlx_lm_load(folder)
     try:
         expected = [alone(reference, p, NEW) for p in PROMPTS]
@@ -119,13 +122,17 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
         engine.shutdown()
 
 
-def test_the_families_mlxchat_models_names_as_checked_are_in_the_matrix():
-    """`mlxchat models` says which families are checked token for token: each is one this matrix runs."""
-    from mlxchat.engine.loading.families import REFUSED_FAMILIES, TESTED_FAMILIES
+def test_every_module_has_the_outcome_listed_for_it():
+    """The modules that match (the engine's TESTED_FAMILIES, which `mlxchat models` names), those refused at load and
+    those not made tiny (tests/family_outcomes.py) are every module of the installed mlx-lm, once each, each not
+    made tiny for the reason listed."""
+    from mlxchat.engine.loading.families import TESTED_FAMILIES
 
-    assert set(TESTED_FAMILIES) <= set(TINY) - set(REFUSED_FAMILIES), set(TESTED_FAMILIES) - set(TINY)
-
-
-def test_the_matrix_covers_most_modules():
-    """A guard on the generator: most modules must be made tiny (each one left out says why)."""
-    assert len(TINY) >= 90, NOT_TINY
+    match, refused, not_tiny = set(TESTED_FAMILIES), set(REFUSED_AT_LOAD), set(NOT_TINY_LISTED)
+    assert not (match & refused or match & not_tiny or refused & not_tiny)
+    assert match | refused == set(TINY), {"made tiny, outcome not listed": sorted(set(TINY) - match - refused),
+                                          "listed, not made tiny": sorted((match | refused) - set(TINY))}
+    assert not_tiny == set(NOT_TINY), {"not made tiny, not listed": sorted(set(NOT_TINY) - not_tiny),
+                                       "listed, made tiny now": sorted(not_tiny - set(NOT_TINY))}
+    wrong = {name: why for name, why in NOT_TINY.items() if NOT_TINY_LISTED[name] not in why}
+    assert not wrong, wrong
