@@ -130,6 +130,7 @@ class EngineSnapshot:
     park_budget_bytes: int = 0
     disk: str = ""  # the saved-KV tier on disk in a line ("" when it is off)
     disk_notes: tuple[str, ...] = ()  # saved KV files ignored and removed, and why, oldest first
+    widest_pass: int = 0  # the most slots one decode pass has carried since the engine started (batching at work)
 
     @property
     def parked_bytes(self) -> int:

@@ -81,6 +81,7 @@ class SlotScheduler:
         self.replies = ReplyStream(tokenizer, lambda: self.store)
         self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = RateMeter()
+        self.widest_pass = 0  # the most slots one decode pass has carried
         self.costs = StepCosts(prefill_stall)
         # Prompt tokens one pass reads when nothing streams (engine.prefill.policy).
         self.prefill_budget = GPU_BUDGET if mx.default_device().type == mx.gpu else PREFILL_BUDGET
@@ -342,7 +343,7 @@ class SlotScheduler:
         firsts = part.sample(chunk_logits) if chunk_logits is not None else None
         mx.eval(tokens, firsts, self.store.arrays)
         self.store.commit(ids, [1] * len(ids))
-        self.rate.record(len(decoding))
+        self._decoded(len(decoding))
         for s, token in zip(decoding, tokens.tolist()):
             if s.request is not None:
                 if s.request.cancelled:
@@ -418,7 +419,7 @@ class SlotScheduler:
 
     def _read(self, finished: _DecodePass) -> None:
         """Turns a decode pass's tokens into text and decides, per slot, whether its reply goes on."""
-        self.rate.record(len(finished.rows))
+        self._decoded(len(finished.rows))
         fed_next = {id(r) for _, r in self._pass.rows} if self._pass else set()
         for (s, r), token in zip(finished.rows, finished.tokens.tolist()):
             if s.request is not r:
@@ -437,6 +438,12 @@ class SlotScheduler:
 
     # ---- the report ----
 
+    def _decoded(self, rows: int) -> None:
+        """A decode pass gave `rows` slots a token each."""
+        self.rate.record(rows)
+        self.widest_pass = max(self.widest_pass, rows)
+
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step (safe from any thread)."""
-        return engine_snapshot(self.slots, self.store, self.info, self._memory, self.rate, self.prefixes)
+        return engine_snapshot(self.slots, self.store, self.info, self._memory, self.rate, self.prefixes,
+                               self.widest_pass)

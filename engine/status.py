@@ -30,6 +30,7 @@ def engine_snapshot(
     memory: tuple[int, int],
     rate: RateMeter,
     prefixes: Prefixes,
+    widest_pass: int,
 ) -> EngineSnapshot:
     """Every slot's state and the engine-wide figures, from the scheduler's parts (read from any thread)."""
     slots = []
@@ -73,4 +74,5 @@ def engine_snapshot(
         park_budget_bytes=prefixes.parked.budget,
         disk=prefixes.disk.describe() if prefixes.disk else "",
         disk_notes=prefixes.disk.said() if prefixes.disk else (),
+        widest_pass=widest_pass,
     )
