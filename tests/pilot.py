@@ -108,32 +108,36 @@ def hold_engine(app: ChatApp, timeout: float = TIMEOUT_S) -> Callable[[], None]:
     assert engine is not None
     release, held = threading.Event(), threading.Event()
     engine.call(lambda: (held.set(), release.wait(timeout)))
-    return _held(app, held, release, timeout)
-
-
-def hold_engine_when(app: ChatApp, ready: Callable[[Any], bool], timeout: float = TIMEOUT_S) -> Callable[[], None]:
-    """Holds the engine thread after the first step at whose end `ready(scheduler)` holds (a reply has streamed
-    so far, say), as hold_engine does: what the test does next finds the engine exactly there, on any machine."""
-    engine = app.session.engine
-    assert engine is not None
-    core, release, held = engine.core, threading.Event(), threading.Event()
-    step = core.step
-
-    def step_then_check() -> Any:
-        result = step()
-        if not held.is_set() and ready(core):
-            held.set()
-            release.wait(timeout)
-        return result
-
-    core.step = step_then_check  # type: ignore[method-assign]
-    return _held(app, held, release, timeout)
-
-
-def _held(app: ChatApp, held: threading.Event, release: threading.Event, timeout: float) -> Callable[[], None]:
-    """Waits until the engine is held; it goes on when the returned function is called or the app shuts its
-    session down."""
     assert held.wait(timeout)
     shutdown = app.session.shutdown
     app.session.shutdown = lambda: (release.set(), shutdown())  # type: ignore[method-assign]
     return release.set
+
+
+class HeldWhen:
+    """The engine, to be held after the first step at whose end `ready(scheduler)` holds (a reply has streamed so
+    far, say): set up before the test sends, awaited with `held()`, let go with `release()` (or when the app shuts
+    its session down). What the test does meanwhile finds the engine exactly there, on any machine."""
+
+    def __init__(self, app: ChatApp, ready: Callable[[Any], bool], timeout: float = TIMEOUT_S) -> None:
+        engine = app.session.engine
+        assert engine is not None
+        core, self._release, self._held = engine.core, threading.Event(), threading.Event()
+        step = core.step
+
+        def step_then_check() -> Any:
+            result = step()
+            if not self._held.is_set() and ready(core):
+                self._held.set()
+                self._release.wait(timeout)
+            return result
+
+        core.step = step_then_check  # type: ignore[method-assign]
+        shutdown = app.session.shutdown
+        app.session.shutdown = lambda: (self._release.set(), shutdown())  # type: ignore[method-assign]
+
+    async def held(self, pilot: Pilot) -> None:
+        await wait_for(pilot, self._held.is_set, "the engine to be held")
+
+    def release(self) -> None:
+        self._release.set()

@@ -11,7 +11,13 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.engine.events import SamplingParams
-from tests.pilot import make_app, notes, ready, run, send, wait_for
+from tests.pilot import HeldWhen, make_app, notes, ready, run, send, wait_for
+
+
+def rendered_prompt(app: ChatApp, slot: int) -> str:
+    """The prompt of the request on `slot`, as the engine rendered it, as text."""
+    core = app.session.engine.core  # type: ignore[union-attr]
+    return core.tokenizer.decode(core.slots[slot].request.prompt)
 
 
 def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_dir: Path) -> None:
@@ -41,7 +47,14 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
         assert pane.chat.system_prompt == "You are a pirate."
         assert pane.chat.sampling == SamplingParams(temperature=0.0, top_p=0.9, top_k=40, max_tokens=5, seed=7)
 
+        # What the engine was asked for, held while the reply runs: the sampling, and the system prompt rendered.
+        hold = HeldWhen(app, lambda core: core.slots[0].request is not None)
         await send(pilot, pane, "Hello there")
+        await hold.held(pilot)
+        assert app.session.snapshot().slots[0].sampling == pane.chat.sampling
+        prompt = rendered_prompt(app, 0)  # (read while the engine thread is held)
+        assert "You are a pirate." in prompt and "Be brief." not in prompt and "Hello there" in prompt
+        hold.release()
         await wait_for(pilot, lambda: not pane.busy, "the reply")
         assert pane.last_stats is not None and pane.last_stats.generated_tokens == 5
         assert notes(pane) == ["(the reply reached max_tokens = 5)"]

@@ -22,7 +22,7 @@ from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.screens.loading import LoadingScreen
-from tests.pilot import hold_engine_when, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
+from tests.pilot import HeldWhen, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
 
 
 def test_opens_with_one_focused_chat(tiny_model_dir: Path) -> None:
@@ -63,11 +63,12 @@ def test_two_chats_stream_at_once(endless_model_dir: Path) -> None:
         assert app.active_chat is first and app.focused is first.chat_input
         await pilot.press("alt+2")
         assert app.active_chat is second
-        await submit(pilot, first, "Tell me about the terminal app")
         # Held once the first reply streams: the second message reaches an engine that is mid-reply.
-        release = hold_engine_when(app, lambda core: any(s.request and s.request.generated >= 2 for s in core.slots))
+        hold = HeldWhen(app, lambda core: any(s.request and s.request.generated >= 2 for s in core.slots))
+        await submit(pilot, first, "Tell me about the terminal app")
+        await hold.held(pilot)
         await submit(pilot, second, "The quick brown fox")
-        release()
+        hold.release()
         await wait_for(pilot, lambda: not first.busy and not second.busy, "both replies")
         assert app.session.snapshot().widest_pass == 2, "the two replies never shared a decode pass"
         for pane in (first, second):  # the endless model writes until max_tokens
@@ -88,11 +89,12 @@ def test_two_chats_stream_at_once(endless_model_dir: Path) -> None:
 def test_escape_stops_a_reply_and_keeps_it(long_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
+        hold = HeldWhen(app, lambda core: core.slots[0].request and core.slots[0].request.generated >= 2)
         await submit(pilot, pane, "Tell me about the terminal app")
-        release = hold_engine_when(app, lambda core: core.slots[0].request and core.slots[0].request.generated >= 2)
+        await hold.held(pilot)
         await wait_for(pilot, lambda: bool(pane.query_one(ReplyView).text), "reply text on screen")
         await pilot.press("escape")
-        release()
+        hold.release()
         await wait_for(pilot, lambda: not pane.busy, "the stop")
         assert notes(pane) == ["(stopped)"]
         assert pane.chat.messages[-1].role == "assistant" and pane.chat.messages[-1].text
