@@ -119,7 +119,7 @@ class HeldWhen:
     far, say): set up before the test sends, awaited with `held()`, let go with `release()` (or when the app shuts
     its session down). What the test does meanwhile finds the engine exactly there, on any machine."""
 
-    def __init__(self, app: ChatApp, ready: Callable[[Any], bool], timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, app: Any, ready: Callable[[Any], bool], timeout: float = TIMEOUT_S) -> None:
         engine = app.session.engine
         assert engine is not None
         core, self._release, self._held = engine.core, threading.Event(), threading.Event()
@@ -136,8 +136,12 @@ class HeldWhen:
         shutdown = app.session.shutdown
         app.session.shutdown = lambda: (self._release.set(), shutdown())  # type: ignore[method-assign]
 
-    async def held(self, pilot: Pilot) -> None:
-        await wait_for(pilot, self._held.is_set, "the engine to be held")
+    async def held(self) -> None:
+        """Lets the app run until the engine is held."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while not self._held.is_set():
+            assert time.monotonic() < deadline, "timed out waiting for the engine to be held"
+            await asyncio.sleep(0.02)
 
     def release(self) -> None:
         self._release.set()

@@ -50,7 +50,7 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
         # What the engine was asked for, held while the reply runs: the sampling, and the system prompt rendered.
         hold = HeldWhen(app, lambda core: core.slots[0].request is not None)
         await send(pilot, pane, "Hello there")
-        await hold.held(pilot)
+        await hold.held()
         assert app.session.snapshot().slots[0].sampling == pane.chat.sampling
         prompt = rendered_prompt(app, 0)  # (read while the engine thread is held)
         assert "You are a pirate." in prompt and "Be brief." not in prompt and "Hello there" in prompt

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from textual.app import App
 from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
@@ -18,10 +13,7 @@ from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.inspector import REFRESH_S, InspectorScreen, SlotDetailScreen, SlotTable
 from mlxchat.app.ui.widgets.slot_rates import SlotRates, recent_rates
 from mlxchat.engine.events import EngineSnapshot, ParkedSnapshot, SamplingParams, SlotSnapshot
-from tests.pilot import TIMEOUT_S, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
-
-if TYPE_CHECKING:
-    from mlxchat.engine.local_engine import Engine
+from tests.pilot import HeldWhen, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
 
 
 def slots(app: ChatApp) -> tuple[SlotSnapshot, ...]:
@@ -43,45 +35,37 @@ async def open_inspector(app: ChatApp, pilot: Pilot) -> InspectorScreen:
     return app.screen
 
 
-@contextmanager
-def engine_paused(engine: Engine | None) -> Iterator[None]:
-    """Holds the engine thread between two steps, so that keys meet the slots in a known state."""
-    assert engine is not None
-    entered, release = threading.Event(), threading.Event()
-    engine.call(lambda: (entered.set(), release.wait(TIMEOUT_S)))
-    assert entered.wait(TIMEOUT_S)
-    try:
-        yield
-    finally:
-        release.set()
-
-
-def test_navigate_cancel_one_reply_and_go_to_a_chat(tiny_model_dir: Path) -> None:
+def test_navigate_cancel_one_reply_and_go_to_a_chat(endless_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         first, second = await open_second_chat(app, pilot)
         screen = await open_inspector(app, pilot)
         table = screen.query_one(SlotTable)
+        # Held with both replies half-written: the keys meet the slots in a known state, on any machine.
+        hold = HeldWhen(app, lambda core: all(s.request and s.request.generated >= 2 for s in core.slots[:2]))
         await submit(pilot, first, "Tell me about the terminal app")
         await submit(pilot, second, "The quick brown fox")
+        await hold.held()
         await wait_for(pilot, lambda: states_shown(screen) == ["decoding", "decoding", "idle"], "two slots decoding")
         # A chat is named after its first message (the store's titles), once it is sent: the slot takes the
         # name when the app has handled the chat's Retitled and the engine the bind, a refresh or two later.
         titles = [first.chat_title, second.chat_title, "no chat"]
-        await wait_for(pilot, lambda: [str(table.get_cell(str(s), "chat")) for s in range(3)] == titles, "the titles")
-
-        with engine_paused(app.session.engine):  # both replies stay half-written while the keys are pressed
-            assert table.cursor_row == 0
-            for key, row in (("j", 1), ("j", 2), ("k", 1), ("down", 2), ("up", 1), ("k", 0)):
-                await pilot.press(key)
-                assert table.cursor_row == row, key
-            await pilot.press("c")  # stops slot 0's reply: Chat 1's only
+        assert table.cursor_row == 0
+        for key, row in (("j", 1), ("j", 2), ("k", 1), ("down", 2), ("up", 1), ("k", 0)):
+            await pilot.press(key)
+            assert table.cursor_row == row, key
+        await pilot.press("c")  # stops slot 0's reply: Chat 1's only
+        # Let go once slot 0's reply has stopped, and held again while slot 1's goes on.
+        hold.release()
+        hold = HeldWhen(app, lambda core: core.slots[0].request is None and core.slots[1].request is not None)
+        await hold.held()
         await wait_for(pilot, lambda: not first.busy, "the stop")
         assert notes(first) == ["(stopped)"]
         assert first.chat.messages[-1].role == "assistant" and first.chat.messages[-1].text
         assert second.busy
         await wait_for(pilot, lambda: states_shown(screen)[:2] == ["idle", "decoding"], "the table to follow")
+        await wait_for(pilot, lambda: [str(table.get_cell(str(s), "chat")) for s in range(3)] == titles, "the titles")
 
-        # The rows are refreshed in place while the other reply streams: the cursor stays on its slot.
+        # The rows are refreshed in place: the cursor stays on its slot.
         await pilot.press("j")
         await pilot.pause(3 * REFRESH_S)
         assert table.cursor_row == 1
@@ -93,11 +77,11 @@ def test_navigate_cancel_one_reply_and_go_to_a_chat(tiny_model_dir: Path) -> Non
         assert app.active_chat is second
         await pilot.pause()
         assert app.focused is second.chat_input
+        hold.release()
         await wait_for(pilot, lambda: not second.busy, "the other reply")
-        assert "(stopped)" not in notes(second)
+        assert "(stopped)" not in notes(second) and second.chat.messages[-1].finish_reason == "length"
 
-    # Replies of several hundred tokens, long enough to overlap.
-    run(make_app(tiny_model_dir, parallel=3, ctx_size=6144, sampling={"max_tokens": 2000}), scenario)
+    run(make_app(endless_model_dir, parallel=3, ctx_size=6144, sampling={"max_tokens": 200}), scenario)
 
 
 def test_clear_asks_first_then_frees_the_slot(tiny_model_dir: Path) -> None:
@@ -171,22 +155,20 @@ def test_detail_a_slot_without_chat_and_closing(tiny_model_dir: Path) -> None:
     run(make_app(tiny_model_dir), scenario)
 
 
-class FixedEngine:
-    """An engine stand-in whose snapshot is what the test says (live figures change run to run)."""
+class FixedSlots:
+    """The screenshot's slots: a snapshot of fixed figures (live ones change run to run). Nothing else: what the
+    inspector's keys and mouse do is tested on the real engine."""
 
     def __init__(self, snapshot: EngineSnapshot) -> None:
         self.fixed = snapshot
-        self.cancelled: list[int] = []
-        self.cleared: list[int] = []
 
     def snapshot(self) -> EngineSnapshot:
         return self.fixed
 
     def cancel_slot(self, slot: int) -> None:
-        self.cancelled.append(slot)
+        raise AssertionError("the screenshot presses no key that acts on a slot")
 
-    def clear_slot(self, slot: int) -> None:
-        self.cleared.append(slot)
+    clear_slot = cancel_slot
 
     def queue_titles(self) -> list[str]:
         return ["Chat 5", "Chat 6"]
@@ -229,72 +211,65 @@ def test_inspector_with_several_slots_busy(ascii_model_dir: Path, snap_compare: 
 
     async def run_before(pilot: Pilot) -> None:
         await ready(app, pilot)
-        await app.push_screen(InspectorScreen(FixedEngine(fixed_snapshot())))
+        await app.push_screen(InspectorScreen(FixedSlots(fixed_snapshot())))
         await pilot.press("j")
 
     assert snap_compare(app, terminal_size=(140, 24), run_before=run_before)
 
 
-class Host(App[None]):
-    """A bare app that shows only the inspector over a stand-in engine."""
+def test_keys_stop_and_clear_slots_and_the_rows_follow_a_repartition(endless_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, second = await open_second_chat(app, pilot)
+        hold = HeldWhen(app, lambda core: all(s.request and s.request.generated >= 2 for s in core.slots[:2]))
+        await submit(pilot, first, "Tell me about the terminal app")
+        await submit(pilot, second, "The quick brown fox")
+        await hold.held()
+        screen = await open_inspector(app, pilot)
+        table = screen.query_one(SlotTable)
+        await wait_for(pilot, lambda: states_shown(screen) == ["decoding", "decoding", "idle", "idle"], "the rows")
+        await pilot.press("c", "j", "c")  # slots 0 and 1 are working
+        await pilot.press("j", "c")  # slot 2 is idle: nothing to stop, nothing asked
+        assert app.screen is screen and table.cursor_row == 2
+        hold.release()
+        await wait_for(pilot, lambda: not first.busy and not second.busy, "the stops")
+        assert notes(first) == notes(second) == ["(stopped)"]
+        await wait_for(pilot, lambda: states_shown(screen) == ["idle"] * 4, "the rows to follow")
+        # Slot 1 still holds its chat's KV: x asks, y frees it.
+        assert slots(app)[1].used > 0
+        await pilot.press("k", "x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: slots(app)[1].used == 0, "the slot's KV to be freed")
+        assert slots(app)[0].used > 0 and app.screen is screen
+        # Fewer slots (F2 applied while the inspector is open): the rows follow, the cursor moves to the last one.
+        await pilot.press("j", "j")
+        assert table.cursor_row == 3
+        app.session.apply_plan(app.session.evaluate(replace(app.settings.slot_request(), parallel=2)), app)
+        await wait_for(pilot, lambda: table.row_count == 2, "the rows of the new plan")
+        assert table.cursor_row == 1 and len(slots(app)) == 2
+        assert len(screen.query_one(SlotRates).query("Sparkline")) == 2
 
-    def __init__(self, engine: FixedEngine) -> None:
-        super().__init__()
-        self.engine = engine
-
-    def on_mount(self) -> None:
-        self.push_screen(InspectorScreen(self.engine))
-
-
-def test_rows_follow_a_repartition_and_keys_reach_the_engine() -> None:
-    engine = FixedEngine(fixed_snapshot())
-
-    async def check() -> None:
-        async with Host(engine).run_test(size=(140, 30)) as pilot:
-            screen = pilot.app.screen
-            assert isinstance(screen, InspectorScreen)
-            table = screen.query_one(SlotTable)
-            assert table.row_count == 4
-            await pilot.press("c", "j", "c")  # slots 0 and 1 are working
-            await pilot.press("j", "c")  # slot 2 is idle: nothing to stop
-            assert engine.cancelled == [0, 1]
-            await pilot.press("x", "y")
-            assert engine.cleared == [2]
-            await pilot.press("j")
-            assert table.cursor_row == 3
-            # New figures are written into the rows in place: the cursor stays where it was.
-            busy = replace(engine.fixed.slots[0], generated=425)
-            engine.fixed = replace(engine.fixed, slots=(busy, *engine.fixed.slots[1:]))
-            screen.refresh_slots()
-            await pilot.pause()
-            assert str(table.get_cell("0", "generated")) == "425" and table.cursor_row == 3
-            # Fewer slots (F2 applied while the inspector is open): the cursor moves to the last one.
-            engine.fixed = replace(engine.fixed, slots=engine.fixed.slots[:2])
-            screen.refresh_slots()
-            await pilot.pause()
-            assert table.row_count == 2 and table.cursor_row == 1
-            assert len(screen.query_one(SlotRates).query("Sparkline")) == 2
-
-    asyncio.run(check())
+    run(make_app(endless_model_dir, parallel=4, ctx_size=8192, sampling={"max_tokens": 200}), scenario)
 
 
-def test_the_mouse_selects_a_slot_and_a_second_click_goes_to_its_chat() -> None:
-    async def check() -> None:
-        async with Host(FixedEngine(fixed_snapshot())).run_test(size=(140, 30)) as pilot:
-            screen = pilot.app.screen
-            table = screen.query_one(SlotTable)
-            row_y = table.region.y + 1  # below the column headings
-            await pilot.click(offset=(20, row_y + 3))
-            assert table.cursor_row == 3 and pilot.app.screen is screen
-            await pilot.click(offset=(20, row_y + 3))  # slot 3 has no chat: the inspector stays
-            assert pilot.app.screen is screen
-            await pilot.click(offset=(20, row_y + 2))
-            assert table.cursor_row == 2 and pilot.app.screen is screen
-            await pilot.click(offset=(20, row_y + 2))
-            await pilot.pause()
-            assert pilot.app.screen is not screen
+def test_the_mouse_selects_a_slot_and_a_second_click_goes_to_its_chat(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        screen = await open_inspector(app, pilot)
+        table = screen.query_one(SlotTable)
+        row_y = table.region.y + 1  # below the column headings
+        await pilot.click(offset=(20, row_y + 3))
+        assert table.cursor_row == 3 and app.screen is screen
+        await pilot.click(offset=(20, row_y + 3))  # slot 3 has no chat: the inspector stays
+        await pilot.pause()
+        assert app.screen is screen
+        await pilot.click(offset=(20, row_y))
+        assert table.cursor_row == 0 and app.screen is screen
+        await pilot.click(offset=(20, row_y))  # slot 0 is the chat's: its chat is shown
+        await wait_for(pilot, lambda: not isinstance(app.screen, InspectorScreen), "the chat")
+        assert app.active_chat is pane and app.focused is pane.chat_input
 
-    asyncio.run(check())
+    run(make_app(tiny_model_dir, parallel=4, ctx_size=8192), scenario)
 
 
 def test_cached_cell_marks_tokens_prefilled_again() -> None:

@@ -66,7 +66,7 @@ def test_two_chats_stream_at_once(endless_model_dir: Path) -> None:
         # Held once the first reply streams: the second message reaches an engine that is mid-reply.
         hold = HeldWhen(app, lambda core: any(s.request and s.request.generated >= 2 for s in core.slots))
         await submit(pilot, first, "Tell me about the terminal app")
-        await hold.held(pilot)
+        await hold.held()
         await submit(pilot, second, "The quick brown fox")
         hold.release()
         await wait_for(pilot, lambda: not first.busy and not second.busy, "both replies")
@@ -91,7 +91,7 @@ def test_escape_stops_a_reply_and_keeps_it(long_model_dir: Path) -> None:
         pane = await ready(app, pilot)
         hold = HeldWhen(app, lambda core: core.slots[0].request and core.slots[0].request.generated >= 2)
         await submit(pilot, pane, "Tell me about the terminal app")
-        await hold.held(pilot)
+        await hold.held()
         await wait_for(pilot, lambda: bool(pane.query_one(ReplyView).text), "reply text on screen")
         await pilot.press("escape")
         hold.release()
