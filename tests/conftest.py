@@ -13,20 +13,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _installed_here() -> bool:
+    """Whether the `mlxchat` Python would import is this checkout (`make setup` installs it editable)."""
+    try:
+        spec = importlib.util.find_spec("mlxchat.app")
+    except ImportError:
+        return False
+    return spec is not None and spec.origin is not None and Path(spec.origin).resolve().is_relative_to(ROOT)
+
+
 def _checkout_as_mlxchat() -> None:
-    """Lets a checkout that is not installed (`PYTHONPATH=<checkout> python -m pytest`, as on a GPU
-    machine) import itself as `mlxchat`, which only `pip install` otherwise maps to it.
+    """Makes `mlxchat` this checkout, in the tests and in every interpreter they start, whatever is installed:
+    a checkout that is not installed (`PYTHONPATH=$PWD python -m pytest`, as on a GPU machine), or a copy of
+    the repository tested beside the installed one, tests itself.
 
     A one-line shim package `mlxchat` whose __path__ is the checkout root goes first on sys.path
-    and, through PYTHONPATH, on the path of the interpreters tests start.
+    and, through PYTHONPATH, on the path of the interpreters tests start (before an installed copy,
+    whose editable finder comes after sys.path).
     """
-    if importlib.util.find_spec("mlxchat") is not None:
+    if _installed_here():
         return
     shim = Path(tempfile.mkdtemp(prefix="mlxchat-shim-"))
     atexit.register(shutil.rmtree, shim, ignore_errors=True)
     (shim / "mlxchat").mkdir()
     (shim / "mlxchat" / "__init__.py").write_text(f"__path__ = [{str(ROOT)!r}]\n")
     sys.path.insert(0, str(shim))
+    for name in [m for m in sys.modules if m == "mlxchat" or m.startswith("mlxchat.")]:
+        del sys.modules[name]  # (another copy's, imported by a plugin before this file ran)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
 

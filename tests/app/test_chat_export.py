@@ -13,6 +13,7 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.cli import main
 from mlxchat.engine.events import SamplingParams
 from tests.app.test_cli import mlxchat
+from tests.markers import needs_console_script
 
 
 @pytest.fixture
@@ -64,6 +65,7 @@ def test_json_holds_the_messages_with_their_counts(data_home: Path) -> None:
     assert "Über" in to_json(chat)  # kept readable, not \\u-escaped
 
 
+@needs_console_script
 def test_export_console_script_prints_markdown_and_json(data_home: Path) -> None:
     chat = saved_chat(data_home)
     env = {"XDG_DATA_HOME": str(data_home)}
@@ -87,6 +89,7 @@ def test_chats_lists_ids_and_searches(data_home: Path, capsys: pytest.CaptureFix
     assert capsys.readouterr().out == ""
 
 
+@needs_console_script
 def test_export_of_a_missing_chat_exits_2_with_a_message(data_home: Path) -> None:
     saved_chat(data_home)
     done = mlxchat("export", "999", env={"XDG_DATA_HOME": str(data_home)})

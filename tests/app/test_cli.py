@@ -19,12 +19,10 @@ from tests.markers import CONSOLE_SCRIPT, needs_console_script
 
 
 def mlxchat(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs the installed console script, as a user would, on this checkout's code."""
-    # The editable install may point at another checkout: this one comes first on the path.
-    checkout = {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    """Runs the installed console script, as a user would, on this checkout's code (tests/conftest.py puts it first
+    on the PYTHONPATH where the installed mlxchat is another copy)."""
     return subprocess.run(
-        [str(CONSOLE_SCRIPT), *args], capture_output=True, text=True, timeout=120,
-        env={**os.environ, **checkout, **(env or {})},
+        [str(CONSOLE_SCRIPT), *args], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
     )
 
 

@@ -6,7 +6,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -142,11 +141,12 @@ def test_a_session_past_its_lease_is_taken_over_and_its_keep_alive_takes_it_back
     silent = launch(db_path)  # a process stopped (ctrl+z), or one whose pid another program now has
     (chat,) = saved_chats(silent, "quiet")
     silent.set_open([chat], focused=chat)
-    monkeypatch.setattr(tabs_module, "LEASE_S", 0.2)
     assert launch(db_path).claim_open_chats() == ([], None)  # within its lease: still running
-    time.sleep(0.3)
+    lease = tabs_module.LEASE_S
+    monkeypatch.setattr(tabs_module, "LEASE_S", 0.0)  # (its lease, seen from after it ran out)
     chats, _ = launch(db_path).claim_open_chats()
     assert titles(chats) == ["quiet"]
+    monkeypatch.setattr(tabs_module, "LEASE_S", lease)
 
     fresh = launch(db_path)
     silent.keep_alive()  # it resumes: its session runs again, and records its tabs again

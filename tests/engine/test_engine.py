@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -161,14 +160,16 @@ def test_error_in_one_slot_leaves_the_others_running(make_engine):
     assert done.reason == "length" and done.stats.generated_tokens == 40
 
 
-def test_shutdown_mid_stream_returns_promptly(make_engine):
+def test_shutdown_mid_stream_returns_after_the_step_in_progress(make_engine):
     engine = make_engine()
+    steps, step = [], engine.core.step
+    engine.core.step = lambda: (steps.append(1), step())[1]
     handles = [engine.submit(i, chat(p), sampling=SamplingParams(max_tokens=10_000, ignore_eos=True)) for i, p in enumerate(PROMPTS)]
     next(iter(handles[0].events(timeout=30)))
-    start = time.perf_counter()
+    before = len(steps)
     engine.shutdown()
-    assert time.perf_counter() - start < 2.0
     assert not engine.alive
+    assert len(steps) - before <= 1  # the step under way when it was asked, and none more
     assert all(h.result(1).reason == "cancelled" for h in handles)
 
 

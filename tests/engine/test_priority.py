@@ -52,8 +52,8 @@ def test_the_engine_its_threads_and_the_blas_workers_run_below_the_caller(tiny_m
     assert seen["engine"] == 7
     # MLX's stream threads start from the engine's thread, so they run at its nice value.
     assert seen["started_by_engine"] and set(seen["started_by_engine"]) == {7}
-    if seen["blas"] == "openblas":
-        assert seen["workers"] and set(seen["workers"]) == {7}
+    # Whatever the BLAS, the workers it started run below the caller; OpenBLAS always starts some.
+    assert set(seen["workers"]) <= {7} and (seen["workers"] or seen["blas"] != "openblas")
 
 
 def test_nice_zero_leaves_every_thread_at_the_callers_priority(tiny_model_dir: Path) -> None:

@@ -9,6 +9,7 @@ import dataclasses
 import socket
 import subprocess
 import sys
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,11 +108,9 @@ def test_cancel_mid_reply_keeps_what_came(engine: RemoteEngine) -> None:
     deltas: list[str] = []
     first_delta(handle, deltas)
     assert engine.snapshot().slots[0].state == "decoding"
-    start = time.monotonic()
     engine.cancel(0)
-    done = handle.result(timeout=5)
-    assert time.monotonic() - start < 1.0
-    assert done.reason == "cancelled" and done.error is None
+    done = handle.result(timeout=30)
+    assert done.reason == "cancelled" and done.error is None and done.stats.generated_tokens < LONG.max_tokens
     assert done.text.startswith("".join(deltas)) and done.text
     assert engine.snapshot().slots[0].state == "idle"
     # The slot (and the server) take the next reply at once.
@@ -202,8 +201,15 @@ def test_a_server_that_never_answers_times_out_and_cancel_does_not_wait() -> Non
         assert done.reason == "error" and not done.refused
         assert done.error == f"the server at {url} did not answer in time; regenerate (ctrl+r) to try again"
         assert 0.4 < time.monotonic() - start < 5
+        listener.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:  # the connections of the requests that timed out
+                listener.accept()[0].close()
+        listener.setblocking(True)
         waiting = engine.submit(1, HELLO)
-        time.sleep(0.1)
+        connection, _ = listener.accept()  # its request reached the server, which never answers
         engine.cancel(1)
-        assert waiting.result(timeout=1).reason == "cancelled"
+        # Cancelled, not timed out: the cancel does not wait for the server's 0.5 s.
+        assert waiting.result(timeout=30).reason == "cancelled"
+        connection.close()
         engine.shutdown()

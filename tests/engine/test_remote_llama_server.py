@@ -20,6 +20,9 @@ from tests.servers import Server, free_port, llama_server, running
 
 PARALLEL, CTX_SIZE = 2, 1024  # llama-server's --parallel and -c: 512 tokens per slot
 STORY = [{"role": "user", "content": "Tell me a story about a fox."}]
+# A reply that fills most of its 512-token slot: the background read of /slots sees it decoding. (A real
+# llama-server cannot be held mid-reply: the longer the reply, the wider the window on a fast machine.)
+REPLY = 400
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +74,7 @@ def test_props_and_slots_give_the_servers_own_slots(engine: RemoteEngine) -> Non
 
 def test_a_chat_keeps_its_slot_on_the_server(engine: RemoteEngine) -> None:
     engine.bind(1, "fox story")
-    handle = engine.submit(1, STORY, sampling=SamplingParams(max_tokens=100, ignore_eos=True))
+    handle = engine.submit(1, STORY, sampling=SamplingParams(max_tokens=REPLY, ignore_eos=True))
     for event in handle.events(timeout=30):
         if isinstance(event, TextDelta) and event.text:
             break
@@ -88,12 +91,12 @@ def test_a_chat_keeps_its_slot_on_the_server(engine: RemoteEngine) -> None:
     assert busy.label == "fox story" and busy.sampling is not None and busy.capacity == 512
     assert idle.state == "idle" and idle.used == 0
     first = handle.result(timeout=60)
-    assert first.reason == "length" and first.stats.generated_tokens == 100
+    assert first.reason == "length" and first.stats.generated_tokens == REPLY
     # The next turn of the same chat goes to the same slot, whose cache holds the conversation so far.
     turn = [*STORY, {"role": "assistant", "content": first.text}, {"role": "user", "content": "And then?"}]
     second = engine.submit(1, turn, sampling=SamplingParams(max_tokens=8)).result(timeout=60)
     assert second.stats.cached_tokens > first.stats.prompt_tokens
-    wait_for(lambda: engine.snapshot().slots[1].state == "idle" and engine.snapshot().slots[1].used > 100,
+    wait_for(lambda: engine.snapshot().slots[1].state == "idle" and engine.snapshot().slots[1].used > REPLY,
              "slot 1 idle, holding the conversation")
     # Clearing the slot (closing its chat) erases it on the server too.
     engine.clear(1)

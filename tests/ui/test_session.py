@@ -20,6 +20,7 @@ from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Q
 from mlxchat.app.session.session import Session
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.plan import SlotRequest
+from tests.pilot import HeldWhen
 
 TIMEOUT_S = 60.0
 GREEDY = SamplingParams(max_tokens=8)
@@ -158,9 +159,12 @@ def test_a_chat_without_a_slot_borrows_the_least_recently_used_idle_one_or_waits
         parked, lent = b.of(ChatSeated)[0], c.of(ChatSeated)[0]
         assert (parked.slot, parked.before, parked.lent) == (None, 1, True)
         assert (lent.slot, lent.before, lent.lent) == (1, None, True)
-        # Both slots generating: D and then B wait in line, told their places.
+        # Both slots generating (held there, so that A is still writing when it is stopped): D and then B wait
+        # in line, told their places.
+        hold = HeldWhen(host, lambda core: all(s.request and s.request.generated >= 1 for s in core.slots))
         session.submit("a", HELLO, ENDLESS, ReplyFeed())
         session.submit("c", HELLO, ENDLESS, ReplyFeed())
+        await hold.held()
         waiting_d = session.submit("d", HELLO, GREEDY, ReplyFeed())
         waiting_b = session.submit("b", HELLO, GREEDY, ReplyFeed())
         assert (session.place_of("d"), session.place_of("b")) == (1, 2)
@@ -173,6 +177,7 @@ def test_a_chat_without_a_slot_borrows_the_least_recently_used_idle_one_or_waits
         assert [(q.request, q.place) for q in b.of(Queued)] == [(waiting_b, 2), (waiting_b, 1)]
         # A's reply stops: its slot is idle, and B, first in line, takes it and gets its reply.
         assert session.stop("a")
+        hold.release()
         await until(lambda: any(r.request == waiting_b for r in b.of(ReplyDone)), "chat B's reply from the queue")
         assert session.slot_of("b") == 0 and session.slot_of("a") is None
         assert [r.done.reason for r in a.of(ReplyDone)][-1] == "cancelled"
