@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 import mlx.nn as nn
+import pytest
 
 from mlxchat.engine.cpu import activations
 from mlxchat.engine.cpu.blas import SingleThreadedBlas, _thread_calls
