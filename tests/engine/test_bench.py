@@ -31,6 +31,7 @@ RUN_KEYS = {
     "step_ms_p50",
     "kv_bytes",
     "peak_bytes",
+    "sampling",
 }
 
 

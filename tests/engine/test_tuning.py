@@ -72,3 +72,26 @@ def test_tune_measures_saves_and_is_followed(tiny, tmp_path) -> None:
     entries[0]["machine"] = "another CPU | 64 cores | mkl"
     path.write_text(json.dumps(entries))
     assert tuning.load_tuning(model, path) is None
+
+
+@needs_cpu
+def test_doctor_tune_saves_the_choice_and_the_app_follows_it(tiny_model_dir, capsys) -> None:
+    """`mlxchat doctor --tune` measures and saves; the app, started as a user starts it, runs the way saved."""
+    from mlxchat.app.cli import main
+    from mlxchat.app.paths import tuning_file
+    from tests.pilot import make_app, ready, run
+
+    assert main(["doctor", "--tune", "--model", str(tiny_model_dir)]) == 0
+    assert "tuned" in capsys.readouterr().out
+    entries = json.loads(tuning_file().read_text())
+    for choice in (False, True):
+        entries[0]["split"] = choice
+        tuning_file().write_text(json.dumps(entries))
+        seen: list[bool] = []
+
+        async def scenario(app, pilot) -> None:
+            await ready(app, pilot)
+            seen.append(app.session.engine.core.forward._cores is not None)
+
+        run(make_app(tiny_model_dir), scenario)
+        assert seen == [choice]
