@@ -15,7 +15,7 @@ from mlxchat.app.commands.console_progress import ConsoleProgress
 from mlxchat.engine.cpu.blas import find_optimized_blas
 from mlxchat.engine.memory import memory_info, parse_meminfo, parse_vm_stat
 from mlxchat.engine.loading.models import Progress
-from tests.markers import CONSOLE_SCRIPT, needs_console_script
+from tests.markers import CONSOLE_SCRIPT, needs_console_script, needs_install
 
 
 def mlxchat(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -33,6 +33,7 @@ def test_help_lists_the_subcommands_and_flags(capsys: pytest.CaptureFixture[str]
         assert word in out
 
 
+@needs_install
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == "mlxchat 0.1.0"

@@ -10,6 +10,9 @@ from mlx_lm.sample_utils import make_sampler
 
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.loading.models import LoadedModel, load_model
+from tests.markers import needs_default_model
+
+pytestmark = needs_default_model
 
 # SmolLM2 token ids for these strings as published by an independent project's tokenizer self-check
 # (not derived from this code): digits one by one, spaces folded into the next word.

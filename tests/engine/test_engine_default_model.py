@@ -10,6 +10,9 @@ from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.loading.models import LoadedModel, load_model
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
+from tests.markers import needs_default_model
+
+pytestmark = needs_default_model
 
 QUESTIONS = [
     "What is the capital of France?",

@@ -11,6 +11,9 @@ from mlxchat.engine.cpu import kernels
 from mlxchat.engine.events import SamplingParams
 from tests.engine.test_family_matrix import PROMPTS, TINY, generated, save, start_as_the_app
 from tests.engine.test_families import alone
+from tests.markers import needs_cpu
+
+pytestmark = needs_cpu  # the kernels are MLX primitives of the CPU
 
 GREEDY = SamplingParams(max_tokens=8, ignore_eos=True)
 

