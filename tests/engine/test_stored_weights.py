@@ -128,6 +128,23 @@ def bfloat16_copy(model_dir: Path, to: Path) -> Path:
     return to
 
 
+def assert_batched_replies_equal_alone(model: Path, tmp_path: Path) -> None:
+    """The model started as the app starts it: every reply of rows sharing passes is the one it gets alone."""
+    engine = start_as_the_app(model, tmp_path / "cache")
+    greedy = SamplingParams(max_tokens=8, ignore_eos=True)
+    try:
+        alone = []
+        for p in PROMPTS:
+            assert engine.submit(0, tokens=p, sampling=greedy).result(120).error is None
+            alone.append(generated(engine, 0, p))
+            engine.clear(0, park=False)
+        handles = [engine.submit(i, tokens=p, sampling=greedy) for i, p in enumerate(PROMPTS)]
+        assert [h.result(120).error for h in handles] == [None] * len(PROMPTS)
+        assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
+    finally:
+        engine.shutdown()
+
+
 @pytest.mark.parametrize("form", ["Q4_1 GGUF", "bfloat16"])
 def test_a_stored_model_loads_as_stored_and_batched_replies_equal_alone(form: str, tiny_model_dir: Path,
                                                                         tmp_path: Path):
@@ -143,19 +160,7 @@ def test_a_stored_model_loads_as_stored_and_batched_replies_equal_alone(form: st
     assert stored.holds_stored(loaded.model) and loaded.dtype == dtype and loaded.kernel_matmuls
     # What the kernel reads stays as stored; the rest (norms) computes in float32.
     assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == kept | {mx.float32}
-    engine = start_as_the_app(model, tmp_path / "cache")
-    greedy = SamplingParams(max_tokens=8, ignore_eos=True)
-    try:
-        alone = []
-        for p in PROMPTS:
-            assert engine.submit(0, tokens=p, sampling=greedy).result(120).error is None
-            alone.append(generated(engine, 0, p))
-            engine.clear(0, park=False)
-        handles = [engine.submit(i, tokens=p, sampling=greedy) for i, p in enumerate(PROMPTS)]
-        assert [h.result(120).error for h in handles] == [None] * len(PROMPTS)
-        assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
-    finally:
-        engine.shutdown()
+    assert_batched_replies_equal_alone(model, tmp_path)
 
 
 @pytest.mark.parametrize("form", ["Q4_1 GGUF", "bfloat16"])
@@ -174,19 +179,7 @@ def test_without_the_kernels_stored_weights_become_float32(form: str, tiny_model
         loaded = load_model(str(model), cache_dir=models_cache_dir())
         assert loaded.dtype == "float32" and not loaded.kernel_matmuls and not stored.holds_stored(loaded.model)
         assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == {mx.float32}
-        engine = start_as_the_app(model, tmp_path / "cache")
-        greedy = SamplingParams(max_tokens=8, ignore_eos=True)
-        try:
-            alone = []
-            for p in PROMPTS:
-                assert engine.submit(0, tokens=p, sampling=greedy).result(120).error is None
-                alone.append(generated(engine, 0, p))
-                engine.clear(0, park=False)
-            handles = [engine.submit(i, tokens=p, sampling=greedy) for i, p in enumerate(PROMPTS)]
-            assert [h.result(120).error for h in handles] == [None] * len(PROMPTS)
-            assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
-        finally:
-            engine.shutdown()
+        assert_batched_replies_equal_alone(model, tmp_path)
     finally:
         monkeypatch.delenv(kernels.OFF_VARIABLE)
         kernels.status.cache_clear()
