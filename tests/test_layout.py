@@ -238,6 +238,14 @@ def test_cpu_only_code_lives_in_engine_cpu() -> None:
     assert not bad
 
 
+def _built_from(build: Path) -> Path | None:
+    """The sources a CMake build folder was configured for, if it is one."""
+    cache = build / "CMakeCache.txt"
+    lines = cache.read_text().splitlines() if cache.is_file() else []
+    home = next((line.split("=", 1)[1] for line in lines if line.startswith("CMAKE_HOME_DIRECTORY:")), None)
+    return Path(home).resolve() if home else None
+
+
 def test_the_wheel_installs_only_mlxchat_with_every_package_and_stylesheet(tmp_path: Path) -> None:
     # Built from a copy, so the checkout gets no build/ or egg-info folder.
     source = tmp_path / "src"
@@ -249,7 +257,7 @@ def test_the_wheel_installs_only_mlxchat_with_every_package_and_stylesheet(tmp_p
         shutil.copytree(folder, source / folder.name, ignore=ignore)
     env = dict(os.environ)
     kept = Path(sys.prefix) / "kernel-build"  # `make setup`'s build of the kernels
-    if kept.is_dir():
+    if _built_from(kept) == KERNELS.resolve():  # (not another copy's: CMake refuses a folder of other sources)
         # The kernels' sources as the checkout's own folder, so CMake reuses that build (it compiles only
         # what changed since; a build of them all takes a minute and a half on 2 cores).
         kernels = source / KERNELS.relative_to(ROOT)
