@@ -85,7 +85,7 @@ class ChatApp(App[int]):
     def on_mount(self) -> None:
         self.set_keymap(self.settings.keys)
         apply_theme(self, self.settings.theme)
-        self.theme_changed_signal.subscribe(self, self._save_theme)
+        self.theme_changed_signal.subscribe(self, partial(save_theme, self))
         self.startup.open_store()
         loading = LoadingScreen(self.settings.model or "the default model (SmolLM2-135M-Instruct)")
         self.push_screen(loading)
@@ -111,10 +111,6 @@ class ChatApp(App[int]):
         """The model and the slot plan, under the title."""
         assert self.session.plan is not None
         self.sub_title = f"{self.session.model_name} · {self.session.plan.summary}"
-
-    def _save_theme(self, theme: object) -> None:
-        """Keeps a theme picked from the palette for the next start, in the user's config file."""
-        self.settings = save_theme(theme, self.settings, self.notify)
 
     @property
     def chat_panes(self) -> list[ChatPane]:
@@ -416,18 +412,19 @@ class ChatApp(App[int]):
                     pass
 
     def _refresh_status(self) -> None:
-        if not self._frames.running:  # (while replies stream, each frame does it)
-            self._show_slots()
+        # While replies stream, each frame redraws the line of the chat it repaints: every other one (a chat
+        # that stopped, left the line, or waits) and every badge is redrawn here, whatever the others do.
+        self._show_slots(answering=not self._frames.running)
 
-    def _show_slots(self, only: ChatPane | None = None) -> None:
+    def _show_slots(self, only: ChatPane | None = None, answering: bool = True) -> None:
         """Shows each chat's badge in its tab, and its slot in its status line; of the chats answering,
-        `only`'s where given (a frame's: the others' lines are redrawn in their own frames)."""
+        `only`'s where given (a frame's), none of theirs without `answering`."""
         if not self.session.ready:
             return
         slots = self.session.snapshot().slots
         for pane in self.chat_panes:
             self._show_tab(pane)
-            if pane.busy and only not in (None, pane):
+            if pane.busy and (not answering or only not in (None, pane)):
                 continue
             if pane.slot_id is not None and pane.slot_id < len(slots) and not pane.queued:
                 pane.show_slot(slots[pane.slot_id])

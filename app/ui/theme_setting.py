@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 from textual.app import App, InvalidThemeError
 
@@ -21,16 +21,17 @@ def apply_theme(app: App[int], name: str) -> None:
         app.notify(f"Unknown theme {name!r} in the settings: using {DEFAULT_THEME} (ours: {known})", severity="warning")
 
 
-def save_theme(theme: object, settings: Settings, notify: Callable[..., None]) -> Settings:
-    """Keeps a theme picked from the palette for the next start, in the user's config file; returns the
-    settings with it (as they were, when it was not saved)."""
+def save_theme(app: Any, theme: object) -> None:
+    """Keeps a theme picked from the palette for the next start, in the user's config file and in `app.settings`
+    (the app's Settings)."""
+    settings: Settings = app.settings
     name = getattr(theme, "name", None)
     path = settings.config_file
     if name is None or path is None or name == settings.theme:
-        return settings
+        return
     try:
         save_settings({"theme": name}, path)
     except (ConfigError, OSError) as exc:
-        notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
-        return settings
-    return settings.model_copy(update={"theme": name})
+        app.notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
+        return
+    app.settings = settings.model_copy(update={"theme": name})

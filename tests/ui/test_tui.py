@@ -306,3 +306,27 @@ def test_keys_typed_right_after_ctrl_n_reach_the_new_chat(tiny_model_dir: Path) 
         assert first.chat_input.text == ""
 
     run(make_app(tiny_model_dir), scenario)
+
+
+def test_a_stopped_reply_s_status_line_says_idle_while_another_chat_streams(endless_model_dir: Path) -> None:
+    """The status line and the tab follow a chat's own change of state at once, whatever the other chats do."""
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, second = await open_second_chat(app, pilot)
+        hold = HeldWhen(app, lambda core: all(s.request and s.request.generated >= 2 for s in core.slots[:2]))
+        await submit(pilot, first, "Tell me about the terminal app")
+        await submit(pilot, second, "The quick brown fox")
+        await hold.held()
+        assert app.active_chat is second
+        await pilot.press("escape")  # stops the second chat's reply, in view; the first streams on, out of view
+        hold.release()
+        hold = HeldWhen(app, lambda core: core.slots[1].request is None and core.slots[0].request is not None)
+        await hold.held()
+        await wait_for(pilot, lambda: not second.busy, "the stop")
+        assert notes(second) == ["(stopped)"] and first.busy
+        await wait_for(pilot, lambda: second.status_text.startswith("slot 1 · idle"), "the stopped chat's line")
+        await wait_for(pilot, lambda: app.badge(second) == "", "the stopped chat's tab")
+        assert first.busy  # (still held mid-reply)
+        hold.release()
+
+    run(make_app(endless_model_dir, sampling={"max_tokens": 500}), scenario)
