@@ -3,6 +3,7 @@ builds its bindings, footer, help and command palette from it (mlxchat.app.ui.ke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -97,3 +98,16 @@ ACTIONS: tuple[KeyAction, ...] = (
         for k in range(1, MAX_CHAT_SHORTCUTS + 1)
     ),
 )
+
+
+def key_clashes(keymap: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(key, first action id, second action id) for each key that `keymap` (the user's remapping, by action id;
+    several keys separated by commas) would give two actions: the later binding would take it silently."""
+    holder: dict[str, str] = {}
+    clashes = []
+    for action in ACTIONS:
+        for key in (k.strip().lower() for k in keymap.get(action.id, action.key).split(",") if k.strip()):
+            if key in holder and holder[key] != action.id:
+                clashes.append((key, holder[key], action.id))
+            holder.setdefault(key, action.id)
+    return clashes

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from mlxchat.app.actions import ACTIONS
+from mlxchat.app.actions import ACTIONS, key_clashes
 from mlxchat.app.config.toml_text import toml_value
 from mlxchat.app.config.limits import (
     CONTEXT_CEILING,
@@ -200,7 +200,7 @@ class Settings(BaseSettings):
     remote: Remote = Field(default_factory=Remote)
     """The server used when engine = "remote"."""
 
-    keys: dict[str, str] = Field(default_factory=dict, examples=[{"new_chat": "ctrl+t", "toggle_grid": "f6"}])
+    keys: dict[str, str] = Field(default_factory=dict, examples=[{"new_chat": "ctrl+t", "toggle_grid": "f10"}])
     """Keys remapped by action id (the ids are listed in the help screen, F1): a key, or several
     separated by commas."""
 
@@ -211,6 +211,10 @@ class Settings(BaseSettings):
         unknown = sorted(set(keys) - known)
         if unknown:
             raise ValueError(f"no action is called {', '.join(unknown)}; the actions are: {', '.join(sorted(known))}")
+        clashes = key_clashes(keys)
+        if clashes:
+            raise ValueError("; ".join(f"{key} would be the key of both {a} and {b}" for key, a, b in clashes)
+                             + ": give one of them another key (F1 lists every action's keys)")
         return keys
 
     _config_file: Path | None = PrivateAttr(None)

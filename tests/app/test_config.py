@@ -170,7 +170,7 @@ def test_example_config_values_are_valid_when_uncommented(tmp_path: Path) -> Non
         if not info.examples and name not in ("sampling", "remote"):
             assert getattr(settings, name) == getattr(defaults, name), name
     assert settings.model is not None and settings.ctx_per_slot is not None and settings.sampling.seed is not None
-    assert settings.keys == {"new_chat": "ctrl+t", "toggle_grid": "f6"}
+    assert settings.keys == {"new_chat": "ctrl+t", "toggle_grid": "f10"}
     assert settings.remote.model is not None and settings.remote.api_key_env == "OPENAI_API_KEY"
 
 
@@ -181,3 +181,13 @@ def test_a_key_for_an_unknown_action_names_the_known_ones(tmp_path: Path) -> Non
     message = str(err.value)
     assert message.startswith(f"{path}: keys = {{ new_chta = \"ctrl+t\" }} is not allowed: no action is called new_chta")
     assert "new_chat" in message
+
+
+def test_a_key_that_two_actions_would_share_is_refused_naming_both(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", '[keys]\nnew_chat = "ctrl+q"\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, {})
+    assert "ctrl+q would be the key of both new_chat and quit: give one of them another key" in str(err.value)
+    # A key taken from the action that had it is free for another.
+    settings = load_settings(write(tmp_path / "d.toml", '[keys]\nnew_chat = "ctrl+q"\nquit = "ctrl+x"\n'), {})
+    assert settings.keys == {"new_chat": "ctrl+q", "quit": "ctrl+x"}

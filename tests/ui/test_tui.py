@@ -204,7 +204,7 @@ def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
         assert isinstance(app.screen, HelpScreen)
         rows = [tuple(table.get_row_at(i)) for table in app.screen.query(DataTable) for i in range(table.row_count)]
         assert ("ctrl+t", "Open a new chat", "new_chat") in rows
-        assert ("f6", "Show the chats as tabs or side by side in a grid", "toggle_grid") in rows
+        assert ("f10", "Show the chats as tabs or side by side in a grid", "toggle_grid") in rows
         assert ("enter", "Send the message") in rows
         await pilot.press("ctrl+n")  # chat keys do nothing over the help
         assert len(app.chat_panes) == 2
@@ -221,7 +221,7 @@ def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
         title = str(app.screen.query_one(".settings-title", Static).render())
         assert title.startswith(f"Settings of “{app.active_chat.chat_title}”")
 
-    run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f6", "chat_settings": "f12"}),
+    run(make_app(tiny_model_dir, keys={"new_chat": "ctrl+t", "toggle_grid": "f10", "chat_settings": "f12"}),
         scenario)
 
 
