@@ -158,3 +158,32 @@ def test_progress_is_one_updating_line_on_a_terminal_and_a_line_per_stage_otherw
     assert "\n" not in text and "\rChecking m.gguf...  25%" in text and "\rChecking m.gguf... 100%" in text
     assert text.endswith("\r" + " " * len("Loading weights...") + "\r")  # the line is cleared at the end
 
+
+
+@needs_console_script
+def test_without_a_terminal_the_chat_ui_says_it_needs_one_and_exits_2(tmp_path: Path) -> None:
+    """With its input and output not a terminal the UI would draw into the file and wait for keys for ever."""
+    with open(os.devnull) as nothing, open(tmp_path / "out", "w") as out:
+        done = subprocess.run([str(CONSOLE_SCRIPT)], stdin=nothing, stdout=out, stderr=subprocess.PIPE, text=True,
+                              timeout=60, env=dict(os.environ))
+    assert done.returncode == 2 and "the chat UI needs a terminal" in done.stderr
+    assert (tmp_path / "out").read_text() == ""
+    # Commands that need no terminal still run without one (this one says there is nothing saved yet).
+    assert "no chats have been saved yet" in mlxchat("chats").stderr
+
+
+@needs_console_script
+def test_a_model_that_does_not_exist_is_refused_before_the_ui(tmp_path: Path) -> None:
+    """In a terminal (a pseudo-terminal here), a --model path that does not exist exits 2 before the UI starts."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run([str(CONSOLE_SCRIPT), "--model", str(tmp_path / "nowhere")], stdin=follower,
+                              stdout=follower, stderr=subprocess.PIPE, text=True, timeout=60, env=dict(os.environ))
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"mlxchat: {tmp_path / 'nowhere'} does not exist; give an existing MLX folder, "
+                                   "a .gguf file or a Hub id.")
