@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label
+from textual.widgets import Footer, Header, Label, Static
 
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.keys import KeyHelp
@@ -61,6 +62,20 @@ def bindings_section(
     return HelpSection(title, [KeyHelp(" / ".join(keys), *line) for line, keys in lines.items()])
 
 
+def help_table(section: HelpSection) -> Table:
+    """A section's keys as a table as wide as the page: the key and its [keys] id whole, what it does wrapped to
+    the width left (a table that only scrolled sideways hid the ids, which remapping needs)."""
+    table = Table(expand=True, box=None, padding=(0, 2, 0, 0), header_style="bold", show_edge=False)
+    table.add_column("key", no_wrap=True, style="bold")
+    remappable = any(k.action_id for k in section.keys)
+    if remappable:
+        table.add_column(Text("[keys] id"), no_wrap=True)  # Text: not read as markup
+    table.add_column("does", ratio=1, overflow="fold")
+    for k in section.keys:
+        table.add_row(k.key, *((k.action_id,) if remappable else ()), k.description)
+    return table
+
+
 class HelpScreen(Screen[None]):
     """Lists every key; escape, F1 or q closes it. A screen, not a modal, so the app's F-keys still work."""
 
@@ -76,15 +91,7 @@ class HelpScreen(Screen[None]):
         with VerticalScroll(can_focus=True):
             for section in self._sections:
                 yield Label(section.title, classes="help-title")
-                table: DataTable[str] = DataTable(show_cursor=False, zebra_stripes=True)
-                table.can_focus = False  # the page scrolls as one
-                if any(k.action_id for k in section.keys):
-                    table.add_columns("key", "does", Text("[keys] id"))  # Text: not read as markup
-                    table.add_rows((k.key, k.description, k.action_id) for k in section.keys)
-                else:
-                    table.add_columns("key", "does")
-                    table.add_rows((k.key, k.description) for k in section.keys)
-                yield table
+                yield Static(help_table(section), classes="help-table")
         yield Footer()
 
     def on_mount(self) -> None:
