@@ -6,7 +6,9 @@ from __future__ import annotations
 from mlxchat.engine import SlotSnapshot
 
 BAR_WIDTH = 12
-NO_SLOT_HELP = "it borrows an idle one when you send, and its history is prefilled again"
+NO_SLOT = "it borrows an idle one when you send"
+# Where a chat's history comes from when it gets a slot back: what it left parked or saved, else a prefill.
+COMES_BACK = "its history is read back where it is kept (parked, saved, in another slot), else prefilled again"
 AGAIN = "the conversation is prefilled again on its next turn"
 
 
@@ -16,9 +18,10 @@ def usage_bar(used: int, capacity: int, width: int) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-def idle(slot_id: int | None) -> str:
+def idle(slot_id: int | None, history: bool) -> str:
+    """The status line of a chat that is not answering; `history`: whether it has turns to come back to."""
     if slot_id is None:
-        return f"no slot · {NO_SLOT_HELP}"
+        return f"no slot · {NO_SLOT}" + (f"; {COMES_BACK}" if history else "")
     return f"slot {slot_id} · idle"
 
 
@@ -34,13 +37,13 @@ def slot_line(slot: SlotSnapshot) -> str:
 
 def slot_lent(before: int | None) -> str:
     """The status line of a chat whose slot went to another chat (more chats than slots)."""
-    return f"no slot · slot {before} went to another chat · {NO_SLOT_HELP}"
+    return f"no slot · slot {before} went to another chat · {NO_SLOT}; {COMES_BACK}"
 
 
 def seat_note(slot_id: int | None, before: int | None, kv_kept: bool) -> str:
     """The note in the conversation when the slots changed under the chat."""
     if slot_id is None:
-        return f"This chat has no slot now; its text is kept: {NO_SLOT_HELP}."
+        return f"This chat has no slot now; its text is kept: {NO_SLOT}, and {COMES_BACK}."
     if kv_kept:
         return f"Slot {slot_id} kept this chat's KV cache through the change of slots."
     if before is None:

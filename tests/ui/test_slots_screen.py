@@ -167,7 +167,9 @@ def test_fewer_slots_than_chats_asks_first_and_keeps_the_chats(tiny_model_dir: P
         assert len(app.session.engine.snapshot().slots) == 2
         assert [p.chat_title for p in app.chat_panes] == titles
         assert [p.slot_id for p in app.chat_panes] == [0, 1, None]
-        assert third.status_text.startswith("no slot · it borrows an idle one when you send")
+        # A chat with turns says where they come back from when it gets a slot again.
+        assert third.status_text == ("no slot · it borrows an idle one when you send; its history is read back "
+                                     "where it is kept (parked, saved, in another slot), else prefilled again")
         assert third.chat.messages[0].text == "Remember me"
         assert notes(third)[-1].startswith("This chat has no slot now; its text is kept")
         # Sending from a chat without a slot borrows the least recently used idle one: chat 1's.

@@ -100,7 +100,7 @@ class ChatPane(TabPane):
         yield SaveProblem(self.save)
         yield ChatInput(self.conversation.prompts, soft_wrap=True,
                         placeholder="Message · Enter sends · ctrl+j new line")
-        self.seat_line.idle(self.slot_id)
+        self.seat_line.idle(self.slot_id, bool(self.chat.messages))
         yield self.seat_line
 
     @property
@@ -324,7 +324,7 @@ class ChatPane(TabPane):
         conversation when the slots changed."""
         if event.slot is not None:
             await self._clear_queue_note()
-        self.seat_line.idle(self.slot_id)
+        self.seat_line.idle(self.slot_id, bool(self.chat.messages))
         if event.lent:
             if event.slot is None:
                 self.seat_line.lent(event.before)
@@ -356,7 +356,7 @@ class ChatPane(TabPane):
         streamed, self._reply = self._reply, None
         await self._clear_queue_note()
         await self._take_back(streamed)
-        self.seat_line.idle(self.slot_id)
+        self.seat_line.idle(self.slot_id, bool(self.chat.messages))
         self.request_id = None
 
     def show_slot(self, slot: SlotSnapshot) -> None:

@@ -26,8 +26,8 @@ class SeatLine(Static):
         # thread far more than drawing the line (a whole-screen layout per update).
         self.update(text, layout=False)
 
-    def idle(self, slot_id: int | None) -> None:
-        self.say(slot_words.idle(slot_id))
+    def idle(self, slot_id: int | None, history: bool) -> None:
+        self.say(slot_words.idle(slot_id, history))
 
     def slot(self, slot: SlotSnapshot) -> None:
         """The slot's state, how full its context is (as a bar) and its speed."""
