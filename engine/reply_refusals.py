@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.requests import Messages
+
 SHUT_DOWN = "the engine has been shut down"
 EMPTY = "there is nothing to answer: the chat is empty"
 
@@ -14,11 +17,13 @@ def still_answering(slot_id: int) -> str:
     return f"slot {slot_id} is still answering: stop its reply first"
 
 
-def does_not_fit(needed: int, slot_id: int, capacity: int, ctx_size: int, parallel: int) -> str:
-    return (
-        f"this message needs {needed} tokens of context but slot {slot_id} holds "
-        f"{capacity} ({ctx_size} / {parallel} slots): shorten it, start a new chat, or use fewer slots"
-    )
+def does_not_fit(needed: int, slot_id: int, capacity: int, plan: SlotPlan, messages: Messages | None) -> str:
+    """A chat with earlier turns is told that the conversation, not only its new message, is what does not fit."""
+    holds = f"slot {slot_id} holds {capacity} ({plan.ctx_size} / {plan.parallel} slots)"
+    if sum(m.get("role") == "user" for m in messages or []) > 1:
+        return (f"this chat needs {needed} tokens of context with its earlier turns, but {holds}: start a new chat "
+                "(or fork this one at an earlier message), or use fewer slots")
+    return f"this message needs {needed} tokens of context but {holds}: shorten it, start a new chat, or use fewer slots"
 
 
 def unrenderable(exc: Exception) -> str:

@@ -259,7 +259,7 @@ class SlotScheduler:
             return refuse(refusals.unrenderable(exc))
         capacity = self.store.capacity
         if len(prompt) + 1 > capacity:
-            return refuse(refusals.does_not_fit(len(prompt), slot.id, capacity, self.plan.ctx_size, self.plan.parallel))
+            return refuse(refusals.does_not_fit(len(prompt), slot.id, capacity, self.plan, messages))
         if not prompt:
             return refuse(refusals.EMPTY)
         # At least one prompt token must go through the model to give the first reply's logits.

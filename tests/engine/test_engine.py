@@ -115,8 +115,12 @@ def test_prompt_that_does_not_fit_is_refused(make_engine):
     engine = make_engine(parallel=8, ctx_size=512)  # 64 tokens per slot
     done = engine.submit(3, chat(" ".join(PROMPTS * 3))).result(30)
     assert done.refused and done.reason == "error"
-    assert "holds 64" in done.error and "fewer slots" in done.error
+    assert "holds 64" in done.error and "fewer slots" in done.error and "shorten it" in done.error
     assert engine.core.slots[3].history == []
+    # A conversation that outgrew its slot (fewer tokens per slot since): the history is what does not fit.
+    talk = [*chat(PROMPTS[0]), {"role": "assistant", "content": " ".join(PROMPTS * 2)}, *chat("And then?")]
+    done = engine.submit(3, talk).result(30)
+    assert done.refused and "with its earlier turns" in done.error and "shorten it" not in done.error
 
 
 def test_reply_stops_at_the_end_of_its_slot(make_engine):
