@@ -158,6 +158,14 @@ class Session:
         after = assign_slots([seat.slot for seat in seats], plan.parallel)
         return [seat.title for seat, slot in zip(seats, after) if slot is None and seat.slot is not None]
 
+    def outgrown(self, per_slot: int) -> list[tuple[str, int]]:
+        """(title, tokens) of each chat whose slot holds at least `per_slot` tokens: a slot of that size could not
+        take its next message."""
+        assert self.engine is not None
+        slots = self.engine.snapshot().slots
+        return [(seat.title, slots[seat.slot].used) for seat in self._seats.values()
+                if seat.slot is not None and seat.slot < len(slots) and slots[seat.slot].used >= per_slot]
+
     def busy_titles(self) -> list[str]:
         """The titles of the chats whose reply is being written (not those waiting in the queue)."""
         return [seat.title for seat in self._seats.values() if seat.request is not None and seat.pending is None]

@@ -236,3 +236,19 @@ def test_a_config_file_that_cannot_be_written_is_reported_not_raised(tiny_model_
         assert [s for m, s in shown if m.startswith(f"Not saved to {default_config_path()}")] == ["error"]
 
     run(make_app(tiny_model_dir), scenario)
+
+
+def test_sizes_that_an_open_chat_no_longer_fits_name_it_before_apply(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, "Hello there " * 40)
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        used = app.session.snapshot().slots[0].used
+        screen = await open_slots(app, pilot)
+        assert pane.chat_title not in text(screen, "#slots-warnings")
+        await type_total(pilot, screen, str(2 * (used - 10)))  # two slots, each 10 tokens short of the chat
+        warned = text(screen, "#slots-warnings")
+        assert f"“{pane.chat_title}” holds {used} tokens, more than a slot of {used - 10}" in warned
+        assert "its next message would be refused" in warned
+
+    run(make_app(tiny_model_dir, parallel=2, ctx_size=4096, per_slot_min=32, per_slot_floor=64), scenario)
