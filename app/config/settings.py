@@ -187,6 +187,9 @@ class Settings(BaseSettings):
     theme: str = Field("mlxchat-dark", min_length=1)
     """The colour theme of the interface."""
 
+    confirm_quit: bool = True
+    """Whether quitting while replies are being written asks first (what they wrote is kept either way)."""
+
     system_prompt: str = ""
     """The system message each new chat starts with (empty: none)."""
 

@@ -23,6 +23,7 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.chat_actions import ChatActions
 from mlxchat.app.ui.fan_outs import FanOuts
+from mlxchat.app.ui.leaving import ask_before_closing, ask_before_quitting
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.saved_chats import SavedChats
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
@@ -108,8 +109,7 @@ class ChatApp(App[int]):
         self.refresh_bindings()
 
     def on_plan_changed(self, event: PlanChanged | None = None) -> None:
-        """The model and the slot plan, under the title."""
-        assert self.session.plan is not None
+        assert self.session.plan is not None  # (the model and the slot plan, under the title)
         self.sub_title = f"{self.session.model_name} · {self.session.plan.summary}"
 
     @property
@@ -147,7 +147,7 @@ class ChatApp(App[int]):
     async def action_new_chat(self) -> None:
         """Opens a new chat with the configured system prompt and sampling."""
         await self.open_chat(Chat(None, model=self.session.model_name, system_prompt=self.settings.system_prompt,
-                                         sampling=self.sampling))
+                                  sampling=self.sampling))
 
     async def open_chat(self, chat: Chat, show: bool = True) -> ChatPane | None:
         """Opens `chat` in a new tab (shown, unless `show` is False), on a free slot if there is one: a chat
@@ -239,10 +239,10 @@ class ChatApp(App[int]):
             return
         self.show_chat(pane)
 
-    async def action_close_chat(self) -> None:
-        """Closes the shown chat and frees its slot (its reply, if any, is stopped)."""
+    def action_close_chat(self) -> None:
+        """Closes the shown chat and frees its slot, asking first when that loses a draft or stops a reply."""
         if self.active_chat is not None:
-            await self.close_chat(self.active_chat)
+            ask_before_closing(self, self.active_chat, self.close_chat)
 
     async def close_chat(self, pane: ChatPane) -> None:
         """Closes `pane` and frees its slot (its reply, if any, is stopped)."""
@@ -373,7 +373,10 @@ class ChatApp(App[int]):
         self.push_screen(HelpScreen(app_sections(self.settings.keys)))
 
     def action_quit(self) -> None:
-        """Quits, saving the replies being written; the exit status says whether start-up had failed."""
+        """Quits, asking first while replies are written (saved as they are); exit status 0, or start-up's failure."""
+        ask_before_quitting(self, self.chat_panes, self.settings.confirm_quit, self._quit)
+
+    def _quit(self) -> None:
         for pane in self.chat_panes:
             if pane.busy:
                 pane.save_reply("cancelled")
