@@ -389,7 +389,7 @@ class ChatApp(App[int]):
         # Nor from another chat shown in the grid: the focus went there after this tab was shown, and
         # it is on its way to make that chat the shown tab (two such moves in flight bounced the focus
         # between two chats for good).
-        typing_in = self._chat_of(self.focused)
+        typing_in = self._chat_of(self.focused) if self.screen_stack else None  # (none while the app closes)
         if isinstance(event.pane, ChatPane) and event.pane is self.active_chat and (
             typing_in is None or typing_in is event.pane or not typing_in.display
         ):
