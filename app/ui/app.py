@@ -24,6 +24,7 @@ from mlxchat.app.ui import keys
 from mlxchat.app.ui.chat_actions import ChatActions
 from mlxchat.app.ui.fan_outs import FanOuts
 from mlxchat.app.ui.leaving import ask_before_closing, ask_before_quitting
+from mlxchat.app.ui.palette import palette_commands
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.saved_chats import SavedChats
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
@@ -178,11 +179,6 @@ class ChatApp(App[int]):
         """Stops the shown chat's reply (what was written stays), or takes its queued message back."""
         if self.active_chat is not None:
             self.active_chat.stop_reply()
-
-    async def _on_shown_chat(self, action: str) -> None:
-        """Runs a chat's own action (scope "pane") on the chat shown, as its key would in it."""
-        if self.active_chat is not None:
-            await self.run_action(action, self.active_chat)
 
     def action_toggle_timings(self) -> None:
         """Shows or hides every reply's timings line, in every chat (and in chats opened later)."""
@@ -435,13 +431,7 @@ class ChatApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette: Textual's own commands plus every action of the key registry."""
         yield from super().get_system_commands(screen)
-        for action in keys.palette_actions():
-            runner = self._on_shown_chat if action.scope == "pane" else self.run_action  # a chat's own: the shown one
-            yield SystemCommand(action.description, action.help, partial(runner, action.action))
-        if screen is self.screen_stack[0]:
-            for number, pane in enumerate(self.chat_panes, 1):
-                yield SystemCommand(f"Go to {pane.chat_title}", f"Show the chat on slot {pane.slot_id}",
-                                    partial(self.action_goto_chat, number))
+        yield from palette_commands(self, screen)
 
     def on_unmount(self) -> None:
         self._frames.stop()

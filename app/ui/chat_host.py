@@ -28,6 +28,8 @@ class ChatHost(Protocol):
     post_message: Callable[..., bool]
     run_worker: Callable[..., Any]
     set_interval: Callable[..., Any]
+    run_action: Callable[..., Any]
+    screen_stack: list[Any]
 
     @property
     def chat_panes(self) -> list[ChatPane]: ...
@@ -50,3 +52,5 @@ class ChatHost(Protocol):
     def badge(self, pane: ChatPane) -> str: ...
 
     def record_open_chats(self) -> None: ...
+
+    def action_goto_chat(self, number: int) -> None: ...

@@ -21,7 +21,7 @@ def runs(command: SystemCommand) -> str | None:
     callback = command.callback
     if isinstance(callback, partial):
         name = callback.func.__name__
-        if name in ("run_action", "_on_shown_chat"):
+        if name in ("run_action", "on_shown_chat"):
             return str(callback.args[0])
         if name.startswith("action_"):
             return f"{name.removeprefix('action_')}({', '.join(map(repr, callback.args))})"
