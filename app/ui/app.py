@@ -32,6 +32,7 @@ from mlxchat.app.ui.screens.help import HelpScreen, app_sections
 from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from mlxchat.app.ui.screens.slots import SlotsScreen
+from mlxchat.app.ui.screens.too_small import TooSmallScreen, fit_to_terminal
 from mlxchat.app.ui.startup import Startup
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.footer import Footer
@@ -108,6 +109,7 @@ class ChatApp(App[int]):
         self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
         self.set_interval(STATUS_INTERVAL_S, self.startup.say_disk_notes)
         self.refresh_bindings()
+        fit_to_terminal(self, self.size)
 
     def on_plan_changed(self, event: PlanChanged | None = None) -> None:
         assert self.session.plan is not None  # (the model and the slot plan, under the title)
@@ -135,7 +137,10 @@ class ChatApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """An action runs where its scope in the registry says: a chat's on the chats' screen once the engine
-        runs, the slots' and inspector's over any screen; help anywhere but the loading screen."""
+        runs, the slots' and inspector's over any screen; help anywhere but the loading screen; over a terminal
+        too small, only quit."""
+        if isinstance(self.screen, TooSmallScreen):
+            return action == "quit"
         scope = keys.scope_of(action)
         if scope == "chat":
             return self.session.ready and len(self.screen_stack) == 1
@@ -432,6 +437,10 @@ class ChatApp(App[int]):
         """The palette: Textual's own commands plus every action of the key registry."""
         yield from super().get_system_commands(screen)
         yield from palette_commands(self, screen)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if not isinstance(self.screen, LoadingScreen):  # (its one box fits any terminal; checked once it goes)
+            fit_to_terminal(self, event.size)
 
     def on_unmount(self) -> None:
         self._frames.stop()

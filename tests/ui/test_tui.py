@@ -239,7 +239,7 @@ def test_help_lists_the_keys_as_remapped(tiny_model_dir: Path) -> None:
         scenario)
 
 
-@pytest.mark.parametrize("width", [60, 100, 160])
+@pytest.mark.parametrize("width", [80, 100, 160])
 def test_help_shows_every_id_and_whole_descriptions_at_every_width(tiny_model_dir: Path, width: int) -> None:
     """F1 gives each remappable action's [keys] id whole, on its key's line, and what it does wrapped, not cut."""
     from mlxchat.app.actions import ACTIONS
@@ -368,3 +368,26 @@ def test_a_stopped_reply_s_status_line_says_idle_while_another_chat_streams(endl
         hold.release()
 
     run(make_app(endless_model_dir, sampling={"max_tokens": 500}), scenario)
+
+
+def test_a_terminal_below_the_smallest_supported_says_so_until_it_grows(tiny_model_dir: Path) -> None:
+    from mlxchat.app.ui.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
+
+    async def main() -> None:
+        app = make_app(tiny_model_dir)
+        async with app.run_test(size=(60, 15)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, TooSmallScreen), "the one line")
+            await pilot.pause()
+            shown = str(app.screen.query_one("#too-small", Static).render())
+            assert shown == f"mlxchat needs {MIN_WIDTH}×{MIN_HEIGHT} or more (now 60×15) · ctrl+q quits"
+            await pilot.press("f2", "ctrl+n")  # nothing opens over it
+            assert isinstance(app.screen, TooSmallScreen) and len(app.chat_panes) == 1
+            await pilot.resize_terminal(MIN_WIDTH, MIN_HEIGHT)
+            await wait_for(pilot, lambda: not isinstance(app.screen, TooSmallScreen), "the chats again")
+            assert len(app.screen_stack) == 1 and app.focused is app.chat_panes[0].chat_input
+            await pilot.resize_terminal(MIN_WIDTH - 1, MIN_HEIGHT)
+            await wait_for(pilot, lambda: isinstance(app.screen, TooSmallScreen), "the line again")
+            await pilot.press("ctrl+q")
+            await wait_for(pilot, lambda: not app.is_running, "quit, from the one line")
+
+    asyncio.run(main())
