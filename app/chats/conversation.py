@@ -6,6 +6,7 @@ the Conversation owns the Chat, talks to the session for its replies and to the 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -140,6 +141,12 @@ class Conversation:
         if not self.chat.messages and self.chat.title == title_from(refused.text):
             self.chat.title = ""  # the title came from the message taken back
         self.chat.touch()
+        if not self.chat.messages and self.chat.id is not None and self.store is not None:
+            # Nothing of it is left: no empty chat stays in the chat list ("0 messages"); its next message saves it anew.
+            with contextlib.suppress(StoreWriteError):
+                self.store.delete(self.chat.id)
+                self.chat.id = None
+                return
         self.save()
 
     def drop_last_reply(self) -> None:
