@@ -251,6 +251,7 @@ def test_help_shows_every_id_and_whole_descriptions_at_every_width(tiny_model_di
         await pilot.press("f1")
         lines = help_lines(app.screen)  # type: ignore[arg-type]
         assert all(len(line.rstrip()) <= app.screen.size.width for line in lines)
+        assert any(line.split()[:5] == ["→", "/", "+", "/", "="] for line in lines)  # not right / plus / equals_sign
         words = " ".join(" ".join(lines).split())
         for action in ACTIONS:
             if action.description and action.help:
@@ -393,3 +394,14 @@ def test_a_terminal_below_the_smallest_supported_says_so_until_it_grows(tiny_mod
             await wait_for(pilot, lambda: not app.is_running, "quit, from the one line")
 
     asyncio.run(main())
+
+
+def test_an_empty_message_is_not_sent_and_says_why(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await pilot.press("space", "enter")
+        await pilot.pause()
+        assert pane.chat.messages == [] and not pane.busy
+        assert any("Nothing to send: the message box is empty." in str(n.message) for n in app._notifications)
+
+    run(make_app(tiny_model_dir), scenario)

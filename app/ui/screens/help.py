@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.keys import format_key
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, Static
 
@@ -41,6 +42,12 @@ def app_sections(keymap: Mapping[str, str]) -> list[HelpSection]:
     ]
 
 
+def _shown(key: str) -> str:
+    """A key as the help names it: a punctuation key as its character (`equals_sign` is "="), the rest by name."""
+    symbol = format_key(key)
+    return symbol if len(symbol) == 1 and not symbol.isalnum() else key
+
+
 def bindings_section(
     title: str,
     bindings: Sequence[BindingType],
@@ -58,7 +65,7 @@ def bindings_section(
             key = keymap.get(b.id, b.key) if b.id else b.key
             action_id = (b.id or "") if remappable else ""
             # make_bindings splits "a,b" into two bindings: their keys share one line again.
-            lines.setdefault((b.tooltip or b.description, action_id), []).append(key.replace(",", " / "))
+            lines.setdefault((b.tooltip or b.description, action_id), []).append(" / ".join(map(_shown, key.split(","))))
     return HelpSection(title, [KeyHelp(" / ".join(keys), *line) for line, keys in lines.items()])
 
 

@@ -192,6 +192,7 @@ class ChatPane(TabPane):
         the reply; False when there is nothing to send or the chat is still answering."""
         text = typed.strip()
         if not text:
+            self.notify("Nothing to send: the message box is empty.", severity="warning")
             return False
         if not self.turns_may_change():
             return False
