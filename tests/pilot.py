@@ -145,3 +145,14 @@ class HeldWhen:
 
     def release(self) -> None:
         self._release.set()
+
+
+async def two_replies_held(app: ChatApp, pilot: Pilot) -> tuple[ChatPane, ChatPane, HeldWhen]:
+    """Two chats (the second shown) whose replies are held half-written: the engine stops once both wrote two
+    tokens, until the returned hold is released."""
+    first, second = await open_second_chat(app, pilot)
+    hold = HeldWhen(app, lambda core: all(s.request and s.request.generated >= 2 for s in core.slots[:2]))
+    await submit(pilot, first, "Tell me about the terminal app")
+    await submit(pilot, second, "The quick brown fox")
+    await hold.held()
+    return first, second, hold

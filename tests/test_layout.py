@@ -171,7 +171,8 @@ def test_the_app_uses_only_the_engine_s_public_api() -> None:
             continue
         for node, _ in _walk(ast.parse(path.read_text()), True):
             if isinstance(node, ast.Import):
-                bad += [f"{name}:{node.lineno} imports {a.name}" for a in node.names if a.name.startswith("mlxchat.engine")]
+                bad += [f"{name}:{node.lineno} imports {a.name}" for a in node.names
+                        if a.name.startswith("mlxchat.engine")]
             elif (node.module or "").startswith("mlxchat.engine"):
                 if node.module != "mlxchat.engine":
                     bad.append(f"{name}:{node.lineno} imports from {node.module}")

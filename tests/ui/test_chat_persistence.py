@@ -228,4 +228,5 @@ def test_a_streaming_reply_is_due_for_saving_each_interval(tmp_path: Path, monke
     clock[0] += 0.01
     assert talk.save_due()
     talk.save_reply()
-    assert not talk.save_due() and store.load(talk.chat.id).messages[-1].text == "Hi"  # type: ignore[arg-type, union-attr]
+    saved = store.load(talk.chat.id)  # type: ignore[arg-type]
+    assert not talk.save_due() and saved is not None and saved.messages[-1].text == "Hi"

@@ -13,7 +13,7 @@ from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.inspector import REFRESH_S, InspectorScreen, SlotDetailScreen, SlotTable
 from mlxchat.app.ui.widgets.slot_rates import SlotRates, recent_rates
 from mlxchat.engine.events import EngineSnapshot, ParkedSnapshot, SamplingParams, SlotSnapshot
-from tests.pilot import HeldWhen, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
+from tests.pilot import HeldWhen, make_app, notes, ready, run, send, two_replies_held, wait_for
 
 
 def slots(app: ChatApp) -> tuple[SlotSnapshot, ...]:
@@ -37,14 +37,10 @@ async def open_inspector(app: ChatApp, pilot: Pilot) -> InspectorScreen:
 
 def test_navigate_cancel_one_reply_and_go_to_a_chat(endless_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        first, second = await open_second_chat(app, pilot)
+        # Held with both replies half-written: the keys meet the slots in a known state, on any machine.
+        first, second, hold = await two_replies_held(app, pilot)
         screen = await open_inspector(app, pilot)
         table = screen.query_one(SlotTable)
-        # Held with both replies half-written: the keys meet the slots in a known state, on any machine.
-        hold = HeldWhen(app, lambda core: all(s.request and s.request.generated >= 2 for s in core.slots[:2]))
-        await submit(pilot, first, "Tell me about the terminal app")
-        await submit(pilot, second, "The quick brown fox")
-        await hold.held()
         await wait_for(pilot, lambda: states_shown(screen) == ["decoding", "decoding", "idle"], "two slots decoding")
         # A chat is named after its first message (the store's titles), once it is sent: the slot takes the
         # name when the app has handled the chat's Retitled and the engine the bind, a refresh or two later.
@@ -219,11 +215,7 @@ def test_inspector_with_several_slots_busy(ascii_model_dir: Path, snap_compare: 
 
 def test_keys_stop_and_clear_slots_and_the_rows_follow_a_repartition(endless_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        first, second = await open_second_chat(app, pilot)
-        hold = HeldWhen(app, lambda core: all(s.request and s.request.generated >= 2 for s in core.slots[:2]))
-        await submit(pilot, first, "Tell me about the terminal app")
-        await submit(pilot, second, "The quick brown fox")
-        await hold.held()
+        first, second, hold = await two_replies_held(app, pilot)
         screen = await open_inspector(app, pilot)
         table = screen.query_one(SlotTable)
         await wait_for(pilot, lambda: states_shown(screen) == ["decoding", "decoding", "idle", "idle"], "the rows")

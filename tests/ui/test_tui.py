@@ -26,7 +26,9 @@ from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.screens.loading import LoadingScreen
-from tests.pilot import HeldWhen, make_app, notes, open_second_chat, ready, run, send, submit, wait_for
+from tests.pilot import (
+    HeldWhen, make_app, notes, open_second_chat, ready, run, send, submit, two_replies_held, wait_for,
+)
 
 
 def test_opens_with_one_focused_chat(tiny_model_dir: Path) -> None:
@@ -353,11 +355,7 @@ def test_a_stopped_reply_s_status_line_says_idle_while_another_chat_streams(endl
     """The status line and the tab follow a chat's own change of state at once, whatever the other chats do."""
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        first, second = await open_second_chat(app, pilot)
-        hold = HeldWhen(app, lambda core: all(s.request and s.request.generated >= 2 for s in core.slots[:2]))
-        await submit(pilot, first, "Tell me about the terminal app")
-        await submit(pilot, second, "The quick brown fox")
-        await hold.held()
+        first, second, hold = await two_replies_held(app, pilot)
         assert app.active_chat is second
         await pilot.press("escape")  # stops the second chat's reply, in view; the first streams on, out of view
         hold.release()
