@@ -57,6 +57,7 @@ class Chat:
     messages: list[ChatMessage] = field(default_factory=list)
     created: str = field(default_factory=now)
     updated: str = ""
+    draft: str = ""  # what its message box held, unsent, when mlxchat last quit
     saved: bool = False  # whether the chats row holds the fields above
 
     def __post_init__(self) -> None:

@@ -122,7 +122,8 @@ class Conversation:
             old = fork(self.chat, len(self.chat.messages), BEFORE_EDIT_SUFFIX)
             try:
                 self.store.save(old)
-                said = (f"The conversation before the edit is kept as “{old.title}” in the chat list.", "information")
+                said = (f"The conversation before the edit is kept as “{old.title}” in the chat list.",
+                        "information")
             except StoreWriteError as exc:
                 said = (f"The conversation before the edit could not be kept: {exc}", "error")
         del self.chat.messages[self.edit_from :]
@@ -133,7 +134,15 @@ class Conversation:
     def add_message(self, text: str) -> None:
         """Adds the user's message, saved at once: a crash from here on never loses what the user wrote."""
         self.chat.add("user", text)
+        self.chat.draft = ""  # (sent: no longer a draft)
         self.save()
+
+    def keep_draft(self, text: str) -> None:
+        """Keeps what the message box holds, unsent, for the next launch (a saved chat's; best effort, at quit)."""
+        if self.store is not None and self.chat.id is not None and text != self.chat.draft:
+            with contextlib.suppress(StoreWriteError):
+                self.store.save_draft(self.chat.id, text)
+                self.chat.draft = text
 
     def take_back(self) -> None:
         """Removes the message just sent (the engine refused it, or it left the queue), and a title it gave."""
@@ -142,7 +151,8 @@ class Conversation:
             self.chat.title = ""  # the title came from the message taken back
         self.chat.touch()
         if not self.chat.messages and self.chat.id is not None and self.store is not None:
-            # Nothing of it is left: no empty chat stays in the chat list ("0 messages"); its next message saves it anew.
+            # Nothing of it is left: no empty chat stays in the chat list ("0 messages"); its next message
+            # saves it anew.
             with contextlib.suppress(StoreWriteError):
                 self.store.delete(self.chat.id)
                 self.chat.id = None

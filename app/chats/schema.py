@@ -78,6 +78,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE messages ADD COLUMN ttft_ms REAL",
         "ALTER TABLE messages ADD COLUMN decode_tok_s REAL",
     ),
+    # 5: what a chat's message box held, unsent, when mlxchat quit.
+    ("ALTER TABLE chats ADD COLUMN draft TEXT NOT NULL DEFAULT ''",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

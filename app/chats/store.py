@@ -103,18 +103,18 @@ class ChatStore(TabLeases, ChatSearch):
         """Writes what of `chat` is unsaved (its row, new or changed messages) and drops deleted turns."""
         with self._write() as db:
             row = (chat.title, chat.created, chat.updated, chat.model, chat.system_prompt,
-                   *_sampling_row(chat.sampling))
+                   *_sampling_row(chat.sampling), chat.draft)
             chat_id = chat.id
             if chat_id is None:
                 chat_id = db.execute(
                     "INSERT INTO chats (title, created, updated, model, system_prompt,"
-                    " temperature, top_p, top_k, max_tokens, seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " temperature, top_p, top_k, max_tokens, seed, draft) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     row,
                 ).lastrowid
             elif not chat.saved:
                 db.execute(
                     "UPDATE chats SET title = ?, created = ?, updated = ?, model = ?, system_prompt = ?,"
-                    " temperature = ?, top_p = ?, top_k = ?, max_tokens = ?, seed = ? WHERE id = ?",
+                    " temperature = ?, top_p = ?, top_k = ?, max_tokens = ?, seed = ?, draft = ? WHERE id = ?",
                     (*row, chat_id),
                 )
             # Turns removed in memory (regenerate, edit and resend) go from the database too.
@@ -134,6 +134,11 @@ class ChatStore(TabLeases, ChatSearch):
         with self._write() as db:
             db.execute("UPDATE chats SET title = ? WHERE id = ?", (title, chat_id))
 
+    def save_draft(self, chat_id: int, draft: str) -> None:
+        """Keeps what chat `chat_id`'s message box holds (not a change of the chat: its `updated` stays)."""
+        with self._write() as db:
+            db.execute("UPDATE chats SET draft = ? WHERE id = ?", (draft, chat_id))
+
     def delete(self, chat_id: int) -> None:
         """Deletes a chat and its messages."""
         with self._write() as db:
@@ -147,7 +152,7 @@ class ChatStore(TabLeases, ChatSearch):
         return None if row is None else self._chat(row)
 
     def _chat(self, row: tuple) -> Chat:
-        chat_id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed = row
+        chat_id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed, draft = row
         messages = [
             ChatMessage(**dict(zip(MESSAGE_COLUMNS, values)), saved=True)
             for values in self._db.execute(
@@ -156,10 +161,10 @@ class ChatStore(TabLeases, ChatSearch):
         ]
         sampling = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens,
                                   seed=seed)
-        return Chat(chat_id, title, model, system_prompt, sampling, messages, created, updated, saved=True)
+        return Chat(chat_id, title, model, system_prompt, sampling, messages, created, updated, draft, saved=True)
 
 
-_CHAT_COLUMNS = "id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed"
+_CHAT_COLUMNS = "id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed, draft"
 
 
 def _sampling_row(s: SamplingParams) -> tuple[float, float, int, int, int | None]:

@@ -379,6 +379,7 @@ class ChatApp(App[int]):
 
     def _quit(self) -> None:
         for pane in self.chat_panes:
+            pane.conversation.keep_draft(pane.chat_input.text)
             if pane.busy:
                 pane.save_reply("cancelled")
         self.record_open_chats()

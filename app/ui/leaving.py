@@ -16,7 +16,8 @@ def close_losses(pane: ChatPane) -> list[str]:
     losses = []
     words = len(pane.chat_input.text.split())
     if words:
-        losses.append(f"its message box holds an unsent draft of {words} word{'s' if words != 1 else ''}, which is lost")
+        plural = "s" if words != 1 else ""
+        losses.append(f"its message box holds an unsent draft of {words} word{plural}, which is lost")
     if pane.busy:
         losses.append("its reply is still being written: it stops, and what it wrote is kept")
     return losses

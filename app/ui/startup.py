@@ -37,7 +37,8 @@ class Startup:
 
     def load(self, screen: LoadingScreen) -> None:
         """Starts the engine off the UI thread, its progress shown on `screen`."""
-        self.app.run_worker(partial(self._load, screen), thread=True, exclusive=True, exit_on_error=False, group="start")
+        self.app.run_worker(partial(self._load, screen), thread=True, exclusive=True, exit_on_error=False,
+                            group="start")
 
     def _load(self, screen: LoadingScreen) -> None:
         """Loads the model and starts the engine (on the worker thread), reporting through messages."""

@@ -230,3 +230,28 @@ def test_a_streaming_reply_is_due_for_saving_each_interval(tmp_path: Path, monke
     talk.save_reply()
     saved = store.load(talk.chat.id)  # type: ignore[arg-type]
     assert not talk.save_due() and saved is not None and saved.messages[-1].text == "Hi"
+
+
+def test_a_draft_is_kept_across_a_restart_until_it_is_sent(tiny_model_dir: Path) -> None:
+    async def write_and_quit(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, "Hello there")
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        await pilot.press(*"half a thought")
+        await pilot.press("ctrl+q")
+
+    async def finds_the_draft_and_sends_it(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await wait_for(pilot, lambda: bool(pane.chat.messages), "the chat reopened")
+        assert pane.chat_input.text == "half a thought"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(pane.chat.messages) == 4 and not pane.busy, "the draft sent, and its reply")
+        await pilot.press("ctrl+q")
+
+    async def finds_no_draft(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await wait_for(pilot, lambda: bool(pane.chat.messages), "the chat reopened")
+        assert pane.chat_input.text == "" and pane.chat.messages[2].text == "half a thought"
+
+    for scenario in (write_and_quit, finds_the_draft_and_sends_it, finds_no_draft):
+        run(make_app(tiny_model_dir), scenario)

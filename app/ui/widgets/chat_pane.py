@@ -98,7 +98,7 @@ class ChatPane(TabPane):
     def compose(self) -> ComposeResult:
         yield ConversationView(self.chat)
         yield SaveProblem(self.save)
-        yield ChatInput(self.conversation.prompts, soft_wrap=True,
+        yield ChatInput(self.conversation.prompts, text=self.chat.draft, soft_wrap=True,
                         placeholder="Message · Enter sends · ctrl+j new line")
         self.seat_line.idle(self.slot_id, bool(self.chat.messages))
         yield self.seat_line
