@@ -23,7 +23,8 @@ def does_not_fit(needed: int, slot_id: int, capacity: int, plan: SlotPlan, messa
     if sum(m.get("role") == "user" for m in messages or []) > 1:
         return (f"this chat needs {needed} tokens of context with its earlier turns, but {holds}: start a new chat "
                 "(or fork this one at an earlier message), or use fewer slots")
-    return f"this message needs {needed} tokens of context but {holds}: shorten it, start a new chat, or use fewer slots"
+    return (f"this message needs {needed} tokens of context but {holds}: shorten it, start a new chat, "
+            "or use fewer slots")
 
 
 def unrenderable(exc: Exception) -> str:

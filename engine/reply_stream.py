@@ -25,10 +25,10 @@ class ReplyStream:
 
         `next_pass`: the token is already the slot's input in the pass in flight.
         """
-        r = slot.request
+        r, store = slot.request, self._store()
         assert r is not None
         try:
-            if not self._accept(slot, r, token, room=next_pass or self._store().lengths[slot.id] < self._store().capacity):
+            if not self._accept(slot, r, token, room=next_pass or store.lengths[slot.id] < store.capacity):
                 return False
         except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
             self.finish(slot, "error", f"{type(exc).__name__}: {exc}")

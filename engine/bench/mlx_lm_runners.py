@@ -27,14 +27,13 @@ def _no_eos(eos_token_ids: Sequence[int]) -> Callable[[Any, Any], Any]:
     return process
 
 
-def _sampler(workload: Workload, trace: RunTrace) -> Callable[[Any], Any]:
-    """mlx-lm's own sampler for the workload's temperature, top_p and top_k (greedy at temperature 0), said
-    in the run's trace."""
+def _sampler(workload: Workload) -> tuple[Callable[[Any], Any], str]:
+    """mlx-lm's own sampler for the workload's temperature, top_p and top_k (greedy at temperature 0), and how
+    it samples in words, for the run's trace."""
     from mlx_lm.sample_utils import make_sampler
 
     s = workload.sampling
-    trace.sampling = describe_sampling(s)
-    return make_sampler(temp=s.temperature, top_p=s.top_p, top_k=s.top_k)
+    return make_sampler(temp=s.temperature, top_p=s.top_p, top_k=s.top_k), describe_sampling(s)
 
 
 @runner("mlx-lm-sequential")
@@ -43,10 +42,10 @@ def _mlx_lm_sequential(loaded: LoadedModel, workload: Workload) -> RunTrace:
     from mlx_lm.generate import stream_generate
     from mlx_lm.models.cache import make_prompt_cache
 
-    trace = RunTrace(time.perf_counter())
-    sampler = _sampler(workload, trace)
+    sampler, how = _sampler(workload)
     no_eos = _no_eos(loaded.tokenizer.eos_token_ids)
     model = reference.model(loaded)
+    trace = RunTrace(time.perf_counter(), sampling=how)
     for prompt in workload.prompts:
         cache = make_prompt_cache(model)
         with trace.stream(len(prompt)) as stream:
@@ -70,17 +69,17 @@ def _mlx_lm_batch(loaded: LoadedModel, workload: Workload) -> RunTrace:
     """mlx-lm's BatchGenerator (continuous batching over a left-padded KV cache), all streams at once."""
     from mlx_lm.generate import BatchGenerator
 
+    sampler, how = _sampler(workload)
     # No stop tokens: every stream decodes exactly max_tokens, as the other engines do.
-    trace = RunTrace(time.perf_counter())
     gen = BatchGenerator(
         reference.model(loaded),
         max_tokens=workload.max_tokens,
         stop_tokens=[],
         completion_batch_size=workload.slots,
         prefill_batch_size=workload.slots,
-        sampler=_sampler(workload, trace),
+        sampler=sampler,
     )
-    trace.started = time.perf_counter()
+    trace = RunTrace(time.perf_counter(), sampling=how)
     uids = gen.insert([list(p) for p in workload.prompts])
     streams = {uid: StreamTrace(len(p), trace.started) for uid, p in zip(uids, workload.prompts)}
     trace.streams.extend(streams.values())

@@ -44,7 +44,8 @@ class SlotKVStore:
         cache = model.make_cache() if hasattr(model, "make_cache") else None
         layers = cache if cache is not None else len(model.layers)
         shares_kv = cache is not None and len(cache) < len(model.layers)
-        return cls(n_slots, capacity, layers, array_masks=shares_kv or not per_slot_dispatch, mask_rank=_mask_rank(model))
+        return cls(n_slots, capacity, layers, array_masks=shares_kv or not per_slot_dispatch,
+                   mask_rank=_mask_rank(model))
 
     @property
     def arrays(self) -> list[Any]:

@@ -45,10 +45,9 @@ def model_type(model: Any) -> str:
 
 def layer_kinds(model: Any) -> list[str]:
     """The mlx-lm cache class of each layer (what `model.make_cache()` gives); raises UnsupportedFamily."""
-    if model_type(model) in REFUSED_FAMILIES:
-        raise UnsupportedFamily(
-            f"model type '{model_type(model)}' is not supported by mlxchat's engine: {REFUSED_FAMILIES[model_type(model)]}"
-        )
+    refused = REFUSED_FAMILIES.get(model_type(model))
+    if refused:
+        raise UnsupportedFamily(f"model type '{model_type(model)}' is not supported by mlxchat's engine: {refused}")
     try:
         cache = model.make_cache() if hasattr(model, "make_cache") else None
     except Exception as exc:  # a model that cannot even say what it caches cannot be run here

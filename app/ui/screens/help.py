@@ -65,7 +65,8 @@ def bindings_section(
             key = keymap.get(b.id, b.key) if b.id else b.key
             action_id = (b.id or "") if remappable else ""
             # make_bindings splits "a,b" into two bindings: their keys share one line again.
-            lines.setdefault((b.tooltip or b.description, action_id), []).append(" / ".join(map(_shown, key.split(","))))
+            shown = " / ".join(map(_shown, key.split(",")))
+            lines.setdefault((b.tooltip or b.description, action_id), []).append(shown)
     return HelpSection(title, [KeyHelp(" / ".join(keys), *line) for line, keys in lines.items()])
 
 

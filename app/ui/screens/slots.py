@@ -127,8 +127,8 @@ class SlotsScreen(AppModalScreen[None]):
             + (fmt(available.available_bytes) if available.available_bytes is not None else "unknown")
             + (f" of {fmt(available.total_bytes)}" if available.total_bytes is not None else "")
         )
-        outgrown = [f"“{title}” holds {tokens} tokens, more than a slot of {plan.per_slot}: its next message would be "
-                    "refused (start a new chat, or fork it at an earlier message)"
+        outgrown = [f"“{title}” holds {tokens} tokens, more than a slot of {plan.per_slot}: its next message "
+                    "would be refused (start a new chat, or fork it at an earlier message)"
                     for title, tokens in self._session.outgrown(plan.per_slot)] if plan else []
         self._show_lines("#slots-warnings", "⚠ ", [*(evaluated.warnings if evaluated else ()), *outgrown])
         self._show_lines("#slots-errors", "✖ ", errors)

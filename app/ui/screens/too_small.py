@@ -22,8 +22,12 @@ class TooSmallScreen(Screen[None]):
 
     CSS_PATH = "too_small.tcss"
 
+    def __init__(self, size: Size) -> None:
+        super().__init__()
+        self._size = size
+
     def compose(self) -> ComposeResult:
-        yield Static(id="too-small", markup=False)
+        yield Static(too_small_words(self._size), id="too-small", markup=False)
 
     def show(self, size: Size) -> None:
         self.query_one("#too-small", Static).update(too_small_words(size))
@@ -34,9 +38,7 @@ def fit_to_terminal(app: App[int], size: Size) -> None:
     small = size.width < MIN_WIDTH or size.height < MIN_HEIGHT
     shown = isinstance(app.screen, TooSmallScreen)
     if small and not shown:
-        screen = TooSmallScreen()
-        app.push_screen(screen, lambda _: None)
-        app.call_after_refresh(screen.show, size)
+        app.push_screen(TooSmallScreen(size))
     elif small:
         app.screen.show(size)  # type: ignore[attr-defined]
     elif shown:
