@@ -59,7 +59,10 @@ class ChatEngine(Protocol):
         ...
 
 
-def render(tokenizer: Any, messages: Messages) -> list[int]:
-    """A chat's tokens as the model's chat template writes them, ready for its reply."""
-    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
+def render(tokenizer: Any, messages: Messages, thinking: bool = True) -> list[int]:
+    """A chat's tokens as the model's chat template writes them, ready for its reply. `thinking` False turns the
+    template's thinking switch off (mlx-lm passes it under the name the template knows; on, it is mlx-lm's
+    default: the switch is on where the model marks reasoning)."""
+    off = {} if thinking else {"enable_thinking": False}
+    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, **off)
     return list(ids["input_ids"] if isinstance(ids, dict) else ids)

@@ -7,6 +7,7 @@ from typing import Literal
 
 SlotState = Literal["idle", "prefill", "decoding"]
 FinishReason = Literal["stop", "length", "context", "cancelled", "error"]
+Part = Literal["answer", "reasoning", "tool"]  # which part of a reply a text is (engine.reasoning)
 
 
 @dataclass(frozen=True)
@@ -19,16 +20,19 @@ class SamplingParams:
     max_tokens: int = 512
     seed: int | None = None
     ignore_eos: bool = False  # as llama-server's: decode to max_tokens (benchmarks, tests)
+    thinking: bool = True  # the chat template's thinking switch (enable_thinking), for models that have one
+    reasoning_budget: int | None = None  # reasoning tokens before the engine ends the reasoning (None: no cap)
 
 
 @dataclass(frozen=True)
 class TextDelta:
-    """New reply text for one request (always whole UTF-8 characters)."""
+    """New reply text for one request (always whole UTF-8 characters), and the part of the reply it is."""
 
     request_id: int
     slot_id: int
     text: str
     tokens: int = 1  # generated tokens this text covers (a character can span several)
+    part: Part = "answer"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class RequestStats:
     restored_from: str | None = None
     # Why a history this prompt continues was prefilled again: its parked KV was evicted or never kept.
     lost: str | None = None
+    reasoning_tokens: int = 0  # of generated_tokens, those the reply reasoned with (its markers not counted)
+    reasoning_s: float = 0.0  # from its first reasoning token to the one that ended its reasoning
 
     @property
     def cached_from(self) -> str | None:
@@ -62,7 +68,8 @@ class RequestStats:
 
 @dataclass(frozen=True)
 class Done:
-    """The end of a request: why it ended, the whole reply, its stats, and an error message if any.
+    """The end of a request: why it ended, the whole reply (its answer, and its reasoning apart), its stats,
+    and an error message if any.
 
     `refused` marks a request that was never started (e.g. a prompt that does not fit the slot).
     """
@@ -74,6 +81,7 @@ class Done:
     stats: RequestStats = field(default_factory=RequestStats)
     error: str | None = None
     refused: bool = False
+    reasoning: str = ""
 
 
 Event = TextDelta | Done
@@ -97,6 +105,7 @@ class SlotSnapshot:
     kv_bytes_used: int
     label: str | None
     refilled_tokens: int = 0  # the current (or last) request's, see RequestStats
+    reasoning_tokens: int | None = None  # while the reply reasons: its reasoning tokens so far, else None
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from mlxchat.engine.events import Done, FinishReason, RequestStats, TextDelta
+from mlxchat.engine.events import Done, FinishReason, Part, RequestStats, SamplingParams, TextDelta
 from mlxchat.engine.requests import deliver
 from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.reasoning import ReasoningFormat, ReplySplit
 from mlxchat.engine.slots import Request, Slot
 
 
@@ -18,18 +19,29 @@ class ReplyStream:
 
     def __init__(self, tokenizer: Any, store: Callable[[], SlotKVStore]) -> None:
         self.tokenizer = tokenizer
+        self.format = ReasoningFormat(tokenizer)
         self._store = store
+
+    def split(self, prompt: list[int], sampling: SamplingParams) -> ReplySplit:
+        """The splitter of a reply to `prompt` into its parts."""
+        return self.format.split(prompt, sampling.reasoning_budget)
 
     def take(self, slot: Slot, token: int, next_pass: bool) -> bool:
         """Takes a sampled token; True if the reply goes on with it as its next input.
 
-        `next_pass`: the token is already the slot's input in the pass in flight.
+        `next_pass`: the token is already the slot's input in the pass in flight. Where the reply's reasoning
+        has spent its budget, the tokens that end it are taken in place of the sampled ones (and the scheduler
+        feeds them: `Request.forced`), as llama.cpp's --reasoning-budget does.
         """
         r, store = slot.request, self._store()
         assert r is not None
+        self._force_end(r)
+        forced = bool(r.forced)
+        token = r.forced.pop(0) if forced else token
         try:
-            if not self._accept(slot, r, token, room=next_pass or store.lengths[slot.id] < store.capacity):
+            if not self._accept(slot, r, token, next_pass or store.lengths[slot.id] < store.capacity, not forced):
                 return False
+            self._force_end(r)
         except Exception as exc:  # one slot's failure (e.g. its event callback) ends only that slot
             self.finish(slot, "error", f"{type(exc).__name__}: {exc}")
             return False
@@ -39,7 +51,12 @@ class ReplyStream:
             r.next_input = token
         return True
 
-    def _accept(self, slot: Slot, r: Request, token: int, room: bool) -> bool:
+    def _force_end(self, r: Request) -> None:
+        if r.split.spent and not r.forced:
+            r.split.budget = None  # (once: a reply that reasons again later is not cut again)
+            r.forced = list(self.format.end_tokens)
+
+    def _accept(self, slot: Slot, r: Request, token: int, room: bool, counted: bool) -> bool:
         """Streams a sampled token; ends the reply on a stop token or a limit (False), else True."""
         now = time.perf_counter()
         r.t_first = r.t_first or now
@@ -50,7 +67,7 @@ class ReplyStream:
         r.generated += 1
         r.unreported += 1
         r.detokenizer.add_token(token)
-        self._emit(slot, r.detokenizer.last_segment)
+        self._emit(slot, r.split.take(r.detokenizer.last_segment, now, counted))
         if r.generated >= r.sampling.max_tokens:
             self.finish(slot, "length")
             return False
@@ -59,19 +76,21 @@ class ReplyStream:
             return False
         return True
 
-    def _emit(self, slot: Slot, text: str) -> None:
+    def _emit(self, slot: Slot, parts: list[tuple[Part, str]], quiet: bool = False) -> None:
+        """Sends a token's text, part by part (the first carries the tokens not reported yet)."""
         r = slot.request
-        if text and r:
-            r.text.append(text)
-            delta = TextDelta(r.id, slot.id, text, r.unreported)
+        assert r is not None
+        for part, text in parts:
+            if part != "reasoning":
+                r.text.append(text)
+            delta = TextDelta(r.id, slot.id, text, r.unreported, part)
             r.unreported = 0
-            deliver(r.handle, r.on_event, delta)
+            deliver(r.handle, r.on_event, delta, quiet=quiet)
 
     def finish(self, slot: Slot, reason: FinishReason, error: str | None = None) -> None:
         r = slot.request
         if r is None:
             return
-        slot.request = None
         if r.pending:  # a prefill cut short leaves only the tokens that were stored
             slot.rollback(self._store(), len(slot.history))
         tail = ""
@@ -80,9 +99,8 @@ class ReplyStream:
             tail = r.detokenizer.last_segment
         except Exception:  # a broken detokenizer must not keep the request from ending
             pass
-        if tail:
-            r.text.append(tail)
-            deliver(r.handle, r.on_event, TextDelta(r.id, slot.id, tail, r.unreported), quiet=True)
+        self._emit(slot, r.split.take(tail, r.t_last or 0.0, counted=False) + r.split.flush(), quiet=True)
+        slot.request = None
         slot.last_tok_s = r.decode_tok_s()
         slot.last_refilled = r.refilled
         stats = RequestStats(
@@ -95,5 +113,8 @@ class ReplyStream:
             decode_tok_s=slot.last_tok_s,
             restored_from=r.restored_from,
             lost=r.lost,
+            reasoning_tokens=r.split.reasoning_tokens,
+            reasoning_s=r.split.reasoning_s,
         )
-        deliver(r.handle, r.on_event, Done(r.id, slot.id, reason, "".join(r.text), stats, error))
+        reasoning = "".join(r.split.reasoning_text)
+        deliver(r.handle, r.on_event, Done(r.id, slot.id, reason, "".join(r.text), stats, error, reasoning=reasoning))

@@ -254,7 +254,7 @@ class SlotScheduler:
         if slot.request is not None:
             return refuse(refusals.still_answering(slot.id))
         try:
-            prompt = list(tokens) if tokens is not None else render(self.tokenizer, messages or [])
+            prompt = list(tokens) if tokens is not None else render(self.tokenizer, messages or [], sampling.thinking)
         except Exception as exc:  # a template that rejects the chat is this request's problem only
             return refuse(refusals.unrenderable(exc))
         capacity = self.store.capacity
@@ -281,6 +281,7 @@ class SlotScheduler:
             sampler=SlotSampler(sampling),
             detokenizer=self.tokenizer.detokenizer,
             on_event=on_event,
+            split=self.replies.split(prompt, sampling),
             cached=cached,
             refilled=max(0, common - cached),
             pending=prompt[cached:],
@@ -374,8 +375,8 @@ class SlotScheduler:
         if previous is not None:
             for i, (s, r) in enumerate(previous.rows):
                 if s.request is r and self._continues(r) and self.store.lengths[s.id] + 1 <= self.store.capacity:
-                    rows.append((s, r))
-                    inputs.append(previous.tokens[i])
+                    rows.append((s, r))  # (a reply whose reasoning ends at its budget is fed its end marker)
+                    inputs.append(mx.array(r.forced[0]) if r.forced else previous.tokens[i])
         for s in self.slots:
             r = s.request
             if r is not None and r.next_input is not None:

@@ -13,6 +13,7 @@ from mlxchat.engine.sampling import SlotSampler
 
 if TYPE_CHECKING:
     from mlxchat.engine.kv.slot_store import SlotKVStore
+    from mlxchat.engine.reasoning import ReplySplit
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Request:
     sampler: SlotSampler
     detokenizer: Any
     on_event: Callable[[Event], None] | None
+    split: ReplySplit  # which part of the reply its text is, and its reasoning's count
     cached: int = 0
     refilled: int = 0  # prompt tokens the slot held but had to prefill again (a window or state cannot roll back)
     pending: list[int] = field(default_factory=list)
@@ -34,7 +36,9 @@ class Request:
     next_input: int | None = None
     generated: int = 0
     unreported: int = 0  # generated tokens whose text has not been sent yet
-    text: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)  # its answer (and tool calls), not its reasoning
+    # Tokens the engine feeds in place of the model's next ones (the end of reasoning, its budget spent).
+    forced: list[int] = field(default_factory=list)
     cancelled: bool = False
     t_submit: float = field(default_factory=time.perf_counter)
     t_first: float | None = None

@@ -53,6 +53,7 @@ def engine_snapshot(
                 kv_bytes_allocated=store.nbytes // store.n_slots,
                 kv_bytes_used=store.bytes_used(s.id) if s.id < store.n_slots else 0,
                 label=s.label,
+                reasoning_tokens=r.split.reasoning_tokens if r and r.split.reasoning else None,
             )
         )
     active, peak = memory

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,3 +114,18 @@ def endless_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFac
     from tests.servers import endless_model
 
     return endless_model(tiny_model_dir, tmp_path_factory.mktemp("endless") / "tiny-endless")
+
+
+@pytest.fixture(scope="session")
+def reasoning_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The tiny reasoning model of a style (tests/tiny_reasoning.py), built once per run."""
+    from tests.tiny_reasoning import build_reasoning_model
+
+    built: dict[str, Path] = {}
+
+    def folder(style: str) -> Path:
+        if style not in built:
+            built[style] = build_reasoning_model(tmp_path_factory.mktemp(f"reasoning-{style}") / style, style)
+        return built[style]
+
+    return folder

@@ -76,7 +76,7 @@ def build_tiny_model(path: Path, seed: int = 0, vocab_size: int = 384, ascii_onl
     return path
 
 
-def write_tokenizer(path: Path, tok, config: dict) -> None:
+def write_tokenizer(path: Path, tok, config: dict, chat_template: str = CHAT_TEMPLATE) -> None:
     """Writes config.json and the tokenizer files (chat template included) of a model folder."""
     tok.save(str(path / "tokenizer.json"))
     (path / "config.json").write_text(json.dumps(config, indent=2))
@@ -88,7 +88,7 @@ def write_tokenizer(path: Path, tok, config: dict) -> None:
                 "eos_token": "<|im_end|>",
                 "pad_token": "<|endoftext|>",
                 "unk_token": "<|endoftext|>",
-                "chat_template": CHAT_TEMPLATE,
+                "chat_template": chat_template,
                 "model_max_length": config.get("max_position_embeddings", 4096),
             },
             indent=2,

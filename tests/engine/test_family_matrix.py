@@ -10,7 +10,6 @@ A family the engine refuses must be refused at load, naming what is missing.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from mlxchat.engine.events import SamplingParams
 from tests.engine.test_families import alone
 from tests.family_outcomes import NOT_TINY as NOT_TINY_LISTED
 from tests.family_outcomes import REFUSED_AT_LOAD
+from tests.started import start_as_the_app
 from tests.tiny_configs import NotTiny, is_model_module, model_modules, tiny_config
 
 PROMPTS = [[(7 * i + 3 * j) % 250 + 1 for j in range(n)] for i, n in enumerate((5, 13, 34))]
@@ -55,33 +55,6 @@ def save(config: dict[str, Any], path: Path) -> Path:
     write_tokenizer(path, tok, dict(config, eos_token_id=tok.token_to_id("<|im_end|>")))
     mx.save_safetensors(str(path / "model.safetensors"), dict(tree_flatten(build(config, scale=2.0).parameters())))
     return path
-
-
-def start_as_the_app(folder: Path, cache_dir: Path) -> Any:
-    """load_model and the engine's start on a worker thread, as app.session.start does; the engine or the error."""
-    from mlxchat.engine.loading.models import load_model
-    from mlxchat.engine.plan import SlotRequest, plan_slots
-    from mlxchat.engine.local_engine import Engine
-
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            loaded = load_model(str(folder), cache_dir=cache_dir)
-            request = SlotRequest(4, 512, parallel_max=8, per_slot_floor=64, per_slot_min=32)
-            plan = plan_slots(request, loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint)
-            box["engine"] = Engine(
-                loaded.model, loaded.tokenizer, plan, prefill_chunk=4, padded_prefill=loaded.padded_prefill
-            )
-        except Exception as exc:
-            box["error"] = exc
-
-    worker = threading.Thread(target=work)
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    return box["engine"]
 
 
 def generated(engine: Any, slot: int, prompt: list[int]) -> list[int]:

@@ -1,0 +1,103 @@
+"""Which part of a reply each piece of its text is (reasoning, answer, a tool call), as mlx-lm's text state
+machine splits it for the loaded tokenizer, and the tokens that end reasoning when a budget is spent.
+
+No list of tags here: the markers are the tokenizer's (mlx_lm.tokenizer_utils infers them from its vocabulary
+and chat-template module); where a reply starts is read from its prompt, as mlx_lm.server reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlx_lm.generate import TextStateMachine, make_text_state_machine
+
+from mlxchat.engine.events import Part
+
+# mlx-lm's state names, as the events name them.
+_PARTS: dict[str | None, Part] = {"normal": "answer", "reasoning": "reasoning", "tool": "tool"}
+
+
+class ReasoningFormat:
+    """A tokenizer's reasoning markers: its state machine, the state a reply starts in, and what ends reasoning."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.machine = make_text_state_machine(tokenizer)
+        self.end_tokens = _end_tokens(tokenizer)
+
+    @property
+    def reasons(self) -> bool:
+        """Whether the model marks reasoning at all."""
+        return bool(self.tokenizer.has_thinking or "reasoning" in self.tokenizer.response_transitions)
+
+    def initial(self, prompt: list[int]) -> str:
+        """The state a reply to `prompt` starts in: reasoning where the template opened it itself (the last
+        start marker in the prompt comes after the last end marker)."""
+        t = self.tokenizer
+        state = "normal"
+        if t.has_thinking and t.rfind_think_start(prompt) > t.rfind_think_end(prompt):
+            state = "reasoning"
+        return t.response_initial_state or state
+
+    def split(self, prompt: list[int], budget: int | None) -> ReplySplit:
+        """A reply's splitter, for a reply to `prompt` whose reasoning may take `budget` tokens (None: any)."""
+        return ReplySplit(self.machine.make_state(self.initial(prompt)), budget if self.end_tokens else None)
+
+
+class ReplySplit:
+    """One reply's text, split as it streams: its parts, its reasoning tokens and how long it reasoned."""
+
+    def __init__(self, state: Any, budget: int | None) -> None:
+        self._state = state
+        self.budget = budget
+        self.reasoning_tokens = 0
+        self.reasoning_text: list[str] = []
+        self._started: float | None = None  # when the first token of its reasoning came
+        self._last = 0.0  # and the last (the one that ended it included)
+
+    @property
+    def reasoning(self) -> bool:
+        """Whether the reply is in its reasoning now."""
+        return self._state[0] == "reasoning"
+
+    @property
+    def spent(self) -> bool:
+        """Whether the reply reasons and its budget is spent: its reasoning must end now."""
+        return self.reasoning and self.budget is not None and self.reasoning_tokens >= self.budget
+
+    def take(self, text: str, now: float, counted: bool = True) -> list[tuple[Part, str]]:
+        """A token's text, as the parts it falls in (markers removed; text that may start one is held
+        back). `counted`: whether the token counts towards the reasoning (one the engine forced does not)."""
+        before = self._state[0]
+        self._state, segments = TextStateMachine.split(self._state, text)
+        after = self._state[0]
+        if counted and before == after == "reasoning":
+            self.reasoning_tokens += 1
+        if "reasoning" in (before, after):
+            self._started = self._started or now
+            self._last = now
+        return self._parts(segments)
+
+    def flush(self) -> list[tuple[Part, str]]:
+        """The text held back, at the reply's end."""
+        self._state, text, state = TextStateMachine.flush(self._state)
+        return self._parts([(state, text)])
+
+    def _parts(self, segments: list[tuple[str | None, str]]) -> list[tuple[Part, str]]:
+        parts = [(_PARTS.get(state, "answer"), text) for state, text in segments if text]
+        self.reasoning_text.extend(text for part, text in parts if part == "reasoning")
+        return parts
+
+    @property
+    def reasoning_s(self) -> float:
+        """How long the reply reasoned, from its first reasoning token to the one that ended it (or the last)."""
+        return self._last - self._started if self._started is not None else 0.0
+
+
+def _end_tokens(tokenizer: Any) -> tuple[int, ...]:
+    """The tokens that close reasoning (fed in place of the model's when a budget is spent); none where the
+    model has no end marker."""
+    if tokenizer.has_thinking:
+        return tuple(tokenizer.think_end_tokens)
+    ends = [text for text, state in tokenizer.response_transitions.get("reasoning", ()) if state == "normal"]
+    return tuple(tokenizer.encode(ends[0], add_special_tokens=False)) if ends else ()
