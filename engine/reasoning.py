@@ -11,6 +11,7 @@ from typing import Any
 
 from mlx_lm.generate import TextStateMachine, make_text_state_machine
 
+from mlxchat.engine.chat_engine import render
 from mlxchat.engine.events import Part
 
 # mlx-lm's state names, as the events name them.
@@ -101,3 +102,14 @@ def _end_tokens(tokenizer: Any) -> tuple[int, ...]:
         return tuple(tokenizer.think_end_tokens)
     ends = [text for text, state in tokenizer.response_transitions.get("reasoning", ()) if state == "normal"]
     return tuple(tokenizer.encode(ends[0], add_special_tokens=False)) if ends else ()
+
+
+def has_thinking_switch(tokenizer: Any) -> bool:
+    """Whether the model reasons and its chat template writes a chat differently with its thinking switch off."""
+    if not ReasoningFormat(tokenizer).reasons:
+        return False
+    chat = [{"role": "user", "content": "Hello"}]
+    try:
+        return render(tokenizer, chat, thinking=True) != render(tokenizer, chat, thinking=False)
+    except Exception:  # a template that cannot render a plain chat has no switch worth showing
+        return False

@@ -64,6 +64,8 @@ class StartedEngine:
     model_name: str
     warnings: tuple[str, ...]
     facts: ModelFacts | None
+    # Whether the chat template has a thinking switch (a server's templates are its own: it is asked to).
+    thinking_switch: bool = True
 
 
 class StartError(Exception):
@@ -92,6 +94,7 @@ def start_local(
     from mlxchat.engine.loading.families import UnsupportedFamily
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.local_engine import Engine
+    from mlxchat.engine.reasoning import has_thinking_switch
     from mlxchat.engine.status import EngineInfo
 
     try:
@@ -132,4 +135,5 @@ def start_local(
     gc.collect()
     gc.freeze()
     warnings = plan.warnings + ((memory.warning,) if memory.warning else ())
-    return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts)
+    return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
+                         thinking_switch=has_thinking_switch(loaded.tokenizer))

@@ -40,6 +40,10 @@ class ChatMessage:
     cached_from: str | None = None
     ttft_ms: float | None = None
     decode_tok_s: float | None = None
+    # A reply's reasoning, apart from its answer (`text`): its text, its tokens and how long it took.
+    reasoning: str = ""
+    reasoning_tokens: int | None = None
+    reasoning_ms: float | None = None
 
     def __post_init__(self) -> None:
         self.updated = self.updated or self.created
@@ -58,6 +62,7 @@ class Chat:
     created: str = field(default_factory=now)
     updated: str = ""
     draft: str = ""  # what its message box held, unsent, when mlxchat last quit
+    reasoning_open: bool = False  # whether its replies' reasoning blocks are shown open once the answer starts
     saved: bool = False  # whether the chats row holds the fields above
 
     def __post_init__(self) -> None:
@@ -77,15 +82,34 @@ class Chat:
         self.updated = now()
         self.saved = False
 
-    def prompt(self) -> list[dict[str, str]]:
-        """The conversation as the engine's chat template takes it: the system prompt, then every turn."""
+    def prompt(self, keep_reasoning: bool = False) -> list[dict[str, str]]:
+        """The conversation as the engine's chat template takes it: the system prompt, then every turn, each
+        reply its answer alone (what most templates expect) or, `keep_reasoning`, with its reasoning as
+        `reasoning_content` (the field the templates that render past reasoning read)."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + [{"role": m.role, "content": m.text} for m in self.messages]
+        return system + [
+            {"role": m.role, "content": m.text} | ({"reasoning_content": m.reasoning} if keep_reasoning and m.reasoning else {})
+            for m in self.messages
+        ]
 
 
 # The message fields a row of the messages table holds, in its column order.
 MESSAGE_COLUMNS = ("role", "text", "finish_reason", "prompt_tokens", "generated_tokens", "created", "updated",
-                   "cached_tokens", "cached_from", "ttft_ms", "decode_tok_s")
+                   "cached_tokens", "cached_from", "ttft_ms", "decode_tok_s", "reasoning", "reasoning_tokens",
+                   "reasoning_ms")
+
+
+def reasoning_header(message: ChatMessage) -> str:
+    """What a reply's folded reasoning says of itself: "Thought for 12.4 s · 412 tokens"."""
+    return thought_for(message.reasoning_ms, message.reasoning_tokens)
+
+
+def thought_for(ms: float | None, tokens: int | None) -> str:
+    """"Thought for 12.4 s · 412 tokens", with what is known of the two."""
+    parts = [f"Thought for {ms / 1000:.1f} s" if ms is not None else "Thought"]
+    if tokens:
+        parts.append(f"{tokens:,} token{'s' if tokens != 1 else ''}")
+    return " · ".join(parts)
 
 
 def title_from(text: str) -> str:

@@ -28,7 +28,8 @@ class Conversation:
         self.chat = chat
         self.store = store
         self._on_save = on_save
-        self.reply_parts: list[str] = []  # the reply streamed so far
+        self.reply_parts: list[str] = []  # the reply streamed so far: its answer
+        self.reasoning_parts: list[str] = []  # and its reasoning
         self._reply_message: ChatMessage | None = None  # where it is saved, once it has text
         self.edit_from: int | None = None  # the user message being edited, replaced when the input is sent
         self.keep_branch = False  # whether sending that edit first saves the conversation as it was, as a chat
@@ -60,14 +61,18 @@ class Conversation:
 
     def save_reply(self, reason: str | None = None, stats: RequestStats | None = None) -> None:
         """Saves the reply streamed so far, with why it ended and its counts once it has."""
-        if not self.reply_parts:
+        if not (self.reply_parts or self.reasoning_parts):
             return
         if self._reply_message is None:
             self._reply_message = self.chat.add("assistant", "")
         message = self._reply_message
         message.text, message.finish_reason, message.updated, message.saved = self.reply_text, reason, now(), False
+        message.reasoning = self.reasoning_text
         self.chat.touch()
         if stats is not None:
+            if stats.reasoning_tokens or message.reasoning:
+                message.reasoning_tokens = stats.reasoning_tokens
+                message.reasoning_ms = round(1000 * stats.reasoning_s, 1)
             message.prompt_tokens, message.generated_tokens = stats.prompt_tokens, stats.generated_tokens
             message.cached_tokens, message.cached_from = stats.cached_tokens, stats.cached_from
             message.ttft_ms = round(1000 * stats.ttft_s, 1) if stats.ttft_s else None
@@ -80,16 +85,29 @@ class Conversation:
     def reply_text(self) -> str:
         return "".join(self.reply_parts)
 
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning_parts)
+
     def begin_reply(self) -> None:
         """A new reply is about to stream (nothing of it is saved yet)."""
         self.reply_parts.clear()
+        self.reasoning_parts.clear()
         self._reply_message = None
 
-    def end_reply(self, text: str, reason: str, stats: RequestStats) -> None:
-        """Saves the reply as the engine ended it (its own whole text) and forgets the stream."""
+    def end_reply(self, text: str, reason: str, stats: RequestStats, reasoning: str = "") -> None:
+        """Saves the reply as the engine ended it (its own whole answer and reasoning) and forgets the stream."""
         self.reply_parts = [text] if text else []
+        self.reasoning_parts = [reasoning] if reasoning else []
         self.save_reply(reason, stats)
         self.begin_reply()
+
+    def keep_reasoning_open(self, reasoning_open: bool) -> None:
+        """Remembers whether the chat's reasoning blocks show open (saved at once where the chat is)."""
+        self.chat.reasoning_open = reasoning_open
+        if self.store is not None and self.chat.id is not None:
+            with contextlib.suppress(StoreWriteError):  # (a view, worth no warning)
+                self.store.save_reasoning_open(self.chat.id, reasoning_open)
 
     # ---- the user's turns ----
 

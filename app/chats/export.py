@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Literal
 
-from mlxchat.app.chats.chat import Chat
+from mlxchat.app.chats.chat import Chat, reasoning_header
 
 ExportFormat = Literal["md", "json"]
 FORMATS: tuple[ExportFormat, ...] = ("md", "json")
@@ -42,7 +42,11 @@ def to_markdown(chat: Chat) -> str:
     if chat.system_prompt:
         lines += ["## System", "", chat.system_prompt, ""]
     for message in chat.messages:
-        lines += [f"## {message.role.capitalize()}", "", message.text, ""]
+        lines += [f"## {message.role.capitalize()}", ""]
+        if message.reasoning:  # folded, as the app shows it once the answer has started
+            lines += ["<details>", f"<summary>{reasoning_header(message)}</summary>", "", message.reasoning, "",
+                      "</details>", ""]
+        lines += [message.text, ""]
         ending = _ENDINGS.get(message.finish_reason or "")
         if ending:
             lines += [f"*{ending}*", ""]
@@ -67,6 +71,9 @@ def to_json(chat: Chat) -> str:
             {
                 "role": m.role,
                 "content": m.text,
+                "reasoning": m.reasoning,
+                "reasoning_tokens": m.reasoning_tokens,
+                "reasoning_ms": m.reasoning_ms,
                 "finish_reason": m.finish_reason,
                 "prompt_tokens": m.prompt_tokens,
                 "cached_tokens": m.cached_tokens,

@@ -80,6 +80,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 5: what a chat's message box held, unsent, when mlxchat quit.
     ("ALTER TABLE chats ADD COLUMN draft TEXT NOT NULL DEFAULT ''",),
+    # 6: reasoning. Each reply's, apart from its answer (its text, tokens, duration); each chat's thinking
+    # switch and reasoning budget (NULL: none), and whether its reasoning blocks show open.
+    (
+        "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE messages ADD COLUMN reasoning_tokens INTEGER",
+        "ALTER TABLE messages ADD COLUMN reasoning_ms REAL",
+        "ALTER TABLE chats ADD COLUMN thinking INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE chats ADD COLUMN reasoning_budget INTEGER",
+        "ALTER TABLE chats ADD COLUMN reasoning_open INTEGER NOT NULL DEFAULT 0",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

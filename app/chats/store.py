@@ -103,20 +103,15 @@ class ChatStore(TabLeases, ChatSearch):
         """Writes what of `chat` is unsaved (its row, new or changed messages) and drops deleted turns."""
         with self._write() as db:
             row = (chat.title, chat.created, chat.updated, chat.model, chat.system_prompt,
-                   *_sampling_row(chat.sampling), chat.draft)
+                   *_sampling_row(chat.sampling), chat.draft, chat.reasoning_open)
             chat_id = chat.id
             if chat_id is None:
                 chat_id = db.execute(
-                    "INSERT INTO chats (title, created, updated, model, system_prompt,"
-                    " temperature, top_p, top_k, max_tokens, seed, draft) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
+                    f"INSERT INTO chats ({_ROW_COLUMNS}) VALUES ({', '.join('?' * len(row))})", row
                 ).lastrowid
             elif not chat.saved:
-                db.execute(
-                    "UPDATE chats SET title = ?, created = ?, updated = ?, model = ?, system_prompt = ?,"
-                    " temperature = ?, top_p = ?, top_k = ?, max_tokens = ?, seed = ?, draft = ? WHERE id = ?",
-                    (*row, chat_id),
-                )
+                assignments = ", ".join(f"{c} = ?" for c in _ROW_COLUMNS.split(", "))
+                db.execute(f"UPDATE chats SET {assignments} WHERE id = ?", (*row, chat_id))
             # Turns removed in memory (regenerate, edit and resend) go from the database too.
             db.execute("DELETE FROM messages WHERE chat_id = ? AND seq >= ?", (chat_id, len(chat.messages)))
             unsaved = [(seq, m) for seq, m in enumerate(chat.messages) if not m.saved]
@@ -133,6 +128,11 @@ class ChatStore(TabLeases, ChatSearch):
         """Gives a chat a new title."""
         with self._write() as db:
             db.execute("UPDATE chats SET title = ? WHERE id = ?", (title, chat_id))
+
+    def save_reasoning_open(self, chat_id: int, reasoning_open: bool) -> None:
+        """Keeps whether a chat's reasoning blocks show open (a view of the chat, not a change: `updated` stays)."""
+        with self._write() as db:
+            db.execute("UPDATE chats SET reasoning_open = ? WHERE id = ?", (reasoning_open, chat_id))
 
     def save_draft(self, chat_id: int, draft: str) -> None:
         """Keeps what chat `chat_id`'s message box holds (not a change of the chat: its `updated` stays)."""
@@ -152,20 +152,24 @@ class ChatStore(TabLeases, ChatSearch):
         return None if row is None else self._chat(row)
 
     def _chat(self, row: tuple) -> Chat:
-        chat_id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed, draft = row
+        chat_id, title, created, updated, model, system_prompt, *sampling_row, draft, reasoning_open = row
         messages = [
             ChatMessage(**dict(zip(MESSAGE_COLUMNS, values)), saved=True)
             for values in self._db.execute(
                 f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE chat_id = ? ORDER BY seq", (chat_id,)
             )
         ]
-        sampling = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens,
-                                  seed=seed)
-        return Chat(chat_id, title, model, system_prompt, sampling, messages, created, updated, draft, saved=True)
+        values = dict(zip(_SAMPLING_COLUMNS, sampling_row))
+        sampling = SamplingParams(**values | {"thinking": bool(values["thinking"])})
+        return Chat(chat_id, title, model, system_prompt, sampling, messages, created, updated, draft,
+                    bool(reasoning_open), saved=True)
 
 
-_CHAT_COLUMNS = "id, title, created, updated, model, system_prompt, temperature, top_p, top_k, max_tokens, seed, draft"
+# A chat's settings as its row holds them: the SamplingParams fields of these names, in this order.
+_SAMPLING_COLUMNS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "thinking", "reasoning_budget")
+_ROW_COLUMNS = f"title, created, updated, model, system_prompt, {', '.join(_SAMPLING_COLUMNS)}, draft, reasoning_open"
+_CHAT_COLUMNS = f"id, {_ROW_COLUMNS}"
 
 
-def _sampling_row(s: SamplingParams) -> tuple[float, float, int, int, int | None]:
-    return s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed
+def _sampling_row(s: SamplingParams) -> tuple:
+    return tuple(getattr(s, name) for name in _SAMPLING_COLUMNS)

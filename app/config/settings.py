@@ -63,6 +63,14 @@ class Sampling(BaseModel):
     seed: int | None = Field(None, ge=0, le=SEED_CEILING, examples=[42])
     """Random seed for sampling, for replies that repeat run after run. Unset: a new seed each run."""
 
+    thinking: bool = True
+    """For models that reason and whose chat template has a thinking switch (Qwen 3, GLM...): whether they
+    think before they answer. false asks for the answer alone (each chat can change it in F5)."""
+
+    reasoning_budget: int | None = Field(None, ge=0, le=CONTEXT_CEILING, examples=[1024])
+    """The most tokens a reply may reason with: at the budget the engine ends the reasoning (it writes the
+    model's end-of-reasoning marker) and the answer follows, as llama.cpp's --reasoning-budget. Unset: no cap."""
+
     def params(self) -> SamplingParams:
         """The engine's sampling type for these values: the one conversion between the two."""
         return SamplingParams(**self.model_dump())
@@ -192,6 +200,11 @@ class Settings(BaseSettings):
 
     system_prompt: str = ""
     """The system message each new chat starts with (empty: none)."""
+
+    keep_reasoning: bool = False
+    """Whether a chat's later turns send its replies' reasoning back to the model (as `reasoning_content`,
+    which the templates that render past reasoning read). false sends the answers only, which most
+    templates expect; the reasoning is kept in the chat and its exports either way."""
 
     engine: EngineKind = "local"
     """Where the model runs: "local" (in this process, with MLX) or "remote" (an OpenAI-compatible

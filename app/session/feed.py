@@ -4,20 +4,27 @@ from __future__ import annotations
 
 from collections import deque
 
+from mlxchat.engine import Part
+
 
 class ReplyFeed:
-    """The text of one reply, handed from the engine thread to the UI (thread-safe)."""
+    """The text of one reply, part by part (reasoning, answer), handed from the engine thread to the UI
+    (thread-safe)."""
 
     def __init__(self) -> None:
-        self._parts: deque[str] = deque()  # append and popleft are atomic: no lock is needed
+        self._parts: deque[tuple[Part, str, int]] = deque()  # append and popleft are atomic: no lock is needed
 
-    def put(self, text: str) -> None:
-        """Adds text the engine wrote (engine thread)."""
-        self._parts.append(text)
+    def put(self, part: Part, text: str, tokens: int) -> None:
+        """Adds text the engine wrote, and the tokens it covers (engine thread)."""
+        self._parts.append((part, text, tokens))
 
-    def take(self) -> str:
-        """All the text put since the last take (UI thread)."""
-        parts = []
+    def take(self) -> list[tuple[Part, str, int]]:
+        """All the text put since the last take, each run of one part joined (UI thread)."""
+        runs: list[tuple[Part, str, int]] = []
         while self._parts:
-            parts.append(self._parts.popleft())
-        return "".join(parts)
+            part, text, tokens = self._parts.popleft()
+            if runs and runs[-1][0] == part:
+                runs[-1] = (part, runs[-1][1] + text, runs[-1][2] + tokens)
+            else:
+                runs.append((part, text, tokens))
+        return runs

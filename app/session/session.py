@@ -74,6 +74,8 @@ class Session:
         self.plan: SlotPlan | None = None
         self.facts: ModelFacts | None = None
         self.model_name = ""
+        self.thinking_switch = False  # whether the model's chat template can turn its thinking off
+        self.keep_reasoning = False  # whether later turns send the replies' reasoning back (the setting)
         self._seats: dict[str, Seat] = {}  # in the order the chats were opened
         self._queue: list[str] = []  # the chats waiting for a slot, first in line first
         self._requests = itertools.count(1)
@@ -95,6 +97,7 @@ class Session:
             started = start_engine(settings, progress)
         self.engine, self.plan = started.engine, started.plan
         self.model_name, self.facts = started.model_name, started.facts
+        self.thinking_switch, self.keep_reasoning = started.thinking_switch, settings.keep_reasoning
         return started.warnings
 
     @property
@@ -269,7 +272,7 @@ class Session:
 
         def on_event(event: Event) -> None:
             if isinstance(event, TextDelta):
-                feed.put(event.text)
+                feed.put(event.part, event.text, event.tokens)
             else:
                 self._app.call_later(self._ended, key, request, event)
 

@@ -73,7 +73,7 @@ class ChatApp(App[int]):
         self.startup = Startup(self, db_path)
         self.saved_chats = SavedChats(self)
         self.fan_outs = FanOuts(self)
-        self.chat_actions = ChatActions(self)
+        self.chat_actions = ChatActions(self, self.session)
 
     @property
     def failed(self) -> bool:

@@ -11,6 +11,7 @@ from mlxchat.app.chats.code_blocks import CodeBlock, chat_code_blocks
 from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.fork import fork, fork_point
 from mlxchat.app.chats.private import write_private
+from mlxchat.app.session.session import Session
 from mlxchat.app.ui.screens.chat_settings import ChatSettings, ChatSettingsScreen
 from mlxchat.app.ui.screens.code_picker import CodePickerScreen
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
@@ -23,8 +24,9 @@ class ChatActions:
     """Carries out what a chat pane asks for (ChatPane.Asked), on that pane: the screens it opens, and
     what their answers do to the chat."""
 
-    def __init__(self, app: App[int]) -> None:
+    def __init__(self, app: App[int], session: Session) -> None:
         self.app = app
+        self.session = session  # what the model can do (its thinking switch)
 
     def run(self, event: ChatPane.Asked) -> None:
         """Runs the action `event` names on its pane."""
@@ -116,7 +118,8 @@ class ChatActions:
                 pane.apply_settings(settings.system_prompt, settings.sampling)
 
         self.app.push_screen(
-            ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling)), apply
+            ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling),
+                               thinking_switch=self.session.thinking_switch), apply
         )
 
     def copy_reply(self, pane: ChatPane) -> None:

@@ -24,19 +24,25 @@ def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def saved_chat(data_home: Path) -> Chat:
-    """A chat of two turns, the second reply stopped, saved in `data_home`'s database."""
+    """A chat of two turns, the first reply reasoned, the second stopped, saved in `data_home`'s database and
+    read back from it."""
     store, _ = ChatStore.open_for_app(data_home / "mlxchat" / "chats.db")
     chat = Chat(None, model="SmolLM2", system_prompt="You are terse.",
-                sampling=SamplingParams(temperature=0.5, top_p=0.9, top_k=10, max_tokens=100, seed=3))
+                sampling=SamplingParams(temperature=0.5, top_p=0.9, top_k=10, max_tokens=100, seed=3, thinking=False,
+                                        reasoning_budget=256))
     chat.add("user", "What is **MLX**?")
-    chat.add("assistant", "An array framework for Apple silicon.").finish_reason = "stop"
+    first = chat.add("assistant", "An array framework for Apple silicon.")
+    first.finish_reason, first.reasoning, first.reasoning_tokens, first.reasoning_ms = (
+        "stop", "The user asks about *MLX*.", 7, 1234.5)
     chat.add("user", "Über Metal?")
     reply = chat.add("assistant", "Yes, it runs on Metal")
     reply.finish_reason, reply.prompt_tokens, reply.generated_tokens = "cancelled", 40, 6
     reply.cached_tokens, reply.cached_from, reply.ttft_ms, reply.decode_tok_s = 31, "slot", 42.5, 17.0
     store.save(chat)
+    reopened = store.load(chat.id)  # type: ignore[arg-type]
     store.close()
-    return chat
+    assert reopened is not None
+    return reopened
 
 
 def test_markdown_has_the_title_settings_and_every_turn(data_home: Path) -> None:
@@ -49,13 +55,18 @@ def test_markdown_has_the_title_settings_and_every_turn(data_home: Path) -> None
     assert sections == ["## System", "## User", "## Assistant", "## User", "## Assistant"]
     assert text.index("Über Metal?") < text.index("Yes, it runs on Metal") < text.index("*(stopped)*")
     assert text.count("*(") == 1  # a reply that simply ended gets no line
+    # The reasoning, folded in a <details> block above its answer; the other reply has none.
+    details = "<details>\n<summary>Thought for 1.2 s · 7 tokens</summary>\n\nThe user asks about *MLX*.\n\n</details>"
+    assert text.count("<details>") == 1
+    assert text.index("What is **MLX**?") < text.index(details) < text.index("An array framework")
 
 
 def test_json_holds_the_messages_with_their_counts(data_home: Path) -> None:
     chat = saved_chat(data_home)
     document = json.loads(to_json(chat))
     assert (document["format"], document["version"], document["id"]) == ("mlxchat-chat", 1, chat.id)
-    assert document["sampling"] == {"temperature": 0.5, "top_p": 0.9, "top_k": 10, "max_tokens": 100, "seed": 3}
+    assert document["sampling"] == {"temperature": 0.5, "top_p": 0.9, "top_k": 10, "max_tokens": 100, "seed": 3,
+                                    "thinking": False, "reasoning_budget": 256}
     assert [(m["role"], m["content"]) for m in document["messages"]] == [
         (m.role, m.text) for m in chat.messages]
     last = document["messages"][-1]
@@ -63,6 +74,11 @@ def test_json_holds_the_messages_with_their_counts(data_home: Path) -> None:
     # Each reply's timings, as llama-server's: cache hits and where from, time to first token, speed.
     assert (last["cached_tokens"], last["cached_from"], last["ttft_ms"], last["decode_tok_s"]) == (31, "slot", 42.5, 17.0)
     assert "Über" in to_json(chat)  # kept readable, not \\u-escaped
+    # Reasoning in fields of its own, never in the content.
+    first = document["messages"][1]
+    assert (first["reasoning"], first["reasoning_tokens"], first["reasoning_ms"]) == ("The user asks about *MLX*.", 7, 1234.5)
+    assert "MLX*." not in first["content"]
+    assert (last["reasoning"], last["reasoning_tokens"]) == ("", None)
 
 
 @needs_console_script

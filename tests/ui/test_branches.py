@@ -62,8 +62,8 @@ def test_fan_out_to_three_temperatures_streams_side_by_side_and_keeps_one(
     # When each reply's text came (engine thread): the three streams overlap in time.
     came: dict[ReplyFeed, list[float]] = {}
     put = ReplyFeed.put
-    monkeypatch.setattr(ReplyFeed, "put", lambda feed, text: (came.setdefault(feed, []).append(time.monotonic()),
-                                                              put(feed, text))[1])
+    monkeypatch.setattr(ReplyFeed, "put", lambda feed, *text: (came.setdefault(feed, []).append(time.monotonic()),
+                                                               put(feed, *text))[1])
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         blank = await ready(app, pilot)

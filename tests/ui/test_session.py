@@ -121,7 +121,7 @@ def test_a_reply_ends_by_message_and_a_new_plan_is_told_to_the_app_the_asker_and
         await until(lambda: bool(a.of(ReplyDone)), "the reply's end")
         (done,) = a.of(ReplyDone)
         assert done.request == request and done.key == "a" and done.done.reason in ("stop", "length")
-        assert feed.take() == done.done.text
+        assert feed.take() == [("answer", done.done.text, done.done.stats.generated_tokens)]
         used = session.snapshot().slots[0].used
         assert used > 0
         wider = session.evaluate(SlotRequest(parallel=3, ctx_size=3072))

@@ -1,4 +1,4 @@
-"""A chat's own settings: its system prompt and sampling, edited in a small form."""
+"""A chat's own settings: its system prompt, sampling and reasoning, edited in a small form."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from pydantic import ValidationError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.widgets import Button, Footer, Input, Label, Static
+from textual.widgets import Button, Footer, Input, Label, Static, Switch
 
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
 from mlxchat.engine import SamplingParams
 
-# The form's fields, in order: the Sampling field each sets.
-FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
+# The form's typed fields, in order: the Sampling field each sets. Empty, the optional ones are unset.
+FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "reasoning_budget")
+OPTIONAL = {"seed": "none: a new seed each reply", "reasoning_budget": "none: the model reasons as long as it needs"}
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,12 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
     CSS_PATH = "chat_settings.tcss"
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "confirm", "Save", priority=True)]
 
-    def __init__(self, title: str, settings: ChatSettings) -> None:
+    def __init__(self, title: str, settings: ChatSettings, thinking_switch: bool) -> None:
+        """`thinking_switch`: whether the model's template can turn thinking off (the switch shows only then)."""
         super().__init__()
         self._title = title
         self._settings = settings
+        self._thinking_switch = thinking_switch
 
     def compose(self) -> ComposeResult:
         sampling = self._settings.sampling
@@ -49,9 +52,11 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                 for name in FIELDS:
                     value = getattr(sampling, name)
                     yield Label(name)
-                    yield Input("" if value is None else str(value), id=name,
-                                placeholder="none: a new seed each reply" if name == "seed" else "",
+                    yield Input("" if value is None else str(value), id=name, placeholder=OPTIONAL.get(name, ""),
                                 tooltip=Sampling.model_fields[name].description)
+                if self._thinking_switch:
+                    yield Label("thinking")
+                    yield Switch(sampling.thinking, id="thinking", tooltip=Sampling.model_fields["thinking"].description)
             yield Static(id="form-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
@@ -67,7 +72,10 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
         given = {name: self.query_one(f"#{name}", Input).value.strip() for name in FIELDS}
         try:
             # The config's own model checks the values: one set of limits for the file and the form.
-            checked = Sampling.model_validate({**given, "seed": given["seed"] or None})
+            unset = {name: given[name] or None for name in OPTIONAL}
+            switch = self.query(Switch).results(Switch)
+            thinking = next((s.value for s in switch), self._settings.sampling.thinking)
+            checked = Sampling.model_validate({**given, **unset, "thinking": thinking})
         except ValidationError as exc:
             raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
         return ChatSettings(self.query_one(FreedTextArea).text.strip(), checked.params())

@@ -18,8 +18,10 @@ from textual.screen import Screen
 from textual.selection import Selection
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
+from textual.widgets._collapsible import CollapsibleTitle
 
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 
 WATCH_S = 0.3  # how often an open find bar looks for text the chat has shown since
@@ -56,8 +58,10 @@ def find_matches(conversation: Widget, query: str) -> list[Match]:
 
 
 def searched(conversation: Widget) -> list[Widget]:
-    """The widgets whose text is searched: the turns and notes, and the replies that have ended."""
-    return [w for w in conversation.query("Static, ReplyView") if not (isinstance(w, ReplyView) and w.streaming)]
+    """The widgets whose text is searched: the turns and notes, the replies that have ended and their
+    reasoning (folded or not; not the header a block shows)."""
+    return [w for w in conversation.query("Static, ReplyView")
+            if not (isinstance(w, ReplyView) and w.streaming) and not isinstance(w, CollapsibleTitle)]
 
 
 class FindScreen(AppModalScreen[None]):
@@ -146,8 +150,13 @@ class FindScreen(AppModalScreen[None]):
         self._chats.selections = {
             match.widget: Selection(Offset(match.start, match.line), Offset(match.end, match.line))
         }
-        # The match's line, not its widget: one reply can be many screens tall.
         widget = match.widget
+        block = next((a for a in widget.ancestors if isinstance(a, ReasoningBlock)), None)
+        if block is not None:  # in a reply's reasoning: the block opens, and shows the line
+            block.collapsed = False
+            self.call_after_refresh(block.show_line, match.line)
+            return
+        # The match's line, not its widget: one reply can be many screens tall.
         y = widget.virtual_region.y + widget.styles.gutter.top + match.line
         self._conversation.scroll_to_region(Region(0, y, 1, 1), center=True, animate=False, immediate=True)
 

@@ -26,7 +26,7 @@ from mlxchat.engine import EngineSnapshot, format_bytes, ParkedSnapshot, Samplin
 
 REFRESH_S = 0.25  # as often as the chats' status lines
 BAR_WIDTH = 10
-STATE_STYLES = {"idle": "dim", "prefill": "bold yellow", "decoding": "bold green"}
+STATE_STYLES = {"idle": "dim", "prefill": "bold yellow", "decoding": "bold green", "thinking": "bold magenta"}
 
 # (column key, heading, numeric): the table's columns, in order; the sampling, longest, goes last.
 COLUMNS = (
@@ -83,14 +83,17 @@ def slot_cells(slot: SlotSnapshot) -> dict[str, Text]:
     bar = usage_bar(slot.used, slot.capacity, BAR_WIDTH)
     used = str(slot.used).rjust(len(str(slot.capacity)))
     capacity = str(slot.capacity) if slot.capacity else "?"  # a server that does not say its context
+    thinking = slot.state == "decoding" and slot.reasoning_tokens is not None
+    state = "thinking" if thinking else slot.state
     cells = {
         "slot": _cell(str(slot.id)),
         "chat": _cell(slot.label, "bold") if slot.label else _cell("no chat", "dim italic"),
-        "state": _cell(slot.state, STATE_STYLES[slot.state]),
+        "state": _cell(state, STATE_STYLES[state]),
         "context": _cell(f"{bar} {used} / {capacity}"),
         "prompt": _cell(prompt),
         "cached": _cached_cell(slot),
-        "generated": _cell(str(slot.generated)),
+        # A reply that reasons: how many of its tokens are reasoning so far.
+        "generated": _cell(f"{slot.generated} ({slot.reasoning_tokens} thinking)" if thinking else str(slot.generated)),
         # An idle slot keeps its last reply's speed: shown, but dimmed.
         "speed": _cell(f"{slot.tok_s:.1f}", "dim" if slot.state == "idle" else ""),
         "kv": _cell(f"{format_bytes(slot.kv_bytes_used)} / {format_bytes(slot.kv_bytes_allocated)}"),

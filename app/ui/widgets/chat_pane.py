@@ -11,7 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static, TabPane
+from textual.widgets import Static
 
 from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.conversation import Conversation
@@ -24,6 +24,8 @@ from mlxchat.app.ui import keys, slot_words
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note
+from mlxchat.app.ui.widgets.pane_keys import PaneKeys
+from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.save_problem import SaveProblem
 from mlxchat.app.ui.widgets.seat_line import SeatLine
@@ -32,7 +34,7 @@ from mlxchat.engine import Done, RequestStats, SamplingParams, SlotSnapshot
 TAB_LABEL_CHARS = 20
 
 
-class ChatPane(TabPane):
+class ChatPane(PaneKeys):
     """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
 
     The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
@@ -91,6 +93,7 @@ class ChatPane(TabPane):
         self._sent_text = ""
         self._user_turn: Static | None = None
         self._reply: ReplyView | None = None
+        self._reasoning = LiveReasoning()  # the streaming reply's reasoning block
         self._feed = ReplyFeed()
         self.seat_line = SeatLine()
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
@@ -218,10 +221,12 @@ class ChatPane(TabPane):
         self._turns_mounted = asyncio.Event()
         self._frames.change(partial(self._mount_turns, [*above, self._reply], self._turns_mounted))
         self._undrawn = False
+        self._reasoning = LiveReasoning()
         self.conversation.begin_reply()
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
-        self.request_id = self._session.submit(self.chat_id, self.chat.prompt(), self.chat.sampling, self._feed)
+        self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
+                                               self.chat.sampling, self._feed)
         self._frames.wake()
 
     async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
@@ -236,10 +241,15 @@ class ChatPane(TabPane):
         screen), shows the reply with it; saves the reply every second."""
         if self._reply is None:  # the reply has ended: its end is being shown
             return
-        text = self._feed.take()
-        if text:
-            self.conversation.reply_parts.append(text)
-            self._undrawn = True
+        for part, text, tokens in self._feed.take():
+            if part == "reasoning":
+                self.conversation.reasoning_parts.append(text)
+                self._reasoning.came(tokens)
+            else:
+                self.conversation.reply_parts.append(text)
+                self._undrawn = True
+        self._reasoning.draw(self.view, self._reply, self.conversation.reasoning_text,
+                             bool(self.conversation.reply_parts), repaint, self.chat.reasoning_open)
         if repaint and self._undrawn:
             self._undrawn = False
             self._reply.show(self.reply_text)
@@ -247,6 +257,20 @@ class ChatPane(TabPane):
             self._reply.make_room()
         if self.conversation.save_due():
             self.save_reply()
+
+    def toggle_reasoning(self) -> None:
+        """Opens or folds the reasoning of the chat's last reply; the chat keeps that choice for its replies."""
+        block = self.view.last_reasoning()
+        if block is None:
+            self.notify("The last reply has no reasoning to show.", severity="warning")
+            return
+        block.collapsed = not block.collapsed
+        self.conversation.keep_reasoning_open(not block.collapsed)
+
+    @on(ReasoningBlock.Flipped)
+    def _flipped(self, event: ReasoningBlock.Flipped) -> None:
+        event.stop()
+        self.conversation.keep_reasoning_open(not event.block.collapsed)
 
     @on(ReplyDone)
     def _on_done(self, event: ReplyDone) -> None:
@@ -259,14 +283,16 @@ class ChatPane(TabPane):
         if request != self.request_id or self._reply is None or not self.is_attached:
             return
         streamed, self._reply = self._reply, None  # the frames stop drawing and saving this reply
+        block = await self._reasoning.ended(self.view, streamed, done.reasoning)
         self.last_stats = done.stats
         following = streamed.following
         await self._clear_queue_note()
         if done.refused:
             await self._refused(done, streamed)
         else:
-            self.conversation.end_reply(done.text, done.reason, done.stats)
-            await self.view.finish(streamed, done, self.chat.messages[-1] if done.text else None)
+            self.conversation.end_reply(done.text, done.reason, done.stats, done.reasoning)
+            saved = self.chat.messages[-1] if done.text or done.reasoning else None
+            await self.view.finish(streamed, done, saved, block)
         self.view.anchor_after_reply(following)
         # Last: whoever waits for the chat to be idle finds how the reply ended on the screen.
         self.request_id = None
@@ -406,45 +432,3 @@ class ChatPane(TabPane):
     def _turn_of(self, index: int) -> Widget:
         """The box of user message `index` in the conversation."""
         return self.view.user_turn(self.conversation.user_messages.index(index))
-
-    # ---- its own keys ----
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Only on the chats' screen (the palette runs them over other screens too)."""
-        return len(self.app.screen_stack) == 1
-
-    async def action_regenerate(self) -> None:
-        """Writes the chat's last reply again."""
-        await self.regenerate()
-
-    def action_edit_last(self) -> None:
-        """Puts the chat's last user message back in the input, to edit and send again."""
-        self.edit_last()
-
-    def action_copy_reply(self) -> None:
-        """Copies the chat's last reply to the clipboard."""
-        self.post_message(self.Asked(self, "copy_reply"))
-
-    def action_edit_earlier(self) -> None:
-        """Picks one of the chat's user messages to edit and send again."""
-        self.post_message(self.Asked(self, "edit_earlier"))
-
-    def action_fork_chat(self) -> None:
-        """Picks a message of the chat to branch it at, into a new chat."""
-        self.post_message(self.Asked(self, "fork_chat"))
-
-    def action_find_in_chat(self, text: str = "") -> None:
-        """Opens the find bar over the chat (looking for `text`, when given)."""
-        self.post_message(self.Asked(self, "find_in_chat", (text,)))
-
-    def action_copy_code(self) -> None:
-        """Copies a code block of the chat's replies: the only one at once, else the one picked."""
-        self.post_message(self.Asked(self, "copy_code"))
-
-    def action_chat_settings(self) -> None:
-        """Edits the chat's system prompt and sampling (they apply from its next turn)."""
-        self.post_message(self.Asked(self, "chat_settings"))
-
-    def action_export_chat(self) -> None:
-        """Writes the chat as Markdown to a file in the current folder."""
-        self.post_message(self.Asked(self, "export_chat"))

@@ -8,8 +8,9 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from mlxchat.app.chats.chat import Chat, ChatMessage
+from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
+from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.engine import Done
 
@@ -38,6 +39,8 @@ class ConversationView(VerticalScroll):
         if message.role == "user":
             yield Static(message.text, classes="user-turn", markup=False)
             return
+        if message.reasoning:
+            yield ReasoningBlock(message.reasoning, reasoning_header(message), collapsed=not self._chat.reasoning_open)
         if message.text:
             yield ReplyView(message.text, classes="assistant-turn")
         yield from self._end_note(message.text, message.finish_reason, None)
@@ -61,11 +64,16 @@ class ConversationView(VerticalScroll):
         await self.remove_children()
         await self.mount_all([widget for message in messages for widget in self.turn(message)])
 
-    async def finish(self, streamed: ReplyView, done: Done, saved: ChatMessage | None) -> None:
+    async def finish(self, streamed: ReplyView, done: Done, saved: ChatMessage | None,
+                     block: ReasoningBlock | None) -> None:
         """Shows how a streamed reply ended: whole, from the engine's own text, with its notes and timings
-        (`saved`: the reply as the chat keeps it); a reply that wrote nothing goes."""
+        (`saved`: the reply as the chat keeps it; `block`: its reasoning, folded now with its exact figures);
+        a reply that wrote nothing goes."""
         if done.text:
             streamed.finish(done.text)  # the streamed widget stays: a new one would cost a layout more
+        if block is not None and saved is not None:
+            block.show(done.reasoning)
+            block.fold(reasoning_header(saved), collapsed=not self._chat.reasoning_open)
         widgets = list(self._end_note(done.text, done.reason, done.error))
         if done.stats.lost:
             widgets.append(note(lost_note(done.stats)))
@@ -86,6 +94,12 @@ class ConversationView(VerticalScroll):
 
     async def clear_queue_note(self) -> None:
         await self.query(".queue-note").remove()
+
+    def last_reasoning(self) -> ReasoningBlock | None:
+        """The reasoning block of the chat's last reply, if it has one."""
+        turns = list(self.children)
+        last_user = max((i for i, w in enumerate(turns) if w.has_class("user-turn")), default=-1)
+        return next((w for w in reversed(turns[last_user + 1 :]) if isinstance(w, ReasoningBlock)), None)
 
     def user_turn(self, nth: int) -> Widget:
         """The box of the user's `nth` message (0 is the first)."""

@@ -1,0 +1,62 @@
+"""The keys that act on one chat (scope "pane" in the registry): the chat's own bindings, as methods of its pane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import TabPane
+
+
+class PaneKeys(TabPane):
+    """The action methods of a chat's keys: those that change the chat run here, those that open a screen or
+    leave the app (a file, the clipboard) are asked of the app (ChatPane.Asked)."""
+
+    # ChatPane's: what the keys run or ask.
+    Asked: Any
+    regenerate: Any
+    edit_last: Any
+    toggle_reasoning: Any
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only on the chats' screen (the palette runs them over other screens too)."""
+        return len(self.app.screen_stack) == 1
+
+    async def action_regenerate(self) -> None:
+        """Writes the chat's last reply again."""
+        await self.regenerate()
+
+    def action_edit_last(self) -> None:
+        """Puts the chat's last user message back in the input, to edit and send again."""
+        self.edit_last()
+
+    def action_toggle_reasoning(self) -> None:
+        """Opens or folds the reasoning of the chat's last reply."""
+        self.toggle_reasoning()
+
+    def action_copy_reply(self) -> None:
+        """Copies the chat's last reply to the clipboard."""
+        self.post_message(self.Asked(self, "copy_reply"))
+
+    def action_edit_earlier(self) -> None:
+        """Picks one of the chat's user messages to edit and send again."""
+        self.post_message(self.Asked(self, "edit_earlier"))
+
+    def action_fork_chat(self) -> None:
+        """Picks a message of the chat to branch it at, into a new chat."""
+        self.post_message(self.Asked(self, "fork_chat"))
+
+    def action_find_in_chat(self, text: str = "") -> None:
+        """Opens the find bar over the chat (looking for `text`, when given)."""
+        self.post_message(self.Asked(self, "find_in_chat", (text,)))
+
+    def action_copy_code(self) -> None:
+        """Copies a code block of the chat's replies: the only one at once, else the one picked."""
+        self.post_message(self.Asked(self, "copy_code"))
+
+    def action_chat_settings(self) -> None:
+        """Edits the chat's system prompt and sampling (they apply from its next turn)."""
+        self.post_message(self.Asked(self, "chat_settings"))
+
+    def action_export_chat(self) -> None:
+        """Writes the chat as Markdown to a file in the current folder."""
+        self.post_message(self.Asked(self, "export_chat"))
