@@ -29,7 +29,8 @@ def slot_line(slot: SlotSnapshot) -> str:
     """The slot's state, how full its context is (as a bar) and, while it works, its speed."""
     bar = usage_bar(slot.used, slot.capacity, BAR_WIDTH)
     capacity = slot.capacity or "?"  # a remote server that does not say its context
-    text = f"slot {slot.id} · {slot.state} · {slot.used} / {capacity} tokens {bar}"
+    state = "thinking" if slot.state == "decoding" and slot.reasoning_tokens is not None else slot.state
+    text = f"slot {slot.id} · {state} · {slot.used} / {capacity} tokens {bar}"
     if slot.state != "idle":  # a speed is news only while the slot works
         text += f" · {slot.tok_s:.1f} tok/s"
     return text

@@ -18,7 +18,7 @@ from typing import Any
 import openai
 
 from mlxchat.engine import reply_refusals as refusals
-from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, RequestStats, TextDelta
+from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, Part, RequestStats, TextDelta
 from mlxchat.engine.requests import Messages, Submit, TakesRequests, deliver
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
@@ -171,6 +171,8 @@ class RemoteEngine(TakesRequests):
             extra["top_k"] = s.top_k
         if s.ignore_eos:
             extra["ignore_eos"] = True
+        if not s.thinking:  # the template's switch, as llama-server and mlx_lm.server take it
+            extra["chat_template_kwargs"] = {"enable_thinking": False}
         if self.facts.has_slots:
             # The chat keeps its slot on the server, so the server's prompt cache follows it.
             extra["id_slot"] = reply.handle.slot_id
@@ -215,9 +217,14 @@ class RemoteEngine(TakesRequests):
                 if getattr(chunk, "usage", None) is not None:
                     usage = chunk.usage
                 for choice in chunk.choices or ():
-                    text = getattr(choice.delta, "content", None) if choice.delta else None
-                    if text:
-                        self._delta(reply, text)
+                    delta = choice.delta
+                    # Reasoning comes apart from the answer: `reasoning_content` (llama-server) or `reasoning`
+                    # (mlx_lm.server), fields of the server's own beside the standard `content`.
+                    for part, field in (("reasoning", "reasoning_content"), ("reasoning", "reasoning"),
+                                        ("answer", "content")):
+                        text = getattr(delta, field, None) if delta else None
+                        if text:
+                            self._delta(reply, text, part)
                     finish = choice.finish_reason or finish
         except Exception as exc:
             if not reply.ended:
@@ -250,7 +257,7 @@ class RemoteEngine(TakesRequests):
             return "error", "the server filtered the reply (finish_reason content_filter)"
         return "stop", None  # stop, tool_calls, eos...
 
-    def _delta(self, reply: RemoteReply, text: str) -> None:
+    def _delta(self, reply: RemoteReply, text: str, part: Part) -> None:
         now = time.perf_counter()
         with reply.lock:
             if reply.ended:
@@ -259,10 +266,16 @@ class RemoteEngine(TakesRequests):
                 reply.t_first = reply.t_first or now
                 reply.t_last = now
                 reply.chunks += 1
-                reply.text.append(text)
+                if part == "reasoning":
+                    reply.reasoning.append(text)
+                    reply.reasoning_chunks += 1
+                    reply.t_reasoned = ((reply.t_reasoned or (now, now))[0], now)
+                else:
+                    reply.text.append(text)
             self._rate.record(1)
             try:
-                deliver(reply.handle, reply.on_event, TextDelta(reply.handle.request_id, reply.handle.slot_id, text, 1))
+                delta = TextDelta(reply.handle.request_id, reply.handle.slot_id, text, 1, part)
+                deliver(reply.handle, reply.on_event, delta)
                 return
             except Exception as exc:  # the caller's callback failed: this reply ends with it, as locally
                 failure = f"{type(exc).__name__}: {exc}"
@@ -291,7 +304,8 @@ class RemoteEngine(TakesRequests):
                 # up the caller (the UI) if the socket is slow to close.
                 threading.Thread(target=_close, args=(reply.stream,), daemon=True).start()
             text = "".join(reply.text)
-            done = Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused)
+            done = Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused,
+                        reasoning="".join(reply.reasoning))
             deliver(reply.handle, reply.on_event, done)
 
     # ---- the slot view ----
@@ -326,6 +340,9 @@ def _stats(reply: RemoteReply, usage: Any) -> RequestStats:
         generated_tokens=getattr(usage, "completion_tokens", None) or reply.chunks,
         ttft_s=(reply.t_first - reply.t_submit) if reply.t_first else 0.0,
         decode_tok_s=reply.tok_s(),
+        # A chunk a token, as the servers stream them; its duration from its first reasoning chunk to its last.
+        reasoning_tokens=reply.reasoning_chunks,
+        reasoning_s=(reply.t_reasoned[1] - reply.t_reasoned[0]) if reply.t_reasoned else 0.0,
     )
 
 

@@ -55,7 +55,10 @@ class RemoteReply:
     t_first: float | None = None
     t_last: float | None = None
     chunks: int = 0
-    text: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)  # its answer
+    reasoning: list[str] = field(default_factory=list)  # its reasoning, as the server sends it apart
+    reasoning_chunks: int = 0
+    t_reasoned: tuple[float, float] | None = None  # when its first and last reasoning came
     stream: Any = None
     ended: bool = False
     # Held while an event is delivered, so that nothing comes after the Done (a cancel and the
@@ -64,6 +67,12 @@ class RemoteReply:
 
     def tok_s(self) -> float:
         return stream_rate(self.chunks, self.t_first, self.t_last)
+
+    @property
+    def reasoning_now(self) -> int | None:
+        """Its reasoning chunks while it reasons (the last text came as reasoning), else None."""
+        reasoning = self.t_reasoned is not None and self.t_reasoned[1] == self.t_last
+        return self.reasoning_chunks if reasoning else None
 
 
 @dataclass
@@ -97,6 +106,7 @@ def slot_snapshot(slot: RemoteSlot, theirs: ServerSlot | None, per_slot: int) ->
             tok_s=reply.tok_s() if reply else slot.last_tok_s,
             sampling=reply.sampling if reply else None,
             kv_bytes_allocated=0, kv_bytes_used=0, label=slot.label,
+            reasoning_tokens=reply.reasoning_now if reply else None,
         )
     state = "idle" if reply is None else ("decoding" if reply.chunks else "prefill")
     return SlotSnapshot(
@@ -104,4 +114,5 @@ def slot_snapshot(slot: RemoteSlot, theirs: ServerSlot | None, per_slot: int) ->
         prompt_tokens=slot.prompt_tokens, prompt_processed=slot.prompt_tokens, cached_tokens=slot.cached_tokens,
         generated=generated, tok_s=reply.tok_s() if reply else slot.last_tok_s,
         sampling=reply.sampling if reply else None, kv_bytes_allocated=0, kv_bytes_used=0, label=slot.label,
+        reasoning_tokens=reply.reasoning_now if reply else None,
     )

@@ -71,6 +71,7 @@ class ReplyView(Widget):
         super().__init__(classes=classes)
         self.text = text
         self.set_class(streaming, "-streaming")
+        self.set_class(not text, "-blank")
         self._lines: list[Strip] = []
         self._finished: list[Strip] = []  # the lines of the blocks that can no longer change
         self._finished_end = 0  # where those blocks end in the text
@@ -104,6 +105,7 @@ class ReplyView(Widget):
     def show(self, text: str) -> None:
         """Draws `text` (the whole reply so far)."""
         self.text = text
+        self.set_class(not text, "-blank")
         self._render_lines()
 
     def finish(self, text: str) -> None:
