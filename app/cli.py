@@ -16,6 +16,7 @@ from mlxchat.app.version import installed_version
 from mlxchat.engine import LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS, RESUME_SCENARIO, RETURN_SCENARIO
 from mlxchat.engine import (
     DEFAULT_ENGINES,
+    SCENARIO_ENGINES,
     DEFAULT_MAX_TOKENS,
     DEFAULT_REPEATS,
     DEFAULT_SLOTS,
@@ -92,8 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
         "models", parents=[settings_flags], help="which model families run here, and how each layer kind is cached"
     )
     bench = commands.add_parser("bench", parents=[settings_flags], help="measure prefill and decode speed")
-    bench.add_argument("--engines", type=_names(RUNNERS), default=list(DEFAULT_ENGINES), metavar="A,B",
-                       help=f"engines to measure (known: {', '.join(RUNNERS)})")
+    bench.add_argument("--engines", type=_names(RUNNERS), metavar="A,B",
+                       help=f"engines to measure (known: {', '.join(RUNNERS)}; by default "
+                            f"{','.join(DEFAULT_ENGINES)}, and for --scenario reasoning "
+                            f"{','.join(SCENARIO_ENGINES['reasoning'])}: what splitting reasoning from answer costs)")
     bench.add_argument("--scenario", choices=[*sorted(SCENARIOS), RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO],
                        default="short",
                        help=f"prompts to play; {RETURN_SCENARIO}: time to first token of a chat coming back to "

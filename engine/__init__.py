@@ -41,6 +41,7 @@ _NAMES: dict[str, str] = {
     "run_return_bench": "mlxchat.engine.bench.return_scenario",
     # bench.runners
     "DEFAULT_ENGINES": "mlxchat.engine.bench.runners",
+    "SCENARIO_ENGINES": "mlxchat.engine.bench.runners",
     "DEFAULT_MAX_TOKENS": "mlxchat.engine.bench.runners",
     "DEFAULT_REPEATS": "mlxchat.engine.bench.runners",
     "DEFAULT_SLOTS": "mlxchat.engine.bench.runners",
@@ -176,6 +177,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
     )
     from mlxchat.engine.bench.runners import (
         DEFAULT_ENGINES,
+        SCENARIO_ENGINES,
         DEFAULT_MAX_TOKENS,
         DEFAULT_REPEATS,
         DEFAULT_SLOTS,

@@ -21,9 +21,10 @@ _PARTS: dict[str | None, Part] = {"normal": "answer", "reasoning": "reasoning", 
 class ReasoningFormat:
     """A tokenizer's reasoning markers: its state machine, the state a reply starts in, and what ends reasoning."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, scan: bool = True) -> None:
+        """`scan` False: replies are not split, their text all answer (the bench's reference for the split's cost)."""
         self.tokenizer = tokenizer
-        self.machine = make_text_state_machine(tokenizer)
+        self.machine = make_text_state_machine(tokenizer) if scan else None
         self.end_tokens = _end_tokens(tokenizer)
 
     @property
@@ -42,6 +43,8 @@ class ReasoningFormat:
 
     def split(self, prompt: list[int], budget: int | None) -> ReplySplit:
         """A reply's splitter, for a reply to `prompt` whose reasoning may take `budget` tokens (None: any)."""
+        if self.machine is None:
+            return ReplySplit(None, None)
         return ReplySplit(self.machine.make_state(self.initial(prompt)), budget if self.end_tokens else None)
 
 
@@ -59,7 +62,7 @@ class ReplySplit:
     @property
     def reasoning(self) -> bool:
         """Whether the reply is in its reasoning now."""
-        return self._state[0] == "reasoning"
+        return self._state is not None and self._state[0] == "reasoning"
 
     @property
     def spent(self) -> bool:
@@ -69,6 +72,8 @@ class ReplySplit:
     def take(self, text: str, now: float, counted: bool = True) -> list[tuple[Part, str]]:
         """A token's text, as the parts it falls in (markers removed; text that may start one is held
         back). `counted`: whether the token counts towards the reasoning (one the engine forced does not)."""
+        if self._state is None:  # (not scanned)
+            return [("answer", text)] if text else []
         before = self._state[0]
         self._state, segments = TextStateMachine.split(self._state, text)
         after = self._state[0]
@@ -81,6 +86,8 @@ class ReplySplit:
 
     def flush(self) -> list[tuple[Part, str]]:
         """The text held back, at the reply's end."""
+        if self._state is None:
+            return []
         self._state, text, state = TextStateMachine.flush(self._state)
         return self._parts([(state, text)])
 

@@ -22,6 +22,11 @@ class ReplyStream:
         self.format = ReasoningFormat(tokenizer)
         self._store = store
 
+    def scan(self, on: bool) -> None:
+        """Whether the replies that start from now on are split into reasoning and answer (the bench turns it off
+        to measure what the split costs)."""
+        self.format = ReasoningFormat(self.tokenizer, scan=on)
+
     def split(self, prompt: list[int], sampling: SamplingParams) -> ReplySplit:
         """The splitter of a reply to `prompt` into its parts."""
         return self.format.split(prompt, sampling.reasoning_budget)

@@ -97,11 +97,11 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings, loaded: Any, sampling: Any) -> list[Any]:
-    from mlxchat.engine import run_bench
+    from mlxchat.engine import DEFAULT_ENGINES, SCENARIO_ENGINES, run_bench
 
     return run_bench(
         loaded,
-        engines=args.engines,
+        engines=args.engines or SCENARIO_ENGINES.get(args.scenario, DEFAULT_ENGINES),
         scenario_name=args.scenario,
         slots=args.slots,
         max_tokens=args.max_tokens,

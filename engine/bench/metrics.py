@@ -71,7 +71,9 @@ def summarize(engine: str, workload: Workload, trace: RunTrace, peak_bytes: int)
 
 def median_record(records: Sequence[RunRecord]) -> RunRecord:
     """One record whose every measurement is the median of that measurement over `records`."""
-    values: dict[str, Any] = {"engine": records[0].engine, "scenario": records[0].scenario, "slots": records[0].slots}
+    first = records[0]
+    values: dict[str, Any] = {"engine": first.engine, "scenario": first.scenario, "slots": first.slots,
+                              "sampling": first.sampling}
     for f in fields(RunRecord):
         if f.name not in values:
             median = statistics.median(getattr(r, f.name) for r in records)

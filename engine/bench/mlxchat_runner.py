@@ -12,10 +12,23 @@ from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, desc
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel
 
+UNSPLIT = "mlxchat-unsplit"  # the engine with the reasoning split off (--scenario reasoning's reference)
+
 
 @runner("mlxchat")
 def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
     """mlxchat's engine: one slot per stream over a divided KV cache, every decode step batched."""
+    return _play(loaded, workload, scan=True)
+
+
+@runner(UNSPLIT)
+def _mlxchat_unsplit(loaded: LoadedModel, workload: Workload) -> RunTrace:
+    """mlxchat's engine with its replies' text not split into reasoning and answer (mlx-lm's state machine off):
+    beside "mlxchat", what the split costs."""
+    return _play(loaded, workload, scan=False)
+
+
+def _play(loaded: LoadedModel, workload: Workload, scan: bool) -> RunTrace:
     from mlxchat.engine.events import TextDelta
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.plan import SlotRequest, plan_slots
@@ -35,6 +48,7 @@ def _mlxchat(loaded: LoadedModel, workload: Workload) -> RunTrace:
         )
     else:
         engine.repartition(plan).result()
+    engine.call(lambda: engine.core.replies.scan(scan)).result()
     for slot in range(n):
         engine.clear(slot, park=False)  # no prompt may reuse what an earlier run cached
     sampling = replace(workload.sampling, max_tokens=workload.max_tokens, ignore_eos=True)

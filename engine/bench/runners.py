@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 # The runners register themselves as they are imported.
 from mlxchat.engine.bench import mlx_lm_runners, mlxchat_runner, reference  # noqa: F401
 from mlxchat.engine.bench.metrics import RunRecord, median_record, summarize
-from mlxchat.engine.bench.mlxchat_runner import close_engines
+from mlxchat.engine.bench.mlxchat_runner import UNSPLIT, close_engines
 from mlxchat.engine.bench.registry import RUNNERS, BenchError, BenchRefused
 from mlxchat.engine.bench.workloads import CTX_ROUNDING, RunTrace, Workload, make_workload
 from mlxchat.engine.events import SamplingParams
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_TOKENS = 64
 DEFAULT_ENGINES = ("mlxchat", "mlx-lm-batch", "mlx-lm-sequential")
+# The engines a scenario compares when none are named: --scenario reasoning, mlxchat with and without its split.
+SCENARIO_ENGINES = {"reasoning": ("mlxchat", UNSPLIT)}
 DEFAULT_SLOTS = (1, 2, 4, 8)
 MAX_SLOTS = 64
 DEFAULT_REPEATS = 3

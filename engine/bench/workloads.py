@@ -108,6 +108,14 @@ def _short_chats(slots: int) -> list[list[dict[str, str]]]:
     ]
 
 
+@scenario("reasoning")
+def _reasoning_chats(slots: int) -> list[list[dict[str, str]]]:
+    """The short chats, each asked to reason first: measured by mlxchat with and without its replies split
+    into reasoning and answer (the command's engines for this scenario)."""
+    return [[*chat[:-1], {"role": "user", "content": chat[-1]["content"] + " Think it through step by step first."}]
+            for chat in _short_chats(slots)]
+
+
 # The skewed scenario's long conversation: about 3000 tokens of notes before its question.
 LONG_NOTES = 24
 

@@ -70,6 +70,8 @@ def test_median_record_takes_the_median_of_every_measurement() -> None:
     median = median_record(runs)
     assert (median.decode_tok_s, median.prefill_tok_s, median.peak_bytes) == (2.0, 20.0, 200)
     assert isinstance(median.peak_bytes, int) and (median.engine, median.slots) == ("e", 2)
+    # An even number of runs: the middle two measurements averaged, the sampling kept as it is.
+    assert median_record(runs[:2]).decode_tok_s == 2.0 and median_record(runs[:2]).sampling == "greedy"
 
 
 def test_mlx_lm_sequential_decodes_exactly_max_tokens_per_stream(tiny: LoadedModel) -> None:
@@ -281,3 +283,20 @@ def test_mlx_lm_runs_a_float32_copy_of_a_model_kept_quantized_for_the_kernels(ti
     assert all(r.peak_bytes > 0 for r in runs)
     assert reference.idle_bytes(loaded, mlx_lm=True) == 0  # the copy is let go with the bench
     mx.clear_cache()
+
+
+@needs_console_script
+def test_the_reasoning_scenario_measures_mlxchat_with_and_without_its_split(reasoning_model, tmp_path: Path) -> None:
+    """`--scenario reasoning` compares the engine with its replies split into reasoning and answer against the
+    same engine with the split off, run for run, on a model that reasons."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), "bench", "--model", str(reasoning_model("switch")), "--scenario", "reasoning",
+         "--slots", "1,2", "--max-tokens", "8", "--repeats", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert [(run["engine"], run["slots"]) for run in runs] == [
+        ("mlxchat", 1), ("mlxchat", 2), ("mlxchat-unsplit", 1), ("mlxchat-unsplit", 2)]
+    assert all(run["decode_tok_s"] > 0 and run["scenario"] == "reasoning" for run in runs)

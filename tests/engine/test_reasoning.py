@@ -104,3 +104,12 @@ def test_the_next_turn_sends_answers_only_unless_reasoning_is_kept_and_the_slot_
     first_prompt = len(render(tokenizer, first))
     assert again.stats.cached_tokens >= first_prompt
     assert (again.stats.cached_tokens >= first_prompt + done.stats.generated_tokens - 1) is keep
+
+
+def test_with_the_split_off_the_reply_is_the_models_text_whole(started):
+    """The bench's reference (mlxchat-unsplit): nothing scanned, the markers left in the answer."""
+    engine = started("switch")
+    engine.call(lambda: engine.core.replies.scan(False)).result(30)
+    deltas, done = ask(engine, 0, [{"role": "user", "content": "Where is Paris?"}])
+    assert {d.part for d in deltas} == {"answer"} and done.reasoning == ""
+    assert done.text == f"<think>{REASONING}</think>{ANSWER}"
