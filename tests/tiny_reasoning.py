@@ -25,8 +25,11 @@ from tests.tiny_model import CONFIG, build_tokenizer, write_tokenizer
 REASONING = "Several chats at once share one model"
 ANSWER = " Paris is the capital of France."
 EOS = "<|im_end|>"
-MARKERS = {"switch": ("<think>", "</think>"), "opens": ("<think>", "</think>"), "channel": ("<|channel>thought", "<channel|>")}
-ADDED = {"switch": ["<think>", "</think>"], "opens": ["<think>", "</think>"], "channel": ["<|channel>", "<channel|>", "thought"]}
+MARKERS = {"switch": ("<think>", "</think>"), "opens": ("<think>", "</think>"),
+           "channel": ("<|channel>thought", "<channel|>")}
+# The tokens each style adds to the vocabulary (as real models have them: mlx-lm infers the markers from these).
+ADDED = {"switch": ["<think>", "</think>"], "opens": ["<think>", "</think>"],
+         "channel": ["<|channel>", "<channel|>", "thought"]}
 
 
 def template(style: str) -> str:
@@ -72,9 +75,8 @@ def build_reasoning_model(path: Path, style: str) -> Path:
     # The chain of tokens the model follows: the prompt's last token (the template's), then the script.
     last = _ids(tok, "\n" if style != "opens" else f"{MARKERS[style][0]}\n")[-1:]
     chain = last + [i for piece in script(style) for i in _ids(tok, piece)]
-    if style == "switch":  # thinking off: the prompt ends with the empty block, and the answer follows
-        off = _ids(tok, MARKERS[style][1])
-        assert off == [chain[chain.index(off[0])]]
+    # Thinking off, the prompt ends with the empty block's end marker, one token, whose successor is the answer.
+    assert style != "switch" or len(_ids(tok, MARKERS[style][1])) == 1
     assert len(set(chain)) == len(chain), f"the {style} script repeats a token: {tok.decode(chain)}"
     model = llama.Model(llama.ModelArgs.from_dict(config))
     params = {k: mx.zeros_like(v) if v.ndim == 2 else v for k, v in tree_flatten(model.parameters())}

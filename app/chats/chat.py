@@ -87,10 +87,13 @@ class Chat:
         reply its answer alone (what most templates expect) or, `keep_reasoning`, with its reasoning as
         `reasoning_content` (the field the templates that render past reasoning read)."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + [
-            {"role": m.role, "content": m.text} | ({"reasoning_content": m.reasoning} if keep_reasoning and m.reasoning else {})
-            for m in self.messages
-        ]
+        turns = []
+        for m in self.messages:
+            turn = {"role": m.role, "content": m.text}
+            if keep_reasoning and m.reasoning:
+                turn["reasoning_content"] = m.reasoning
+            turns.append(turn)
+        return system + turns
 
 
 # The message fields a row of the messages table holds, in its column order.

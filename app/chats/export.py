@@ -36,7 +36,8 @@ def to_markdown(chat: Chat) -> str:
         f"- chat {chat.id} · model {chat.model or '(unknown)'}",
         f"- created {chat.created} · updated {chat.updated}",
         f"- temperature {s.temperature:g} · top_p {s.top_p:g} · top_k {s.top_k} · max_tokens {s.max_tokens}"
-        f" · seed {seed}",
+        f" · seed {seed}" + ("" if s.thinking else " · thinking off")
+        + ("" if s.reasoning_budget is None else f" · reasoning_budget {s.reasoning_budget}"),
         "",
     ]
     if chat.system_prompt:

@@ -50,7 +50,8 @@ def test_markdown_has_the_title_settings_and_every_turn(data_home: Path) -> None
     text = to_markdown(chat)
     assert text.startswith("# What is **MLX**?\n")
     assert f"- chat {chat.id} · model SmolLM2" in text
-    assert "temperature 0.5 · top_p 0.9 · top_k 10 · max_tokens 100 · seed 3" in text
+    settings = "temperature 0.5 · top_p 0.9 · top_k 10 · max_tokens 100 · seed 3 · thinking off · reasoning_budget 256"
+    assert settings in text
     sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert sections == ["## System", "## User", "## Assistant", "## User", "## Assistant"]
     assert text.index("Über Metal?") < text.index("Yes, it runs on Metal") < text.index("*(stopped)*")
@@ -76,7 +77,8 @@ def test_json_holds_the_messages_with_their_counts(data_home: Path) -> None:
     assert "Über" in to_json(chat)  # kept readable, not \\u-escaped
     # Reasoning in fields of its own, never in the content.
     first = document["messages"][1]
-    assert (first["reasoning"], first["reasoning_tokens"], first["reasoning_ms"]) == ("The user asks about *MLX*.", 7, 1234.5)
+    reasoning = (first["reasoning"], first["reasoning_tokens"], first["reasoning_ms"])
+    assert reasoning == ("The user asks about *MLX*.", 7, 1234.5)
     assert "MLX*." not in first["content"]
     assert (last["reasoning"], last["reasoning_tokens"]) == ("", None)
 

@@ -56,7 +56,8 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                                 tooltip=Sampling.model_fields[name].description)
                 if self._thinking_switch:
                     yield Label("thinking")
-                    yield Switch(sampling.thinking, id="thinking", tooltip=Sampling.model_fields["thinking"].description)
+                    yield Switch(sampling.thinking, id="thinking",
+                                 tooltip=Sampling.model_fields["thinking"].description)
             yield Static(id="form-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")

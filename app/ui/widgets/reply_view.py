@@ -113,6 +113,7 @@ class ReplyView(Widget):
         if not text.startswith(self.text[: self._finished_end]):  # (the blocks drawn are not this text's)
             self._rendered_for = None
         self.text = text
+        self.set_class(not text, "-blank")
         self.remove_class("-streaming")
         self._reserved = 0
         self.styles.height = None  # (back to the stylesheet's: auto)
