@@ -274,6 +274,15 @@ def test_cached_cell_marks_tokens_prefilled_again() -> None:
     assert (again.plain, str(again.style)) == ("0 (+300 again)", "yellow")
 
 
+def test_a_slot_that_reasons_shows_thinking_with_its_reasoning_tokens() -> None:
+    from mlxchat.app.ui.screens.inspector import slot_cells
+
+    slot = fixed_snapshot().slots[0]
+    cells = slot_cells(replace(slot, reasoning_tokens=300))
+    assert (cells["state"].plain, cells["generated"].plain) == ("thinking", "424 (300 thinking)")
+    assert slot_cells(slot)["state"].plain == "decoding"  # its answer, or a model that does not reason
+
+
 def test_recent_rates_are_tokens_since_the_last_snapshot() -> None:
     before = fixed_snapshot()
     later = [replace(s, generated=s.generated + 12) if s.id == 0 else s for s in before.slots]
