@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Protocol
 
 from mlxchat.engine.events import EngineSnapshot, Event, SamplingParams
 from mlxchat.engine.handle import RequestHandle
-from mlxchat.engine.requests import Messages
+from mlxchat.engine.requests import Messages, Tools
 from mlxchat.engine.plan import SlotPlan
 
 
@@ -24,6 +24,7 @@ class ChatEngine(Protocol):
         tokens: list[int] | None = None,
         sampling: SamplingParams = ...,
         on_event: Callable[[Event], None] | None = None,
+        tools: Tools | None = None,
     ) -> RequestHandle:
         """Starts a reply in `slot_id`; its events come on the handle and to `on_event`, ending with Done."""
         ...
@@ -57,12 +58,3 @@ class ChatEngine(Protocol):
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures."""
         ...
-
-
-def render(tokenizer: Any, messages: Messages, thinking: bool = True) -> list[int]:
-    """A chat's tokens as the model's chat template writes them, ready for its reply. `thinking` False turns the
-    template's thinking switch off (mlx-lm passes it under the name the template knows; on, it is mlx-lm's
-    default: the switch is on where the model marks reasoning)."""
-    off = {} if thinking else {"enable_thinking": False}
-    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, **off)
-    return list(ids["input_ids"] if isinstance(ids, dict) else ids)

@@ -7,7 +7,7 @@ from typing import Literal
 
 SlotState = Literal["idle", "prefill", "decoding"]
 FinishReason = Literal["stop", "length", "context", "cancelled", "error"]
-Part = Literal["answer", "reasoning", "tool"]  # which part of a reply a text is (engine.reasoning)
+Part = Literal["answer", "reasoning", "tool"]  # which part of a reply a text is (engine.reply_parts)
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,18 @@ class Done:
     error: str | None = None
     refused: bool = False
     reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()  # the calls the reply ended with: the caller runs them, and goes on
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call a reply ended with, as the model's tool parser read it: the tool's name and its arguments,
+    or `error` where the call could not be read (the caller answers the model with it)."""
+
+    id: str
+    name: str
+    arguments: dict = field(default_factory=dict)
+    error: str | None = None
 
 
 Event = TextDelta | Done

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from mlxchat.engine.events import Done, FinishReason, Part, RequestStats, SamplingParams, TextDelta
 from mlxchat.engine.requests import deliver
 from mlxchat.engine.kv.slot_store import SlotKVStore
-from mlxchat.engine.reasoning import ReasoningFormat, ReplySplit
+from mlxchat.engine.reply_parts import ReasoningFormat, ReplySplit, tool_calls
 from mlxchat.engine.slots import Request, Slot
 
 
@@ -86,7 +86,7 @@ class ReplyStream:
         r = slot.request
         assert r is not None
         for part, text in parts:
-            if part != "reasoning":
+            if part == "answer":
                 r.text.append(text)
             delta = TextDelta(r.id, slot.id, text, r.unreported, part)
             r.unreported = 0
@@ -122,4 +122,6 @@ class ReplyStream:
             reasoning_s=r.split.reasoning_s,
         )
         reasoning = "".join(r.split.reasoning_text)
-        deliver(r.handle, r.on_event, Done(r.id, slot.id, reason, "".join(r.text), stats, error, reasoning=reasoning))
+        calls = tool_calls(self.tokenizer, r.split.tool_texts, r.tools, r.id)
+        deliver(r.handle, r.on_event, Done(r.id, slot.id, reason, "".join(r.text), stats, error, reasoning=reasoning,
+                                           tool_calls=calls))

@@ -1,17 +1,21 @@
-"""A request on its way to an engine: the chat it answers (Messages), the typed command (Submit), the `submit`
-both engines offer, and how its events reach the caller (deliver). No MLX here."""
+"""A request on its way to an engine: the chat it answers (Messages) and its tools, the typed command (Submit), its
+prompt as the chat template writes it (render), the `submit` both engines offer, and how its events reach the
+caller (deliver). No MLX here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from mlxchat.engine.events import Done, Event, SamplingParams
 from mlxchat.engine.handle import RequestHandle
 
-# A chat as its template renders it: each message a role and its content.
-Messages = Sequence[Mapping[str, str]]
+# A chat as its template renders it: each message a role and its content (and, for tool calls and results,
+# the fields of OpenAI's message shapes: tool_calls, tool_call_id).
+Messages = Sequence[Mapping[str, Any]]
+# The tools a reply may call, as the chat template takes them: OpenAI's function schemas.
+Tools = Sequence[Mapping[str, Any]]
 
 
 def deliver(handle: RequestHandle, on_event: Callable[[Event], None] | None, event: Event, quiet: bool = False) -> None:
@@ -42,6 +46,25 @@ class Submit:
     tokens: list[int] | None = None
     sampling: SamplingParams = SamplingParams()
     on_event: Callable[[Event], None] | None = None
+    tools: Tools | None = None
+
+
+def prompt_of(tokenizer: Any, submit: Submit) -> list[int]:
+    """The request's prompt: its raw tokens, or its chat as the chat template writes it (with its tools)."""
+    if submit.tokens is not None:
+        return list(submit.tokens)
+    return render(tokenizer, submit.messages or [], submit.sampling.thinking, submit.tools)
+
+
+def render(tokenizer: Any, messages: Messages, thinking: bool = True, tools: Tools | None = None) -> list[int]:
+    """A chat's tokens as the model's chat template writes them, ready for its reply. `thinking` False turns the
+    template's thinking switch off (mlx-lm passes it under the name the template knows; on, it is mlx-lm's
+    default: the switch is on where the model marks reasoning)."""
+    kwargs: dict[str, Any] = {} if thinking else {"enable_thinking": False}
+    if tools:
+        kwargs["tools"] = list(tools)
+    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, **kwargs)
+    return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
 
 class TakesRequests:
@@ -58,11 +81,12 @@ class TakesRequests:
         tokens: list[int] | None = None,
         sampling: SamplingParams = SamplingParams(),
         on_event: Callable[[Event], None] | None = None,
+        tools: Tools | None = None,
     ) -> RequestHandle:
         """Starts a reply in `slot_id` to a chat (`messages`) or to raw `tokens`; its events come on the handle
-        and to `on_event`, ending with one Done."""
+        and to `on_event`, ending with one Done. `tools`: what the reply may call (its Done names the calls)."""
         handle = RequestHandle(next(self._request_ids), slot_id)
-        self._take(Submit(handle, messages, tokens, sampling, on_event))
+        self._take(Submit(handle, messages, tokens, sampling, on_event, tools))
         return handle
 
     def _take(self, submit: Submit) -> None:

@@ -15,10 +15,9 @@ import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine import reply_refusals as refusals
-from mlxchat.engine.chat_engine import render
 from mlxchat.engine.events import Done, EngineSnapshot
 from mlxchat.engine.forward import Forward
-from mlxchat.engine.requests import Submit, deliver
+from mlxchat.engine.requests import Submit, deliver, prompt_of
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.disk import DiskTier
 from mlxchat.engine.kv.slot_store import SlotKVStore
@@ -241,9 +240,7 @@ class SlotScheduler:
         return self.slots[slot_id] if 0 <= slot_id < len(self.slots) else None
 
     def _admit(self, submit: Submit) -> None:
-        handle, messages, tokens, sampling, on_event = (
-            submit.handle, submit.messages, submit.tokens, submit.sampling, submit.on_event
-        )
+        handle, sampling, on_event = submit.handle, submit.sampling, submit.on_event
         slot = self._slot(handle.slot_id)
 
         def refuse(message: str) -> None:
@@ -254,12 +251,12 @@ class SlotScheduler:
         if slot.request is not None:
             return refuse(refusals.still_answering(slot.id))
         try:
-            prompt = list(tokens) if tokens is not None else render(self.tokenizer, messages or [], sampling.thinking)
+            prompt = prompt_of(self.tokenizer, submit)
         except Exception as exc:  # a template that rejects the chat is this request's problem only
             return refuse(refusals.unrenderable(exc))
         capacity = self.store.capacity
         if len(prompt) + 1 > capacity:
-            return refuse(refusals.does_not_fit(len(prompt), slot.id, capacity, self.plan, messages))
+            return refuse(refusals.does_not_fit(len(prompt), slot.id, capacity, self.plan, submit.messages))
         if not prompt:
             return refuse(refusals.EMPTY)
         # At least one prompt token must go through the model to give the first reply's logits.
@@ -282,6 +279,7 @@ class SlotScheduler:
             detokenizer=self.tokenizer.detokenizer,
             on_event=on_event,
             split=self.replies.split(prompt, sampling),
+            tools=submit.tools,
             cached=cached,
             refilled=max(0, common - cached),
             pending=prompt[cached:],

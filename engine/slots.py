@@ -13,7 +13,7 @@ from mlxchat.engine.sampling import SlotSampler
 
 if TYPE_CHECKING:
     from mlxchat.engine.kv.slot_store import SlotKVStore
-    from mlxchat.engine.reasoning import ReplySplit
+    from mlxchat.engine.reply_parts import ReplySplit
 
 
 @dataclass
@@ -28,6 +28,7 @@ class Request:
     detokenizer: Any
     on_event: Callable[[Event], None] | None
     split: ReplySplit  # which part of the reply its text is, and its reasoning's count
+    tools: Any = None  # the tools it may call (their schemas, for the tool parser)
     cached: int = 0
     refilled: int = 0  # prompt tokens the slot held but had to prefill again (a window or state cannot roll back)
     pending: list[int] = field(default_factory=list)

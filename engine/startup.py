@@ -94,7 +94,7 @@ def start_local(
     from mlxchat.engine.loading.families import UnsupportedFamily
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.local_engine import Engine
-    from mlxchat.engine.reasoning import has_thinking_switch
+    from mlxchat.engine.reply_parts import has_thinking_switch
     from mlxchat.engine.status import EngineInfo
 
     try:

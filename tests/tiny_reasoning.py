@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.tiny_model import CONFIG, build_tokenizer, write_tokenizer
+from tests.tiny_scripted import EOS, build_scripted_model
 
 REASONING = "Several chats at once share one model"
 ANSWER = " Paris is the capital of France."
-EOS = "<|im_end|>"
 MARKERS = {"switch": ("<think>", "</think>"), "opens": ("<think>", "</think>"),
            "channel": ("<|channel>thought", "<channel|>")}
 # The tokens each style adds to the vocabulary (as real models have them: mlx-lm infers the markers from these).
@@ -58,36 +57,9 @@ def script(style: str) -> list[str]:
 
 def build_reasoning_model(path: Path, style: str) -> Path:
     """Writes the tiny `style` reasoning model to `path`."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-    from mlx_lm.models import llama
-    from tokenizers import AddedToken
-
-    path.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(ascii_only=True)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED[style]])
-    vocab = tok.get_vocab_size()
-    width = -(-vocab // 64) * 64  # each token its own axis of the hidden state
-    eos = tok.token_to_id(EOS)
-    config = dict(CONFIG, vocab_size=vocab, hidden_size=width, intermediate_size=64, eos_token_id=eos)
-    write_tokenizer(path, tok, config, template(style))
-
-    # The chain of tokens the model follows: the prompt's last token (the template's), then the script.
-    last = _ids(tok, "\n" if style != "opens" else f"{MARKERS[style][0]}\n")[-1:]
-    chain = last + [i for piece in script(style) for i in _ids(tok, piece)]
-    # Thinking off, the prompt ends with the empty block's end marker, one token, whose successor is the answer.
-    assert style != "switch" or len(_ids(tok, MARKERS[style][1])) == 1
-    assert len(set(chain)) == len(chain), f"the {style} script repeats a token: {tok.decode(chain)}"
-    model = llama.Model(llama.ModelArgs.from_dict(config))
-    params = {k: mx.zeros_like(v) if v.ndim == 2 else v for k, v in tree_flatten(model.parameters())}
-    params["model.embed_tokens.weight"] = mx.eye(vocab, width)
-    head = mx.zeros((vocab, width))
-    following = mx.full((vocab,), eos)  # a token off the script ends the reply
-    following[mx.array(chain[:-1])] = mx.array(chain[1:])
-    head[following, mx.arange(vocab)] = 4.0
-    params["lm_head.weight"] = head
-    mx.save_safetensors(str(path / "model.safetensors"), params)
-    return path
+    last = "\n" if style != "opens" else f"{MARKERS[style][0]}\n"  # the prompt's last token is its successor's
+    # Thinking off, the prompt ends with the empty block's end marker: one token, on the script before the answer.
+    return build_scripted_model(path, ADDED[style], template(style), [(last, script(style))])
 
 
 def reply_tokens(path: Path, part: str) -> int:
@@ -96,7 +68,3 @@ def reply_tokens(path: Path, part: str) -> int:
 
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
     return len(tok.encode(REASONING if part == "reasoning" else ANSWER, add_special_tokens=False).ids)
-
-
-def _ids(tok, text: str) -> list[int]:
-    return tok.encode(text, add_special_tokens=False).ids

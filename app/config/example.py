@@ -7,7 +7,7 @@ import textwrap
 from pydantic import BaseModel
 
 from mlxchat.app.config.settings import Settings
-from mlxchat.app.config.toml_text import is_table, toml_value
+from mlxchat.app.config.toml_text import is_table, named_tables, toml_value
 
 
 def example_config() -> str:
@@ -28,6 +28,11 @@ def example_config() -> str:
         if is_table(info.annotation):
             lines += [*_comment(info.description or ""), f"[{name}]", ""]
             lines += _example_fields(info.annotation)
+            for sub, sub_info in info.annotation.model_fields.items():
+                model = named_tables(sub_info.annotation)
+                if model is not None:  # one commented example table, NAME for its name
+                    lines += [*_comment(sub_info.description or ""), f"# [{name}.{sub}.NAME]", ""]
+                    lines += _example_fields(model)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -35,9 +40,12 @@ def _example_fields(model: type[BaseModel]) -> list[str]:
     """The commented documentation and `# key = value` line of each scalar field of `model`."""
     lines: list[str] = []
     for name, info in model.model_fields.items():
-        if is_table(info.annotation):
+        if is_table(info.annotation) or named_tables(info.annotation) is not None:
             continue
-        value = info.examples[0] if info.examples else info.default
+        value = info.examples[0] if info.examples else info.get_default(call_default_factory=True)
+        if value is None:  # (unset, with nothing to show: its documentation says how it is written)
+            lines += [*_comment(info.description or ""), ""]
+            continue
         lines += [*_comment(info.description or ""), f"# {name} = {toml_value(value)}", ""]
     return lines
 

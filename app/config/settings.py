@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mlxchat.app.actions import ACTIONS, key_clashes
+from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.toml_text import toml_value
 from mlxchat.app.config.limits import (
     CONTEXT_CEILING,
@@ -212,6 +213,9 @@ class Settings(BaseSettings):
 
     sampling: Sampling = Field(default_factory=Sampling)
     """How the next token is chosen."""
+
+    mcp: Mcp = Field(default_factory=Mcp)
+    """Tools the chats may call, from Model Context Protocol servers."""
 
     remote: Remote = Field(default_factory=Remote)
     """The server used when engine = "remote"."""

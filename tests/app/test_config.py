@@ -162,16 +162,17 @@ def test_example_config_is_generated_and_loads_as_it_is() -> None:
 
 
 def test_example_config_values_are_valid_when_uncommented(tmp_path: Path) -> None:
-    uncommented = re.sub(r"^# (\w+ = .*)$", r"\1", example_config(), flags=re.MULTILINE)
+    uncommented = re.sub(r"^# (\w+ = .*|\[[\w.]+\])$", r"\1", example_config(), flags=re.MULTILINE)
     settings = load_settings(write(tmp_path / "c.toml", uncommented), {})
     defaults = Settings()
     for name, info in Settings.model_fields.items():
         # A field with an example shows the example rather than its default.
-        if not info.examples and name not in ("sampling", "remote"):
+        if not info.examples and name not in ("sampling", "remote", "mcp"):
             assert getattr(settings, name) == getattr(defaults, name), name
     assert settings.model is not None and settings.ctx_per_slot is not None and settings.sampling.seed is not None
     assert settings.keys == {"new_chat": "ctrl+t", "toggle_grid": "f10"}
     assert settings.remote.model is not None and settings.remote.api_key_env == "OPENAI_API_KEY"
+    assert settings.mcp.servers["NAME"].command == "uvx" and settings.mcp.servers["NAME"].auto_approve
 
 
 def test_a_key_for_an_unknown_action_names_the_known_ones(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxchat.engine.chat_engine import render
+from mlxchat.engine.requests import render
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
 from tests.started import start_as_the_app
 from tests.tiny_reasoning import ANSWER, REASONING, reply_tokens

@@ -20,7 +20,7 @@ from tests.ui.test_reasoning import reasoning_so_far
 @pytest.fixture(autouse=True)
 def _steady_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("mlxchat.engine.slots.Request.decode_tok_s", lambda self: 12.5)
-    monkeypatch.setattr("mlxchat.engine.reasoning.ReplySplit.reasoning_s", property(lambda self: 12.4))
+    monkeypatch.setattr("mlxchat.engine.reply_parts.ReplySplit.reasoning_s", property(lambda self: 12.4))
 
 
 def test_the_block_open_while_the_reply_reasons(reasoning_model, snap_compare: Any) -> None:

@@ -7,12 +7,13 @@ and chat-template module); where a reply starts is read from its prompt, as mlx_
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mlx_lm.generate import TextStateMachine, make_text_state_machine
 
-from mlxchat.engine.chat_engine import render
-from mlxchat.engine.events import Part
+from mlxchat.engine.requests import render
+from mlxchat.engine.events import Part, ToolCall
 
 # mlx-lm's state names, as the events name them.
 _PARTS: dict[str | None, Part] = {"normal": "answer", "reasoning": "reasoning", "tool": "tool"}
@@ -56,6 +57,8 @@ class ReplySplit:
         self.budget = budget
         self.reasoning_tokens = 0
         self.reasoning_text: list[str] = []
+        self.tool_texts: list[str] = []  # each tool call's text, between its markers
+        self._part: Part | None = None  # the part the last text was in
         self._started: float | None = None  # when the first token of its reasoning came
         self._last = 0.0  # and the last (the one that ended it included)
 
@@ -92,7 +95,16 @@ class ReplySplit:
         return self._parts([(state, text)])
 
     def _parts(self, segments: list[tuple[str | None, str]]) -> list[tuple[Part, str]]:
-        parts = [(_PARTS.get(state, "answer"), text) for state, text in segments if text]
+        parts = []
+        for state, text in segments:
+            part = _PARTS.get(state, "answer")
+            if part == "tool":
+                if self._part != "tool":  # (a call starts)
+                    self.tool_texts.append("")
+                self.tool_texts[-1] += text
+            self._part = part
+            if text:
+                parts.append((part, text))
         self.reasoning_text.extend(text for part, text in parts if part == "reasoning")
         return parts
 
@@ -120,3 +132,26 @@ def has_thinking_switch(tokenizer: Any) -> bool:
         return render(tokenizer, chat, thinking=True) != render(tokenizer, chat, thinking=False)
     except Exception:  # a template that cannot render a plain chat has no switch worth showing
         return False
+
+
+def tool_calls(tokenizer: Any, texts: list[str], tools: Any, request_id: int) -> tuple[ToolCall, ...]:
+    """The calls in a reply's tool texts, read by the tokenizer's own tool parser (mlx_lm.tool_parsers); a text it
+    cannot read is a call with its error (the model is told)."""
+    calls: list[ToolCall] = []
+    for text in texts:
+        try:
+            parsed = tokenizer.tool_parser(text, tools)
+        except Exception as exc:  # (a call cut short, or not in the template's format)
+            error = f"cannot read the call: {exc}"
+            calls.append(ToolCall(f"call_{request_id}_{len(calls)}", "", {"text": text}, error))
+            continue
+        for call in parsed if isinstance(parsed, list) else [parsed]:
+            arguments = call.get("arguments", {})
+            if isinstance(arguments, str):  # (some parsers leave them as JSON text)
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    arguments = {"text": arguments}
+            call_id = call.get("id") or f"call_{request_id}_{len(calls)}"
+            calls.append(ToolCall(call_id, str(call.get("name", "")), arguments if isinstance(arguments, dict) else {}))
+    return tuple(calls)

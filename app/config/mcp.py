@@ -1,0 +1,63 @@
+"""The [mcp] table: the Model Context Protocol servers whose tools the chats may call, and the limits of a call."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class McpServer(BaseModel):
+    """One server, [mcp.servers.NAME]: a command mlxchat starts (stdio) or a URL (streamable HTTP)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    command: str | None = Field(None, min_length=1, examples=["uvx"])
+    """The program that runs the server, talking MCP over its stdin and stdout (a local server)."""
+
+    args: list[str] = Field(default_factory=list, examples=[["mcp-server-time"]])
+    """The command's arguments."""
+
+    cwd: str | None = Field(None, examples=["~/projects"])
+    """The folder the command runs in (unset: mlxchat's own)."""
+
+    env: list[str] = Field(default_factory=list, examples=[["GITHUB_TOKEN"]])
+    """The names of environment variables passed to the command from mlxchat's own environment (a secret
+    stays in the environment, never in this file)."""
+
+    url: str | None = Field(None, min_length=1)
+    """Instead of `command`: the address of a server that speaks MCP's streamable HTTP, as
+    url = "http://127.0.0.1:8000/mcp"."""
+
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers to send to `url`, each named with the environment variable that holds its value, as
+    headers_env = { Authorization = "MCP_TOKEN" }."""
+
+    enabled: bool = True
+    """Whether mlxchat starts the server and offers its tools."""
+
+    auto_approve: list[str] = Field(default_factory=list, examples=[["get_current_time"]])
+    """Tools of this server that run without asking. Every other call waits for your approval."""
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give a server either `command` (a program mlxchat starts) or `url` (streamable HTTP)")
+        return self
+
+
+class Mcp(BaseModel):
+    """Tools from MCP servers: the [mcp] table, and a [mcp.servers.NAME] table for each server."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    servers: dict[str, McpServer] = Field(default_factory=dict)
+    """The servers, by name: [mcp.servers.time] with command = "uvx" and args = ["mcp-server-time"]."""
+
+    tool_timeout: float = Field(60.0, gt=0)
+    """Seconds a tool call may take; then it ends, and the model is told it timed out."""
+
+    tool_result_max_tokens: int = Field(2048, ge=16)
+    """The most tokens of a tool's result the model is given (about 4 characters a token); the rest is cut,
+    with a note to the model that says so."""
+
+    max_tool_rounds: int = Field(8, ge=1, le=100)
+    """The most rounds of tool calls one reply may take; at the limit it ends, saying why."""
