@@ -38,3 +38,8 @@ def kv_cache_dir() -> Path:
 def models_cache_dir() -> Path:
     """Where GGUF files are converted to MLX folders: $XDG_CACHE_HOME/mlxchat/models, else ~/.cache."""
     return xdg_dir("XDG_CACHE_HOME", ".cache") / APP_DIR / "models"
+
+
+def logs_dir() -> Path:
+    """Where the MCP servers' output goes: $XDG_STATE_HOME/mlxchat/logs, else ~/.local/state."""
+    return xdg_dir("XDG_STATE_HOME", ".local/state") / APP_DIR / "logs"

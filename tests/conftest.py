@@ -68,7 +68,7 @@ def _isolated_dirs(
     Config, data and saved KV are the test's own (the app writes them); the models cache is shared, below.
     """
     base = tmp_path_factory.getbasetemp()
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data")):
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state")):
         monkeypatch.setenv(var, str(tmp_path / sub))
     # The cache is shared by the session so a GGUF converted once is reused by later tests.
     monkeypatch.setenv("XDG_CACHE_HOME", str(base / "cache"))

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 START_TIMEOUT_S = 60.0
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -139,3 +140,26 @@ def endless_model(tiny_model_dir: Path, out: Path) -> Path:
     tokenizer_config["eos_token"] = "<|never|>"
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
     return out
+
+
+@contextmanager
+def serving_mcp_over_http(workdir: Path) -> Iterator[Server]:
+    """tests/mcp_server.py over streamable HTTP on a free port (its endpoint: `url` + "/mcp"), until the block ends."""
+    port = free_port()
+    log = workdir / "mcp-http.log"
+    with log.open("ab") as out:
+        process = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", "http", str(port)], cwd=ROOT,
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(process, port, log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:  # (it has no /health: it is up once it takes a connection)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.1)
+        yield server
+    finally:
+        server.kill()

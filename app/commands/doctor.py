@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
+from mlxchat.app.commands.mcp_doctor import mcp_lines
 from mlxchat.app.config.settings import Settings, settings_problems
 from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.app.commands.console_progress import ConsoleProgress
@@ -55,7 +56,8 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
         from mlxchat.app.commands.remote_doctor import remote_lines
 
         line("config", config)
-        return 1 if remote_lines(settings, line) else 0
+        broken = remote_lines(settings, line)
+        return 1 if mcp_lines(settings, line) + broken else 0
 
     line("mlx", f"{installed_version('mlx')} on {device_kind()} ({device_name()})")
     line("cpu", cpu_summary())
@@ -103,6 +105,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     line("memory", f"{available} available{total}{need}")
     if check and check.warning and not refused:
         line("  warning", check.warning)
+    problems += mcp_lines(settings, line)
     if refused:
         return EXIT_USAGE
     return 1 if problems else 0

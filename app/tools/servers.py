@@ -1,0 +1,200 @@
+"""The MCP servers of the config, each connected by the SDK's Client on one thread of mlxchat's own (an asyncio loop
+for all of them), in the background from launch: their tools listed, their calls run, in parallel, each with its
+timeout. A server that cannot start, or stops, is named with its reason; the others go on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from concurrent.futures import Future
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from mlxchat.app.config.mcp import Mcp, McpServer
+
+CONNECT_S = 20.0  # the most a server may take to start and list its tools
+ServerStatus = Literal["starting", "ready", "failed", "off"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool a server offers: its name, what it does, and the JSON schema of its arguments."""
+
+    server: str
+    name: str
+    description: str
+    schema: dict[str, Any]
+
+    def function(self) -> dict[str, Any]:
+        """The tool as a chat template takes it: OpenAI's function schema."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.schema}}
+
+
+@dataclass
+class ServerState:
+    """One server as the app and `doctor` show it."""
+
+    name: str
+    status: ServerStatus
+    tools: tuple[Tool, ...] = ()
+    error: str = ""
+    log: Path | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a call gave: its text (or why it failed), and how long it took."""
+
+    text: str
+    error: bool = False
+    ms: float = 0.0
+
+
+@dataclass
+class ToolServers:
+    """The configured servers, started by `start()` (at once: they connect in the background)."""
+
+    config: Mcp
+    log_dir: Path
+    _states: dict[str, ServerState] = field(default_factory=dict)
+    _clients: dict[str, Any] = field(default_factory=dict)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _stop: asyncio.Event | None = None
+
+    def start(self) -> None:
+        """Starts the servers' thread and connects every enabled server (returns at once)."""
+        for name, server in self.config.servers.items():
+            self._states[name] = ServerState(name, "starting" if server.enabled else "off")
+        if not any(s.status == "starting" for s in self._states.values()):
+            return
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), name="mlxchat-mcp", daemon=True).start()
+        ready.wait()
+
+    def _run(self, ready: threading.Event) -> None:
+        self._loop = loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._stop = asyncio.Event()
+        ready.set()
+
+        async def serve_all() -> None:
+            await asyncio.gather(*(self._serve(name, server) for name, server in self.config.servers.items()
+                                   if server.enabled))
+
+        loop.run_until_complete(serve_all())
+        loop.close()
+
+    async def _serve(self, name: str, server: McpServer) -> None:
+        """Holds one server's connection open until mlxchat closes, or the server fails."""
+        from mcp import Client
+
+        state = self._states[name]
+        try:
+            async with AsyncExitStack() as stack:
+                async with asyncio.timeout(CONNECT_S):
+                    client = await stack.enter_async_context(Client(self._transport(name, server, stack)))
+                    listed = await client.list_tools()
+                state.tools = tuple(Tool(name, t.name, t.description or "", dict(t.input_schema or {}))
+                                    for t in listed.tools)
+                state.status = "ready"
+                self._clients[name] = client
+                assert self._stop is not None
+                await self._stop.wait()
+        except BaseException as exc:  # (the SDK raises exception groups; a cancelled wait is a stop)
+            if not (self._stop and self._stop.is_set()):
+                state.status, state.error = "failed", describe(exc, server)
+        finally:
+            self._clients.pop(name, None)
+
+    def _transport(self, name: str, server: McpServer, stack: AsyncExitStack) -> Any:
+        """The server's transport: its command over stdio (its stderr to a log file), or streamable HTTP."""
+        if server.url is not None:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = {header: os.environ.get(variable, "") for header, variable in server.headers_env.items()}
+            return streamable_http_client(server.url, http_client=httpx2.AsyncClient(headers=headers))
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import get_default_environment, stdio_client
+
+        env = get_default_environment() | {v: os.environ[v] for v in server.env if v in os.environ}
+        params = StdioServerParameters(command=server.command or "", args=server.args, env=env,
+                                       cwd=os.path.expanduser(server.cwd) if server.cwd else None)
+        log = self._states[name].log = self.log_dir / f"mcp-{name}.log"
+        return stdio_client(params, errlog=stack.enter_context(_private_log(log)))
+
+    # ---- what the app asks ----
+
+    def states(self) -> list[ServerState]:
+        """Every configured server, in the config's order."""
+        return list(self._states.values())
+
+    def tools(self) -> list[Tool]:
+        """The tools of the servers that are ready."""
+        return [tool for state in self._states.values() if state.status == "ready" for tool in state.tools]
+
+    def settled(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds until no server is still starting; whether none is."""
+        deadline = time.monotonic() + timeout
+        while any(s.status == "starting" for s in self._states.values()):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def call(self, tool: Tool, arguments: dict[str, Any], timeout: float) -> Future[ToolResult]:
+        """Runs `tool` with `arguments` (from any thread); the future never fails: a failure is its result."""
+        if self._loop is None or tool.server not in self._clients:
+            state = self._states.get(tool.server)
+            why = state.error if state and state.error else "it is not running"
+            done: Future[ToolResult] = Future()
+            done.set_result(ToolResult(f"the tool's server {tool.server} cannot take calls: {why}", error=True))
+            return done
+        return asyncio.run_coroutine_threadsafe(self._call(tool, arguments, timeout), self._loop)
+
+    async def _call(self, tool: Tool, arguments: dict[str, Any], timeout: float) -> ToolResult:
+        started = time.perf_counter()
+
+        def took() -> float:
+            return round(1000 * (time.perf_counter() - started), 1)
+
+        try:
+            async with asyncio.timeout(timeout):
+                result = await self._clients[tool.server].call_tool(tool.name, arguments)
+        except TimeoutError:
+            return ToolResult(f"the call timed out after {timeout:g} s (tool_timeout)", True, took())
+        except BaseException as exc:  # (the server stopped, or the connection broke: its tools are gone)
+            why = describe(exc, None)
+            state = self._states[tool.server]
+            state.status, state.error = "failed", f"it stopped during a call to {tool.name} ({why})"
+            self._clients.pop(tool.server, None)
+            return ToolResult(f"the call failed: the server {tool.server} stopped ({why})", True, took())
+        texts = [getattr(c, "text", None) or f"[{getattr(c, 'type', 'content')}]" for c in result.content]
+        return ToolResult("\n".join(texts), bool(result.is_error), took())
+
+    def close(self) -> None:
+        """Ends every connection (the servers mlxchat started stop)."""
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+
+def describe(exc: BaseException, server: McpServer | None) -> str:
+    """What went wrong, in a line: the first real error inside the SDK's exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return f"it did not answer within {CONNECT_S:g} s"
+    if isinstance(exc, FileNotFoundError) and server is not None:
+        return f"cannot run {server.command!r}: no such program (check `command` and your PATH)"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _private_log(path: Path) -> Any:
+    """The log file, readable by the user only (0600), appended to."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a", encoding="utf-8")

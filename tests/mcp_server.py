@@ -1,0 +1,52 @@
+"""A real MCP server for the tests, written with the SDK's MCPServer: `python -m tests.mcp_server stdio`, or
+`python -m tests.mcp_server http PORT` (streamable HTTP on localhost). Its tools answer, take their time, raise,
+return a very long text, and end the server's own process."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("mlxchat-test-tools")
+
+
+@server.tool()
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"18 °C and clear in {city}"
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Answers after `seconds`."""
+    await anyio.sleep(seconds)
+    return f"done after {seconds} s"
+
+
+@server.tool()
+def fails(reason: str) -> str:
+    """Always fails, with `reason`."""
+    raise ValueError(reason)
+
+
+@server.tool()
+def long_text(words: int) -> str:
+    """`words` words of text."""
+    return " ".join(f"word{i}" for i in range(words))
+
+
+@server.tool()
+def die() -> str:
+    """Ends the server's process in the middle of the call."""
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    print("mlxchat-test-tools: starting", file=sys.stderr, flush=True)  # (for the log file's test)
+    if sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
