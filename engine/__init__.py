@@ -81,6 +81,7 @@ _NAMES: dict[str, str] = {
     "SlotSnapshot": "mlxchat.engine.events",
     "SlotState": "mlxchat.engine.events",
     "TextDelta": "mlxchat.engine.events",
+    "ToolCall": "mlxchat.engine.events",
     # loading.families
     "describe_families": "mlxchat.engine.loading.families:describe",
     "layer_kinds": "mlxchat.engine.loading.families",
@@ -209,6 +210,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         SlotSnapshot,
         SlotState,
         TextDelta,
+        ToolCall,
     )
     from mlxchat.engine.loading.families import (
         describe as describe_families,

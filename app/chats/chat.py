@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from mlxchat.engine import SamplingParams
 
@@ -44,6 +44,8 @@ class ChatMessage:
     reasoning: str = ""
     reasoning_tokens: int | None = None
     reasoning_ms: float | None = None
+    # The tool calls a reply ended with, each with its result once it ran (app.tools.calls.ToolCallRecord's fields).
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.updated = self.updated or self.created
@@ -87,19 +89,25 @@ class Chat:
         reply its answer alone (what most templates expect) or, `keep_reasoning`, with its reasoning as
         `reasoning_content` (the field the templates that render past reasoning read)."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        turns = []
+        turns: list[dict[str, Any]] = []
         for m in self.messages:
-            turn = {"role": m.role, "content": m.text}
+            turn: dict[str, Any] = {"role": m.role, "content": m.text}
             if keep_reasoning and m.reasoning:
                 turn["reasoning_content"] = m.reasoning
             turns.append(turn)
+            if m.tool_calls:  # OpenAI's shapes: the calls on the reply, each result a `tool` message after it
+                turn["tool_calls"] = [{"id": c["id"], "type": "function",
+                                       "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                      for c in m.tool_calls]
+                turns += [{"role": "tool", "tool_call_id": c["id"], "name": c["name"], "content": c.get("result", "")}
+                          for c in m.tool_calls]
         return system + turns
 
 
 # The message fields a row of the messages table holds, in its column order.
 MESSAGE_COLUMNS = ("role", "text", "finish_reason", "prompt_tokens", "generated_tokens", "created", "updated",
                    "cached_tokens", "cached_from", "ttft_ms", "decode_tok_s", "reasoning", "reasoning_tokens",
-                   "reasoning_ms")
+                   "reasoning_ms", "tool_calls")
 
 
 def reasoning_header(message: ChatMessage) -> str:

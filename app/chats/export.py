@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Literal
 
-from mlxchat.app.chats.chat import Chat, reasoning_header
+from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 
 ExportFormat = Literal["md", "json"]
 FORMATS: tuple[ExportFormat, ...] = ("md", "json")
@@ -48,6 +48,10 @@ def to_markdown(chat: Chat) -> str:
             lines += ["<details>", f"<summary>{reasoning_header(message)}</summary>", "", message.reasoning, "",
                       "</details>", ""]
         lines += [message.text, ""]
+        for call in message.tool_calls:  # each call, then its result, as a quoted block
+            arguments = json.dumps(call["arguments"], ensure_ascii=False)
+            lines += [f"**Tool call** `{call['name']}` ({call.get('server') or 'no server'}): `{arguments}`", ""]
+            lines += ["> " + line for line in (call.get("result") or "(no result)").splitlines()] + [""]
         ending = _ENDINGS.get(message.finish_reason or "")
         if ending:
             lines += [f"*{ending}*", ""]
@@ -68,24 +72,36 @@ def to_json(chat: Chat) -> str:
         "updated": chat.updated,
         "system_prompt": chat.system_prompt,
         "sampling": sampling,
-        "messages": [
-            {
-                "role": m.role,
-                "content": m.text,
-                "reasoning": m.reasoning,
-                "reasoning_tokens": m.reasoning_tokens,
-                "reasoning_ms": m.reasoning_ms,
-                "finish_reason": m.finish_reason,
-                "prompt_tokens": m.prompt_tokens,
-                "cached_tokens": m.cached_tokens,
-                "cached_from": m.cached_from,
-                "ttft_ms": m.ttft_ms,
-                "decode_tok_s": m.decode_tok_s,
-                "generated_tokens": m.generated_tokens,
-                "created": m.created,
-                "updated": m.updated,
-            }
-            for m in chat.messages
-        ],
+        "messages": [message for m in chat.messages for message in _shapes(m)],
     }
     return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def _shapes(m: ChatMessage) -> list[dict]:
+    """A message as JSON, in OpenAI's shapes: a reply's calls in `tool_calls`, each result a `tool` message after it."""
+    message: dict = {
+        "role": m.role,
+        "content": m.text,
+        "reasoning": m.reasoning,
+        "reasoning_tokens": m.reasoning_tokens,
+        "reasoning_ms": m.reasoning_ms,
+        "finish_reason": m.finish_reason,
+        "prompt_tokens": m.prompt_tokens,
+        "cached_tokens": m.cached_tokens,
+        "cached_from": m.cached_from,
+        "ttft_ms": m.ttft_ms,
+        "decode_tok_s": m.decode_tok_s,
+        "generated_tokens": m.generated_tokens,
+        "created": m.created,
+        "updated": m.updated,
+    }
+    if not m.tool_calls:
+        return [message]
+    message["tool_calls"] = [
+        {"id": c["id"], "type": "function",
+         "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}}
+        for c in m.tool_calls
+    ]
+    results = [{"role": "tool", "tool_call_id": c["id"], "name": c["name"], "content": c.get("result", ""),
+                "server": c.get("server"), "error": c.get("error", False), "ms": c.get("ms")} for c in m.tool_calls]
+    return [message, *results]

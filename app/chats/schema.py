@@ -90,6 +90,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE chats ADD COLUMN reasoning_budget INTEGER",
         "ALTER TABLE chats ADD COLUMN reasoning_open INTEGER NOT NULL DEFAULT 0",
     ),
+    # 7: the tool calls a reply ended with and their results (JSON: a list of objects).
+    ("ALTER TABLE messages ADD COLUMN tool_calls TEXT NOT NULL DEFAULT '[]'",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

@@ -8,11 +8,13 @@ next save writes them again.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
 from mlxchat.app.chats.chat import MESSAGE_COLUMNS, Chat, ChatMessage, now
@@ -118,7 +120,7 @@ class ChatStore(TabLeases, ChatSearch):
             db.executemany(
                 f"INSERT OR REPLACE INTO messages (chat_id, seq, {', '.join(MESSAGE_COLUMNS)})"
                 f" VALUES (?, ?{', ?' * len(MESSAGE_COLUMNS)})",
-                [(chat_id, seq, *(getattr(m, c) for c in MESSAGE_COLUMNS)) for seq, m in unsaved],
+                [(chat_id, seq, *(_column(m, c) for c in MESSAGE_COLUMNS)) for seq, m in unsaved],
             )
         chat.id, chat.saved = chat_id, True
         for _, message in unsaved:
@@ -154,7 +156,7 @@ class ChatStore(TabLeases, ChatSearch):
     def _chat(self, row: tuple) -> Chat:
         chat_id, title, created, updated, model, system_prompt, *sampling_row, draft, reasoning_open = row
         messages = [
-            ChatMessage(**dict(zip(MESSAGE_COLUMNS, values)), saved=True)
+            ChatMessage(**dict(zip(MESSAGE_COLUMNS, values)) | {"tool_calls": json.loads(values[-1])}, saved=True)
             for values in self._db.execute(
                 f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE chat_id = ? ORDER BY seq", (chat_id,)
             )
@@ -169,6 +171,12 @@ class ChatStore(TabLeases, ChatSearch):
 _SAMPLING_COLUMNS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "thinking", "reasoning_budget")
 _ROW_COLUMNS = f"title, created, updated, model, system_prompt, {', '.join(_SAMPLING_COLUMNS)}, draft, reasoning_open"
 _CHAT_COLUMNS = f"id, {_ROW_COLUMNS}"
+
+
+def _column(message: ChatMessage, name: str) -> Any:
+    """A message field as its column holds it (its tool calls as JSON)."""
+    value = getattr(message, name)
+    return json.dumps(value, ensure_ascii=False) if name == "tool_calls" else value
 
 
 def _sampling_row(s: SamplingParams) -> tuple:
