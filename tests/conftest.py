@@ -129,3 +129,11 @@ def reasoning_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str],
         return built[style]
 
     return folder
+
+
+@pytest.fixture(scope="session")
+def tool_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model that calls a tool, then answers from its result (tests/tiny_tools.py)."""
+    from tests.tiny_tools import build_tool_model
+
+    return build_tool_model(tmp_path_factory.mktemp("tools") / "tiny-tools")

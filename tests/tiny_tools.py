@@ -1,0 +1,38 @@
+"""A tiny model that calls a tool (tests/tiny_scripted.py's table): asked anything, it calls `weather` for Paris in
+the format of mlx-lm's json_tools parser (Qwen's `<tool_call>{...}</tool_call>`); after a tool's result, whose turn
+the template ends with its own token, it answers from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.tiny_scripted import EOS, build_scripted_model
+
+CALL = '{"name": "weather", "arguments": {"city": "Paris"}}'  # one token: the model writes the call whole
+ANSWER = " Paris is clear today."
+AFTER_RESULT = "<answer>"  # the generation prompt's last token after a tool's result
+
+# A Qwen-style template: the tools listed in a system turn, calls in <tool_call> (json_tools: the template names
+# tool_call.name), results in <tool_response>. The model's call, sent back, is written as the model wrote it.
+TEMPLATE = (
+    "{% if tools %}<|im_start|>system\n<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}</tools>"
+    "<|im_end|>\n{% endif %}"
+    "{% for message in messages %}"
+    "{% if message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}</tool_response>"
+    "<|im_end|>\n"
+    "{% else %}<|im_start|>{{ message.role }}\n{{ message.content }}"
+    "{% for call in message.tool_calls or [] %}{% set tool_call = call.function %}"
+    '<tool_call>{"name": "{{ tool_call.name }}", "arguments": {{ tool_call.arguments | tojson }}}</tool_call>'
+    "{% endfor %}" + EOS + "\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if messages[-1].role == 'tool' %}" + AFTER_RESULT + "{% endif %}{% endif %}"
+)
+
+
+def build_tool_model(path: Path) -> Path:
+    """Writes the tiny tool-calling model to `path`."""
+    return build_scripted_model(
+        path, ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", AFTER_RESULT, CALL], TEMPLATE,
+        [("\n", ["<tool_call>", CALL, "</tool_call>", EOS]), (AFTER_RESULT, [ANSWER, EOS])],
+    )
