@@ -134,6 +134,18 @@ def has_thinking_switch(tokenizer: Any) -> bool:
         return False
 
 
+def takes_tools(tokenizer: Any) -> bool:
+    """Whether the model's tool calls can be read (mlx-lm knows its parser) and its template lists tools given it."""
+    if not tokenizer.has_tool_calling:
+        return False
+    chat = [{"role": "user", "content": "Hello"}]
+    probe = [{"type": "function", "function": {"name": "probe", "description": "", "parameters": {"type": "object"}}}]
+    try:
+        return render(tokenizer, chat) != render(tokenizer, chat, tools=probe)
+    except Exception:  # a template that cannot render tools takes none
+        return False
+
+
 def tool_calls(tokenizer: Any, texts: list[str], tools: Any, request_id: int) -> tuple[ToolCall, ...]:
     """The calls in a reply's tool texts, read by the tokenizer's own tool parser (mlx_lm.tool_parsers); a text it
     cannot read is a call with its error (the model is told)."""

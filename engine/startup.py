@@ -66,6 +66,7 @@ class StartedEngine:
     facts: ModelFacts | None
     # Whether the chat template has a thinking switch (a server's templates are its own: it is asked to).
     thinking_switch: bool = True
+    takes_tools: bool = False  # whether replies may call tools (the template lists them, their calls can be read)
 
 
 class StartError(Exception):
@@ -94,7 +95,7 @@ def start_local(
     from mlxchat.engine.loading.families import UnsupportedFamily
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.local_engine import Engine
-    from mlxchat.engine.reply_parts import has_thinking_switch
+    from mlxchat.engine.reply_parts import has_thinking_switch, takes_tools
     from mlxchat.engine.status import EngineInfo
 
     try:
@@ -136,4 +137,4 @@ def start_local(
     gc.freeze()
     warnings = plan.warnings + ((memory.warning,) if memory.warning else ())
     return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
-                         thinking_switch=has_thinking_switch(loaded.tokenizer))
+                         thinking_switch=has_thinking_switch(loaded.tokenizer), takes_tools=takes_tools(loaded.tokenizer))

@@ -59,10 +59,12 @@ class Conversation:
         """Whether a streaming reply is due to be saved again."""
         return time.monotonic() - self._last_save >= SAVE_INTERVAL_S
 
-    def save_reply(self, reason: str | None = None, stats: RequestStats | None = None) -> None:
-        """Saves the reply streamed so far, with why it ended and its counts once it has."""
-        if not (self.reply_parts or self.reasoning_parts):
-            return
+    def save_reply(self, reason: str | None = None, stats: RequestStats | None = None,
+                   called: bool = False) -> ChatMessage | None:
+        """Saves the reply streamed so far, with why it ended and its counts once it has; returns it (None while
+        it has no text). `called`: it ended with tool calls, which it holds even without text."""
+        if not (self.reply_parts or self.reasoning_parts or called):
+            return None
         if self._reply_message is None:
             self._reply_message = self.chat.add("assistant", "")
         message = self._reply_message
@@ -78,6 +80,7 @@ class Conversation:
             message.ttft_ms = round(1000 * stats.ttft_s, 1) if stats.ttft_s else None
             message.decode_tok_s = round(stats.decode_tok_s, 2) if stats.decode_tok_s else None
         self.save()
+        return message
 
     # ---- a reply ----
 
@@ -95,12 +98,21 @@ class Conversation:
         self.reasoning_parts.clear()
         self._reply_message = None
 
-    def end_reply(self, text: str, reason: str, stats: RequestStats, reasoning: str = "") -> None:
-        """Saves the reply as the engine ended it (its own whole answer and reasoning) and forgets the stream."""
+    def end_reply(self, text: str, reason: str, stats: RequestStats, reasoning: str = "",
+                  called: bool = False) -> ChatMessage | None:
+        """Saves the reply as the engine ended it (its own whole answer and reasoning) and forgets the stream;
+        returns the reply as the chat keeps it (None for a reply with nothing in it)."""
         self.reply_parts = [text] if text else []
         self.reasoning_parts = [reasoning] if reasoning else []
-        self.save_reply(reason, stats)
+        saved = self.save_reply(reason, stats, called)
         self.begin_reply()
+        return saved
+
+    def kept(self, message: ChatMessage) -> None:
+        """Saves a message changed in place (a reply's tool calls, once they ran)."""
+        message.saved = False
+        self.chat.touch()
+        self.save()
 
     def keep_reasoning_open(self, reasoning_open: bool) -> None:
         """Remembers whether the chat's reasoning blocks show open (saved at once where the chat is)."""

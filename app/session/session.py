@@ -19,11 +19,14 @@ from typing import TYPE_CHECKING
 
 from textual.message_pump import MessagePump
 
+from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.session.start import start_engine
+from mlxchat.app.paths import logs_dir
+from mlxchat.app.tools.servers import Tool, ToolServers
 from mlxchat.engine import (
     Done,
     EngineSnapshot,
@@ -49,6 +52,7 @@ class Pending:
     messages: Messages
     sampling: SamplingParams
     feed: ReplyFeed
+    tools: list[dict] | None = None  # what the reply may call (function schemas)
 
 
 @dataclass
@@ -76,6 +80,9 @@ class Session:
         self.model_name = ""
         self.thinking_switch = False  # whether the model's chat template can turn its thinking off
         self.keep_reasoning = False  # whether later turns send the replies' reasoning back (the setting)
+        self.takes_tools = False  # whether the model's replies may call tools
+        self.tools: ToolServers | None = None  # the MCP servers of the config, started at launch
+        self.mcp = Mcp()  # their settings and the limits of a call
         self._seats: dict[str, Seat] = {}  # in the order the chats were opened
         self._queue: list[str] = []  # the chats waiting for a slot, first in line first
         self._requests = itertools.count(1)
@@ -98,7 +105,19 @@ class Session:
         self.engine, self.plan = started.engine, started.plan
         self.model_name, self.facts = started.model_name, started.facts
         self.thinking_switch, self.keep_reasoning = started.thinking_switch, settings.keep_reasoning
+        self.takes_tools = started.takes_tools
         return started.warnings
+
+    def start_tools(self, settings: Settings) -> ToolServers:
+        """Starts the config's MCP servers in the background (returns at once: they connect on a thread of their own)."""
+        self.mcp = settings.mcp
+        self.tools = ToolServers(settings.mcp, logs_dir())
+        self.tools.start()
+        return self.tools
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools a reply may call now: those of the servers that are ready, where the model takes tools."""
+        return self.tools.tools() if self.tools is not None and self.takes_tools else []
 
     @property
     def ready(self) -> bool:
@@ -110,6 +129,8 @@ class Session:
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.shutdown()
+        if self.tools is not None:
+            self.tools.close()
 
     # ---- seating ----
 
@@ -206,14 +227,15 @@ class Session:
 
     # ---- replies ----
 
-    def submit(self, key: str, messages: Messages, sampling: SamplingParams, feed: ReplyFeed) -> int:
+    def submit(self, key: str, messages: Messages, sampling: SamplingParams, feed: ReplyFeed,
+               tools: list[dict] | None = None) -> int:
         """Asks for chat `key`'s reply to `messages`: at once on its own slot, a free one or the least
         recently used idle one; with every slot generating it waits in line (Queued tells the chat its
         place). Its text goes into `feed`, its end comes as ReplyDone to the chat's target. Returns the
         request's id, as the messages give it back."""
         seat = self._seats[key]
         request = seat.request = next(self._requests)
-        seat.pending = Pending(request, messages, sampling, feed)
+        seat.pending = Pending(request, messages, sampling, feed, tools)
         self._queue.append(key)
         self._serve_queue()
         return request
@@ -264,7 +286,8 @@ class Session:
         assert self.engine is not None and seat.slot is not None and pending is not None
         seat.used = next(self._clock)
         on_event = self._on_event(seat.key, pending.request, pending.feed)
-        self.engine.submit(seat.slot, pending.messages, sampling=pending.sampling, on_event=on_event)
+        self.engine.submit(seat.slot, pending.messages, sampling=pending.sampling, on_event=on_event,
+                           tools=pending.tools)
 
     def _on_event(self, key: str, request: int, feed: ReplyFeed) -> Callable[[Event], None]:
         """The engine callback of one reply (run on the engine thread): text into the feed, the end

@@ -36,7 +36,20 @@ class Startup:
             self.app.notify(notice, severity="warning", timeout=30)
 
     def load(self, screen: LoadingScreen) -> None:
-        """Starts the engine off the UI thread, its progress shown on `screen`."""
+        """Starts the engine off the UI thread, its progress shown on `screen`, and the MCP servers in the
+        background (a server that fails is named; the chats go on without its tools)."""
+        servers = self.app.session.start_tools(self.app.settings)
+        said: set[str] = set()
+
+        def say_failures() -> None:
+            for state in servers.states():
+                if state.status == "failed" and state.name not in said:
+                    said.add(state.name)
+                    log = f" (its output: {state.log})" if state.log else ""
+                    self.app.notify(f"MCP server {state.name}: {state.error}{log}. The chats go on without its tools.",
+                                    severity="warning", timeout=15)
+
+        self.app.set_interval(1.0, say_failures)
         self.app.run_worker(partial(self._load, screen), thread=True, exclusive=True, exit_on_error=False,
                             group="start")
 

@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
-from mlxchat.app.chats.chat import Chat
+from mlxchat.app.chats.chat import Chat, ChatMessage
 from mlxchat.app.chats.conversation import Conversation
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.chats.titles import short_title
@@ -24,6 +24,7 @@ from mlxchat.app.ui import keys, slot_words
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note
+from mlxchat.app.ui.tool_round import next_round
 from mlxchat.app.ui.widgets.pane_keys import PaneKeys
 from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
@@ -94,6 +95,8 @@ class ChatPane(PaneKeys):
         self._user_turn: Static | None = None
         self._reply: ReplyView | None = None
         self._reasoning = LiveReasoning()  # the streaming reply's reasoning block
+        self.tool_rounds = 0  # rounds of tool calls since the user's last message
+        self.allowed_tools: set[str] = set()  # tools the user allowed for this chat (until it closes)
         self._feed = ReplyFeed()
         self.seat_line = SeatLine()
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
@@ -207,6 +210,7 @@ class ChatPane(PaneKeys):
         if cut:
             await self.view.show(self.chat.messages)
         titled = bool(self.chat.title)
+        self.tool_rounds = 0
         self.conversation.add_message(text)
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
@@ -225,8 +229,9 @@ class ChatPane(PaneKeys):
         self.conversation.begin_reply()
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
+        tools = [tool.function() for tool in self._session.offered_tools()] or None
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
-                                               self.chat.sampling, self._feed)
+                                               self.chat.sampling, self._feed, tools)
         self._frames.wake()
 
     async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
@@ -290,14 +295,28 @@ class ChatPane(PaneKeys):
         if done.refused:
             await self._refused(done, streamed)
         else:
-            self.conversation.end_reply(done.text, done.reason, done.stats, done.reasoning)
-            saved = self.chat.messages[-1] if done.text or done.reasoning else None
+            called = bool(done.tool_calls) and done.reason == "stop"
+            saved = self.conversation.end_reply(done.text, done.reason, done.stats, done.reasoning, called)
             await self.view.finish(streamed, done, saved, block)
+            if called and saved is not None:  # (a task of its own: the user's approval must not hold up the frames)
+                self.run_worker(self._calls(done, saved, following), group="tool-calls", exit_on_error=False)
+                return
+        self._ended(done, following)
+
+    def _ended(self, done: Done, following: bool) -> None:
         self.view.anchor_after_reply(following)
         # Last: whoever waits for the chat to be idle finds how the reply ended on the screen.
         self.request_id = None
         if not done.refused:
             self.post_message(self.Finished(self, done.reason))
+
+    async def _calls(self, done: Done, reply: ChatMessage, following: bool) -> None:
+        """Runs the calls the reply ended with; the reply goes on in its slot with their results, or ends."""
+        if await next_round(self, self._session, done, reply):
+            self.view.anchor_after_reply(following)
+            self._start_reply()
+        else:
+            self._ended(done, following)
 
     async def _refused(self, done: Done, streamed: ReplyView) -> None:
         """Undoes a message the engine would not take: the text goes back to the input with the reason."""
@@ -334,7 +353,7 @@ class ChatPane(PaneKeys):
             self.notify("There is no reply to write again yet.", severity="warning")
             return
         self.conversation.drop_last_reply()
-        self._user_turn = None
+        self._user_turn, self.tool_rounds = None, 0
         await self.view.show(self.chat.messages)
         self._start_reply()
 
@@ -389,46 +408,3 @@ class ChatPane(PaneKeys):
     def show_slot(self, slot: SlotSnapshot) -> None:
         """Shows the slot's state, how full its context is (as a bar) and its speed."""
         self.seat_line.slot(slot)
-
-    # ---- editing its messages ----
-
-    def edit_last(self) -> None:
-        """Puts the last user message in the input: sending it replaces that message and its reply.
-
-        Called again before sending, it cancels the edit.
-        """
-        if not self.turns_may_change():
-            return
-        if self.conversation.editing:
-            self.cancel_edit()
-            return
-        if not self.conversation.user_messages:
-            self.notify("There is no message of yours to edit yet.", severity="warning")
-            return
-        self.edit_message(self.conversation.user_messages[-1])
-        self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
-                    f"({self.key('edit_last')} again cancels).")
-
-    def edit_message(self, index: int, keep_branch: bool = False) -> None:
-        """Puts user message `index` in the input: sending it replaces that message and every turn after
-        it (the slot's KV rolls back to what they share). With `keep_branch` the conversation as it
-        was is first saved as a chat of its own."""
-        if not self.turns_may_change():
-            return
-        before = self.conversation.begin_edit(index, keep_branch)
-        if before is not None:
-            self._turn_of(before).remove_class("-editing")
-        self._turn_of(index).add_class("-editing")
-        self._put_back(self.chat.messages[index].text)
-        self.focus_input()
-
-    def cancel_edit(self) -> None:
-        """Leaves the conversation as it was: the message being edited stays."""
-        before = self.conversation.cancel_edit()
-        if before is not None:
-            self._turn_of(before).remove_class("-editing")
-            self.notify("Edit cancelled: the conversation stays as it was.")
-
-    def _turn_of(self, index: int) -> Widget:
-        """The box of user message `index` in the conversation."""
-        return self.view.user_turn(self.conversation.user_messages.index(index))

@@ -12,6 +12,7 @@ from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
 from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
+from mlxchat.app.ui.widgets.tool_widgets import ToolEntry
 from mlxchat.engine import Done
 
 
@@ -43,7 +44,9 @@ class ConversationView(VerticalScroll):
             yield ReasoningBlock(message.reasoning, reasoning_header(message), collapsed=not self._chat.reasoning_open)
         if message.text:
             yield ReplyView(message.text, classes="assistant-turn")
-        yield from self._end_note(message.text, message.finish_reason, None)
+        yield from (ToolEntry(call) for call in message.tool_calls)
+        # (a reply that only called tools wrote what it meant to)
+        yield from self._end_note(message.text or "⚙" * bool(message.tool_calls), message.finish_reason, None)
         yield from self._timings(message)
 
     @staticmethod
@@ -74,7 +77,7 @@ class ConversationView(VerticalScroll):
         if block is not None and saved is not None:
             block.show(done.reasoning)
             block.fold(reasoning_header(saved), collapsed=not self._chat.reasoning_open)
-        widgets = list(self._end_note(done.text, done.reason, done.error))
+        widgets = list(self._end_note(done.text or "⚙" * bool(done.tool_calls), done.reason, done.error))
         if done.stats.lost:
             widgets.append(note(lost_note(done.stats)))
         if done.text and saved is not None:

@@ -1,9 +1,11 @@
-"""The keys that act on one chat (scope "pane" in the registry): the chat's own bindings, as methods of its pane."""
+"""The keys that act on one chat (scope "pane" in the registry): the chat's own bindings, as methods of its pane,
+and the editing of its messages they start."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from textual.widget import Widget
 from textual.widgets import TabPane
 
 
@@ -11,11 +13,17 @@ class PaneKeys(TabPane):
     """The action methods of a chat's keys: those that change the chat run here, those that open a screen or
     leave the app (a file, the clipboard) are asked of the app (ChatPane.Asked)."""
 
-    # ChatPane's: what the keys run or ask.
+    # ChatPane's: what the keys run or ask, and what editing uses.
     Asked: Any
     regenerate: Any
-    edit_last: Any
     toggle_reasoning: Any
+    conversation: Any
+    chat: Any
+    view: Any
+    turns_may_change: Any
+    key: Any
+    focus_input: Any
+    _put_back: Any
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only on the chats' screen (the palette runs them over other screens too)."""
@@ -60,3 +68,44 @@ class PaneKeys(TabPane):
     def action_export_chat(self) -> None:
         """Writes the chat as Markdown to a file in the current folder."""
         self.post_message(self.Asked(self, "export_chat"))
+
+    def edit_last(self) -> None:
+        """Puts the last user message in the input: sending it replaces that message and its reply.
+
+        Called again before sending, it cancels the edit.
+        """
+        if not self.turns_may_change():
+            return
+        if self.conversation.editing:
+            self.cancel_edit()
+            return
+        if not self.conversation.user_messages:
+            self.notify("There is no message of yours to edit yet.", severity="warning")
+            return
+        self.edit_message(self.conversation.user_messages[-1])
+        self.notify("Editing your last message: Enter sends it in place of the old one and its reply "
+                    f"({self.key('edit_last')} again cancels).")
+
+    def edit_message(self, index: int, keep_branch: bool = False) -> None:
+        """Puts user message `index` in the input: sending it replaces that message and every turn after
+        it (the slot's KV rolls back to what they share). With `keep_branch` the conversation as it
+        was is first saved as a chat of its own."""
+        if not self.turns_may_change():
+            return
+        before = self.conversation.begin_edit(index, keep_branch)
+        if before is not None:
+            self._turn_of(before).remove_class("-editing")
+        self._turn_of(index).add_class("-editing")
+        self._put_back(self.chat.messages[index].text)
+        self.focus_input()
+
+    def cancel_edit(self) -> None:
+        """Leaves the conversation as it was: the message being edited stays."""
+        before = self.conversation.cancel_edit()
+        if before is not None:
+            self._turn_of(before).remove_class("-editing")
+            self.notify("Edit cancelled: the conversation stays as it was.")
+
+    def _turn_of(self, index: int) -> Widget:
+        """The box of user message `index` in the conversation."""
+        return self.view.user_turn(self.conversation.user_messages.index(index))

@@ -1,0 +1,92 @@
+"""A reply's round of tool calls, in its chat: each call checked against the tool it names, approved by the user
+(unless the config's auto_approve, or the user for this chat, allows it), run on its server in parallel, its result
+cut to fit, kept with the reply and shown as an entry under it; then the reply goes on in the same slot."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from mlxchat.app.chats.chat import ChatMessage
+from mlxchat.app.chats.conversation import Conversation
+from mlxchat.app.config.mcp import Mcp
+from mlxchat.app.tools.calls import PlannedCall, cut, plan_calls, record
+from mlxchat.app.session.session import Session
+from mlxchat.app.tools.servers import Tool, ToolResult, ToolServers
+from mlxchat.app.ui.widgets.conversation_view import ConversationView, note
+from mlxchat.app.ui.widgets.tool_widgets import Decision, ToolApproval, ToolEntry
+from mlxchat.engine import Done
+
+
+class ChatPane(Protocol):
+    """What a round needs of its chat's pane."""
+
+    conversation: Conversation
+    tool_rounds: int  # rounds since the user's last message
+    allowed_tools: set[str]  # tools the user allowed for the chat
+
+    @property
+    def view(self) -> ConversationView: ...
+
+    def focus_input(self) -> None: ...
+
+
+async def next_round(pane: ChatPane, session: Session, done: Done, reply: ChatMessage) -> bool:
+    """Runs the calls `done` ended with, keeping them in `reply`; whether the reply goes on with their results
+    (not past max_tool_rounds, nor once the user stopped it)."""
+    config = session.mcp
+    pane.tool_rounds += 1
+    if session.tools is None or pane.tool_rounds > config.max_tool_rounds:
+        await pane.view.mount(note(f"(the reply stopped at max_tool_rounds = {config.max_tool_rounds}: its last "
+                                   "calls were not run; send a message to go on)"))
+        return False
+    return await _run(pane, done, reply, session.tools, config, session.offered_tools())
+
+
+async def _run(pane: ChatPane, done: Done, reply: ChatMessage, servers: ToolServers, config: Mcp,
+               offered: list[Tool]) -> bool:
+    """The round: each call approved or not, the approved run at once; whether the reply goes on."""
+    planned = plan_calls(done.tool_calls, offered)
+    results: dict[str, tuple[ToolResult, str]] = {}
+    approved: list[PlannedCall] = []
+    stopped = False
+    for p in planned:
+        if p.problem is not None or p.tool is None:
+            results[p.call.id] = (ToolResult(p.problem or "no such tool", error=True), "invalid")
+            continue
+        server = config.servers.get(p.tool.server)
+        allowed = (server is not None and p.tool.name in server.auto_approve) or p.tool.name in pane.allowed_tools
+        decision: Decision = "once" if allowed else await _ask(pane, p)
+        if decision == "cancel":  # escape: this call and the ones not asked yet are stopped, the reply ends
+            for rest in planned[planned.index(p):]:
+                results.setdefault(rest.call.id, (ToolResult("stopped by the user", error=True), "cancelled"))
+            stopped = True
+            break
+        if decision == "deny":
+            results[p.call.id] = (ToolResult("the user did not allow this call", error=True), "denied")
+            continue
+        if decision == "chat":
+            pane.allowed_tools.add(p.tool.name)
+        approved.append(p)
+    # In the order of approval, all at once.
+    ran = await asyncio.gather(*(asyncio.wrap_future(servers.call(p.tool, p.call.arguments, config.tool_timeout))
+                                 for p in approved if p.tool is not None))
+    for p, result in zip(approved, ran):
+        results[p.call.id] = (ToolResult(cut(result.text, config.tool_result_max_tokens), result.error, result.ms),
+                              "done")
+    reply.tool_calls = [record(p, *results[p.call.id]) for p in planned]
+    pane.conversation.kept(reply)
+    await pane.view.mount_all([ToolEntry(saved) for saved in reply.tool_calls])
+    return not stopped
+
+
+async def _ask(pane: ChatPane, planned: PlannedCall) -> Decision:
+    """Shows the call and waits for the user's decision."""
+    approval = ToolApproval(planned)
+    await pane.view.mount(approval)
+    approval.focus()
+    try:
+        return await approval.decision
+    finally:
+        await approval.remove()
+        pane.focus_input()

@@ -1,0 +1,98 @@
+"""Tools in the app: the tiny tool model (tests/tiny_tools.py) calls `weather` on a real MCP server
+(tests/mcp_server.py, over stdio); the user allows it by key, denies it, or auto_approve lets it run; the entry,
+the answer after it, and the chat as saved."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.widgets.chat_pane import ChatPane
+from mlxchat.app.ui.widgets.reply_view import ReplyView
+from mlxchat.app.ui.widgets.tool_widgets import ToolApproval, ToolEntry
+from tests.conftest import ROOT
+from tests.pilot import make_app, ready, run, submit, wait_for
+from tests.tiny_tools import ANSWER
+
+SERVER = {"command": sys.executable, "args": ["-m", "tests.mcp_server", "stdio"], "cwd": str(ROOT)}
+
+
+def tools_app(model: Path, **server: object) -> ChatApp:
+    return make_app(model, mcp={"servers": {"test": SERVER | server}})
+
+
+async def tools_ready(app: ChatApp, pilot: Pilot) -> ChatPane:
+    pane = await ready(app, pilot)
+    await wait_for(pilot, lambda: bool(app.session.offered_tools()), "the MCP server's tools")
+    return pane
+
+
+def entries(pane: ChatPane) -> list[ToolEntry]:
+    return list(pane.query(ToolEntry).results(ToolEntry))
+
+
+def approval(app: ChatApp) -> ToolApproval | None:
+    """The approval asked, once it has the keyboard."""
+    return app.focused if isinstance(app.focused, ToolApproval) else None
+
+
+def answers(pane: ChatPane) -> list[str]:
+    return [view.text for view in pane.query(ReplyView).results(ReplyView)]
+
+
+def test_the_user_allows_a_call_by_key_and_the_answer_follows(tool_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: approval(app) is not None, "the approval")
+        asked = approval(app)
+        assert asked is not None and asked.planned.label == 'weather(city="Paris")'
+        await pilot.press("a")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (entry,) = entries(pane)
+        assert entry.collapsed and entry.title.startswith('⚙ weather(city="Paris") → 18 °C and clear in Paris · ')
+        assert answers(pane)[-1].strip() == ANSWER.strip()
+        # Kept with the reply that made it, result and all; the answer after it.
+        saved = ChatStore.open_existing().load(pane.chat.id)  # type: ignore[arg-type]
+        assert saved is not None and [m.role for m in saved.messages] == ["user", "assistant", "assistant"]
+        (call,) = saved.messages[1].tool_calls
+        assert (call["name"], call["server"], call["arguments"], call["status"]) == (
+            "weather", "test", {"city": "Paris"}, "done")
+        assert call["result"] == "18 °C and clear in Paris" and not call["error"]
+        # The entry opens on the arguments and the whole result.
+        await pilot.click(entry.query_one("CollapsibleTitle"))
+        await pilot.pause()
+        assert not entry.collapsed
+
+    run(tools_app(tool_model_dir), scenario)
+
+
+def test_a_denied_call_goes_back_to_the_model_as_its_result(tool_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: approval(app) is not None, "the approval")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (call,) = pane.chat.messages[1].tool_calls
+        assert (call["status"], call["error"], call["result"]) == ("denied", True, "the user did not allow this call")
+        (entry,) = entries(pane)
+        assert entry.title == '⚙ weather(city="Paris") → ✗ the user did not allow this call'
+        assert "on test · denied by you" in str(entry.query_one("Contents Static").render())
+
+    run(tools_app(tool_model_dir), scenario)
+
+
+def test_auto_approve_runs_the_call_without_asking(tool_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        assert not app.query(ToolApproval) and len(entries(pane)) == 1
+        assert answers(pane)[-1].strip() == ANSWER.strip()
+
+    run(tools_app(tool_model_dir, auto_approve=["weather"]), scenario)
