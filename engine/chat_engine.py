@@ -58,3 +58,7 @@ class ChatEngine(Protocol):
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures."""
         ...
+
+    def count_tokens(self, messages: Messages, tools: Tools | None = None) -> int | None:
+        """How many tokens `messages` and `tools` take of a slot, as the chat template writes them (None: unknown)."""
+        ...

@@ -18,7 +18,7 @@ from mlxchat.engine.cpu.blas import blas_workers
 from mlxchat.engine.cpu.priority import run_below_ui
 from mlxchat.engine.devices import release_thread_streams
 from mlxchat.engine.events import EngineSnapshot
-from mlxchat.engine.requests import Submit, TakesRequests
+from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, render
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.status import EngineInfo
@@ -110,6 +110,10 @@ class Engine(TakesRequests):
     @property
     def info(self) -> EngineInfo:
         return self.core.info
+
+    def count_tokens(self, messages: Messages, tools: Tools | None = None) -> int | None:
+        """How many tokens `messages` (and `tools`) take as the chat template writes them (from any thread)."""
+        return len(render(self.core.tokenizer, messages, tools=tools))
 
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step."""

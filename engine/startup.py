@@ -137,4 +137,5 @@ def start_local(
     gc.freeze()
     warnings = plan.warnings + ((memory.warning,) if memory.warning else ())
     return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
-                         thinking_switch=has_thinking_switch(loaded.tokenizer), takes_tools=takes_tools(loaded.tokenizer))
+                         thinking_switch=has_thinking_switch(loaded.tokenizer),
+                         takes_tools=takes_tools(loaded.tokenizer))

@@ -28,7 +28,8 @@ def mcp_lines(settings: Settings, line: Callable[[str, str], None]) -> int:
             else:
                 failed += 1
                 log = f" (its output: {state.log})" if state.log else ""
-                line(f"mcp {state.name}", f"ERROR: {state.error or 'it did not start'}{log}; the chats go on without it")
+                error = state.error or "it did not start"
+                line(f"mcp {state.name}", f"ERROR: {error}{log}; the chats go on without it")
     finally:
         servers.close()
     return failed

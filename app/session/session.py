@@ -109,7 +109,8 @@ class Session:
         return started.warnings
 
     def start_tools(self, settings: Settings) -> ToolServers:
-        """Starts the config's MCP servers in the background (returns at once: they connect on a thread of their own)."""
+        """Starts the config's MCP servers in the background (returns at once: they connect on a thread of
+        their own)."""
         self.mcp = settings.mcp
         self.tools = ToolServers(settings.mcp, logs_dir())
         self.tools.start()
@@ -118,6 +119,18 @@ class Session:
     def offered_tools(self) -> list[Tool]:
         """The tools a reply may call now: those of the servers that are ready, where the model takes tools."""
         return self.tools.tools() if self.tools is not None and self.takes_tools else []
+
+    def listing_tokens(self, system_prompt: str) -> tuple[int, int] | None:
+        """What a chat takes of its slot before its first message: (tokens of its system prompt and tool listing, of
+        which the listing); None where the engine cannot say (a server's template is its own)."""
+        if self.engine is None:
+            return None
+        chat = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        chat.append({"role": "user", "content": ""})
+        tools = [tool.function() for tool in self.offered_tools()]
+        whole = self.engine.count_tokens(chat, tools or None)
+        bare = self.engine.count_tokens(chat) if tools else whole
+        return None if whole is None or bare is None else (whole, whole - bare)
 
     @property
     def ready(self) -> bool:

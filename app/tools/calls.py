@@ -43,7 +43,8 @@ def plan_calls(calls: tuple[ToolCall, ...], tools: list[Tool]) -> list[PlannedCa
             offered = ", ".join(by_name) or "none"
             planned.append(PlannedCall(call, None, f"there is no tool named {call.name!r} (offered: {offered})"))
         else:
-            errors = [e.message for e in Draft202012Validator(tool.schema or {"type": "object"}).iter_errors(call.arguments)]
+            validator = Draft202012Validator(tool.schema or {"type": "object"})
+            errors = [e.message for e in validator.iter_errors(call.arguments)]
             planned.append(PlannedCall(call, tool, f"invalid arguments: {'; '.join(errors)}" if errors else None))
     return planned
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from textual.app import App
 
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.code_blocks import CodeBlock, chat_code_blocks
 from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.fork import fork, fork_point
@@ -119,7 +120,8 @@ class ChatActions:
 
         self.app.push_screen(
             ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling),
-                               thinking_switch=self.session.thinking_switch), apply
+                               thinking_switch=self.session.thinking_switch, room=room_line(self.session, pane.chat)),
+            apply
         )
 
     def copy_reply(self, pane: ChatPane) -> None:
@@ -140,3 +142,18 @@ class ChatActions:
             pane.notify(f"Could not export to {path}: {exc.strerror}", severity="error")
             return
         pane.notify(f"Exported to {path}")
+
+
+def room_line(session: Session, chat: Chat) -> str:
+    """What the chat takes of its slot before its first message: its system prompt and the tool listing."""
+    tools = session.offered_tools()
+    if session.tools is not None and session.tools.tools() and not session.takes_tools:
+        listing = "the model's chat template takes no tools: none are offered to it"
+    else:
+        listing = f"{len(tools)} tool{'s' if len(tools) != 1 else ''} offered"
+    counted = session.listing_tokens(chat.system_prompt)
+    if counted is None or session.plan is None:
+        return f"{listing.capitalize()}."
+    whole, tools_part = counted
+    return (f"Before its first message this chat takes {whole:,} tokens of its slot's {session.plan.per_slot:,}: "
+            f"the template, the system prompt and the tool listing ({tools_part:,} of them; {listing}).")

@@ -19,7 +19,7 @@ import openai
 
 from mlxchat.engine import reply_refusals as refusals
 from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, Part, RequestStats, TextDelta
-from mlxchat.engine.requests import Messages, Submit, TakesRequests, deliver
+from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, deliver
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
@@ -122,6 +122,10 @@ class RemoteEngine(TakesRequests):
     @property
     def alive(self) -> bool:
         return not self._closed
+
+    def count_tokens(self, messages: Messages, tools: Tools | None = None) -> int | None:
+        """None: the server's template and tokenizer are its own."""
+        return None
 
     def snapshot(self) -> EngineSnapshot:
         """Every slot: the server's /slots figures where it has them, mlxchat's own otherwise."""

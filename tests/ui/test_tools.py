@@ -96,3 +96,35 @@ def test_auto_approve_runs_the_call_without_asking(tool_model_dir: Path) -> None
         assert answers(pane)[-1].strip() == ANSWER.strip()
 
     run(tools_app(tool_model_dir, auto_approve=["weather"]), scenario)
+
+
+def test_f5_says_what_the_tool_listing_takes_of_the_slot(tool_model_dir: Path) -> None:
+    from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await tools_ready(app, pilot)
+        whole, listing = app.session.listing_tokens("")  # type: ignore[misc]
+        assert listing > 100 and whole > listing  # five tools' schemas
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
+        room = str(app.screen.query_one(".settings-room").render())
+        assert room == (f"Before its first message this chat takes {whole:,} tokens of its slot's 1,024: the template, "
+                        f"the system prompt and the tool listing ({listing:,} of them; 5 tools offered).")
+
+    run(tools_app(tool_model_dir), scenario)
+
+
+def test_f2_warns_when_the_tool_listing_leaves_a_slot_under_the_floor(tool_model_dir: Path) -> None:
+    from mlxchat.app.ui.screens.slots import SlotsScreen
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await tools_ready(app, pilot)
+        whole, listing = app.session.listing_tokens("")  # type: ignore[misc]
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "the slots screen")
+        warnings = str(app.screen.query_one("#slots-warnings").render())
+        left = 1024 - whole  # 2 slots of 2048: a slot keeps this much after the listing, under the floor of 1024
+        assert (f"the system prompt and tool listing take {whole:,} tokens of each slot's 1,024 (the tools {listing:,}):"
+                f" {left:,} are left for the conversation, under per_slot_floor = 1,024") in warnings
+
+    run(tools_app(tool_model_dir), scenario)

@@ -34,18 +34,22 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
     CSS_PATH = "chat_settings.tcss"
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "confirm", "Save", priority=True)]
 
-    def __init__(self, title: str, settings: ChatSettings, thinking_switch: bool) -> None:
-        """`thinking_switch`: whether the model's template can turn thinking off (the switch shows only then)."""
+    def __init__(self, title: str, settings: ChatSettings, thinking_switch: bool, room: str = "") -> None:
+        """`thinking_switch`: whether the model's template can turn thinking off (the switch shows only then);
+        `room`: what the system prompt and tool listing take of the chat's slot, in a line."""
         super().__init__()
         self._title = title
         self._settings = settings
         self._thinking_switch = thinking_switch
+        self._room = room
 
     def compose(self) -> ComposeResult:
         sampling = self._settings.sampling
         with Vertical():
             yield Static(f"Settings of “{self._title}” (from its next turn)", classes="settings-title",
                          markup=False)
+            if self._room:
+                yield Static(self._room, classes="settings-room", markup=False)
             yield Label("System prompt")
             yield FreedTextArea(self._settings.system_prompt, id="system-prompt", soft_wrap=True)
             with Grid():

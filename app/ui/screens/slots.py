@@ -130,7 +130,8 @@ class SlotsScreen(AppModalScreen[None]):
         outgrown = [f"“{title}” holds {tokens} tokens, more than a slot of {plan.per_slot}: its next message "
                     "would be refused (start a new chat, or fork it at an earlier message)"
                     for title, tokens in self._session.outgrown(plan.per_slot)] if plan else []
-        self._show_lines("#slots-warnings", "⚠ ", [*(evaluated.warnings if evaluated else ()), *outgrown])
+        self._show_lines("#slots-warnings", "⚠ ", [*(evaluated.warnings if evaluated else ()), *outgrown,
+                                                    *self._listing_warning(plan)])
         self._show_lines("#slots-errors", "✖ ", errors)
         unchanged = plan is not None and (plan.parallel, plan.ctx_size, plan.per_slot) == (
             now.parallel, now.ctx_size, now.per_slot
@@ -141,6 +142,19 @@ class SlotsScreen(AppModalScreen[None]):
             + (" · this is the current plan" if unchanged else "")
         )
         self.query_one("#slots-apply", Button).disabled = self._applying or plan is None or unchanged
+
+    def _listing_warning(self, plan: SlotPlan | None) -> list[str]:
+        """Where the tool listing leaves a slot less than the per-slot floor for the conversation itself."""
+        counted = self._session.listing_tokens(self._settings.system_prompt)
+        if plan is None or counted is None or not counted[1]:
+            return []
+        whole, listing = counted
+        left, floor = plan.per_slot - whole, self._settings.per_slot_floor
+        if left >= floor:
+            return []
+        return [f"the system prompt and tool listing take {whole:,} tokens of each slot's {plan.per_slot:,} (the tools "
+                f"{listing:,}): {max(left, 0):,} are left for the conversation, under per_slot_floor = {floor:,} "
+                "(use fewer slots, a larger total context, or fewer MCP servers)"]
 
     def _show_lines(self, selector: str, mark: str, lines: Sequence[str]) -> None:
         widget = self.query_one(selector, Static)
