@@ -13,6 +13,7 @@ import pytest
 from mlxchat.engine.cpu import kernels
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.sampling import SlotSampler, sample_rows
+from tests.markers import needs_cpu
 
 LOGITS = np.linspace(4.0, -4.0, 64).astype(np.float32)[np.random.default_rng(3).permutation(64)]
 
@@ -32,7 +33,7 @@ def expected(params: SamplingParams) -> dict[int, float]:
     return dict(zip(order.tolist(), (tempered / tempered.sum()).tolist()))
 
 
-@pytest.fixture(params=["compiled top-k", "MLX's argpartition"])
+@pytest.fixture(params=[pytest.param("compiled top-k", marks=needs_cpu), "MLX's argpartition"])
 def top_k_path(request, monkeypatch):
     """Each test runs on both ways of finding the top_k: the kernel, and MLX's own where it is not built."""
     if request.param != "compiled top-k":
