@@ -51,4 +51,5 @@ def start_remote_engine(settings: Settings, progress: Callable[[Progress], None]
     if not facts.has_slots:
         warnings.append(f"{facts.slots_note}; up to {plan.parallel} chats answer at once (parallel in the config)")
     engine = RemoteEngine(facts, plan, api_key=api_key(settings), timeout=remote.timeout)
-    return StartedEngine(engine, plan, facts.model_name, tuple(warnings), None)
+    # A server reads the tools its model can call: they are offered, and its template decides.
+    return StartedEngine(engine, plan, facts.model_name, tuple(warnings), None, takes_tools=True)

@@ -10,6 +10,7 @@ slot view; other servers have no slots to show, and mlxchat shows what it knows 
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from concurrent.futures import Future
@@ -18,7 +19,7 @@ from typing import Any
 import openai
 
 from mlxchat.engine import reply_refusals as refusals
-from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, Part, RequestStats, TextDelta
+from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, Part, RequestStats, TextDelta, ToolCall
 from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, deliver
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
@@ -54,7 +55,7 @@ class RemoteEngine(TakesRequests):
 
     def _take(self, submit: Submit) -> None:
         handle, messages = submit.handle, submit.messages
-        reply = RemoteReply(handle, submit.sampling, submit.on_event)
+        reply = RemoteReply(handle, submit.sampling, submit.on_event, tools=submit.tools)
         with self._lock:
             slot_id = handle.slot_id
             slot = self._slots[slot_id] if 0 <= slot_id < len(self._slots) else None
@@ -182,7 +183,7 @@ class RemoteEngine(TakesRequests):
             extra["id_slot"] = reply.handle.slot_id
         args: dict[str, Any] = {
             "model": self.facts.model,
-            "messages": messages,
+            "messages": [_openai_message(m) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_tokens": s.max_tokens,
@@ -192,6 +193,8 @@ class RemoteEngine(TakesRequests):
         }
         if s.seed is not None:
             args["seed"] = s.seed
+        if reply.tools:
+            args["tools"] = list(reply.tools)
         return args
 
     def _stream(self, reply: RemoteReply, messages: list[dict[str, str]]) -> None:
@@ -229,6 +232,8 @@ class RemoteEngine(TakesRequests):
                         text = getattr(delta, field, None) if delta else None
                         if text:
                             self._delta(reply, text, part)
+                    for call in (getattr(delta, "tool_calls", None) or ()) if delta else ():
+                        _gather_call(reply, call)
                     finish = choice.finish_reason or finish
         except Exception as exc:
             if not reply.ended:
@@ -309,7 +314,7 @@ class RemoteEngine(TakesRequests):
                 threading.Thread(target=_close, args=(reply.stream,), daemon=True).start()
             text = "".join(reply.text)
             done = Done(reply.handle.request_id, reply.handle.slot_id, reason, text, stats, error, refused,
-                        reasoning="".join(reply.reasoning))
+                        reasoning="".join(reply.reasoning), tool_calls=_tool_calls(reply))
             deliver(reply.handle, reply.on_event, done)
 
     # ---- the slot view ----
@@ -348,6 +353,40 @@ def _stats(reply: RemoteReply, usage: Any) -> RequestStats:
         reasoning_tokens=reply.reasoning_chunks,
         reasoning_s=(reply.t_reasoned[1] - reply.t_reasoned[0]) if reply.t_reasoned else 0.0,
     )
+
+
+def _openai_message(message: Any) -> dict[str, Any]:
+    """A chat message as the API takes it: a call's arguments as JSON text (the chats keep them as objects)."""
+    message = dict(message)
+    if message.get("tool_calls"):
+        message["tool_calls"] = [
+            {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"])}}
+            if not isinstance(call["function"]["arguments"], str) else call
+            for call in message["tool_calls"]
+        ]
+    return message
+
+
+def _gather_call(reply: RemoteReply, delta: Any) -> None:
+    """Adds a streamed piece of a tool call (its id and name come first, its arguments' JSON in pieces)."""
+    call = reply.calls.setdefault(getattr(delta, "index", None) or 0, {"id": "", "name": "", "arguments": ""})
+    function = getattr(delta, "function", None)
+    call["id"] = getattr(delta, "id", None) or call["id"]
+    call["name"] += getattr(function, "name", None) or ""
+    call["arguments"] += getattr(function, "arguments", None) or ""
+
+
+def _tool_calls(reply: RemoteReply) -> tuple[ToolCall, ...]:
+    """The calls the server streamed, their arguments read (a call whose JSON does not parse carries the error)."""
+    calls = []
+    for index, call in sorted(reply.calls.items()):
+        call_id = call["id"] or f"call_{reply.handle.request_id}_{index}"
+        try:
+            arguments = json.loads(call["arguments"] or "{}")
+            calls.append(ToolCall(call_id, call["name"], arguments if isinstance(arguments, dict) else {}))
+        except ValueError as exc:
+            calls.append(ToolCall(call_id, call["name"], {"text": call["arguments"]}, f"cannot read the call: {exc}"))
+    return tuple(calls)
 
 
 def _close(stream: Any) -> None:

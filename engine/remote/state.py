@@ -61,6 +61,8 @@ class RemoteReply:
     t_reasoned: tuple[float, float] | None = None  # when its first and last reasoning came
     stream: Any = None
     ended: bool = False
+    tools: Any = None  # what the reply may call (OpenAI's function schemas)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)  # its streamed tool calls, by index
     # Held while an event is delivered, so that nothing comes after the Done (a cancel and the
     # worker may race to end the reply).
     lock: threading.Lock = field(default_factory=threading.Lock)
