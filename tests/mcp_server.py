@@ -14,8 +14,9 @@ server = MCPServer("mlxchat-test-tools")
 
 
 @server.tool()
-def weather(city: str) -> str:
-    """Today's weather in a city."""
+async def weather(city: str) -> str:
+    """Today's weather in a city (after TOOLS_WEATHER_DELAY seconds, where a test sets it)."""
+    await anyio.sleep(float(os.environ.get("TOOLS_WEATHER_DELAY", "0")))
     return f"18 °C and clear in {city}"
 
 

@@ -68,12 +68,17 @@ async def _run(pane: ChatPane, done: Done, reply: ChatMessage, servers: ToolServ
         if decision == "chat":
             pane.allowed_tools.add(p.tool.name)
         approved.append(p)
-    # In the order of approval, all at once.
-    ran = await asyncio.gather(*(asyncio.wrap_future(servers.call(p.tool, p.call.arguments, config.tool_timeout))
-                                 for p in approved if p.tool is not None))
+    # In the order of approval, all at once; none where the user stopped the reply at an approval.
+    ran = [ToolResult("stopped by the user", error=True)] * len(approved)
+    if not stopped:
+        try:
+            calls = [servers.call(p.tool, p.call.arguments, config.tool_timeout) for p in approved if p.tool]
+            ran = await asyncio.gather(*(asyncio.wrap_future(call) for call in calls))
+        except asyncio.CancelledError:  # escape while they ran: they stop (their server is told), and the reply too
+            ran, stopped = [ToolResult("stopped by the user while it ran", error=True)] * len(approved), True
     for p, result in zip(approved, ran):
         results[p.call.id] = (ToolResult(cut(result.text, config.tool_result_max_tokens), result.error, result.ms),
-                              "done")
+                              "cancelled" if stopped else "done")
     reply.tool_calls = [record(p, *results[p.call.id]) for p in planned]
     pane.conversation.kept(reply)
     await pane.view.mount_all([ToolEntry(saved) for saved in reply.tool_calls])

@@ -124,7 +124,26 @@ def test_f2_warns_when_the_tool_listing_leaves_a_slot_under_the_floor(tool_model
         await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "the slots screen")
         warnings = str(app.screen.query_one("#slots-warnings").render())
         left = 1024 - whole  # 2 slots of 2048: a slot keeps this much after the listing, under the floor of 1024
-        assert (f"the system prompt and tool listing take {whole:,} tokens of each slot's 1,024 (the tools {listing:,}):"
-                f" {left:,} are left for the conversation, under per_slot_floor = 1,024") in warnings
+        assert (f"the system prompt and tool listing take {whole:,} tokens of each slot's 1,024 (the tools "
+                f"{listing:,}): {left:,} are left for the conversation, under per_slot_floor = 1,024") in warnings
 
     run(tools_app(tool_model_dir), scenario)
+
+
+def test_escape_while_a_call_runs_stops_it_and_the_reply(tool_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_DELAY", "60")  # (passed to the server by `env`: the call outlasts the test)
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: approval(app) is not None, "the approval")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: not app.query(ToolApproval), "the call to run")
+        pane.focus_input()
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not pane.busy, "the reply to stop")
+        (call,) = pane.chat.messages[-1].tool_calls
+        assert (call["status"], call["result"]) == ("cancelled", "stopped by the user while it ran")
+        assert len(entries(pane)) == 1 and len(pane.chat.messages) == 2  # no answer: the reply stopped
+
+    run(tools_app(tool_model_dir, env=["TOOLS_WEATHER_DELAY"], auto_approve=[]), scenario)

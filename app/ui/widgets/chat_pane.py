@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
+from textual.worker import Worker
 
 from mlxchat.app.chats.chat import Chat, ChatMessage
 from mlxchat.app.chats.conversation import Conversation
@@ -97,6 +98,7 @@ class ChatPane(PaneKeys):
         self._reasoning = LiveReasoning()  # the streaming reply's reasoning block
         self.tool_rounds = 0  # rounds of tool calls since the user's last message
         self.allowed_tools: set[str] = set()  # tools the user allowed for this chat (until it closes)
+        self._calling: Worker[None] | None = None  # the reply's round of tool calls, while it runs
         self._feed = ReplyFeed()
         self.seat_line = SeatLine()
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
@@ -185,7 +187,10 @@ class ChatPane(PaneKeys):
             self.screen.set_focus(box)
 
     def stop_reply(self) -> bool:
-        """Asks the session to stop this chat's reply; False when there is none."""
+        """Asks the session to stop this chat's reply (or its tool calls); False when there is none."""
+        if self._calling is not None and self._calling.is_running:
+            self._calling.cancel()
+            return True
         return self.busy and self._session.stop(self.chat_id)
 
     @on(ChatInput.Submitted)
@@ -299,7 +304,7 @@ class ChatPane(PaneKeys):
             saved = self.conversation.end_reply(done.text, done.reason, done.stats, done.reasoning, called)
             await self.view.finish(streamed, done, saved, block)
             if called and saved is not None:  # (a task of its own: the user's approval must not hold up the frames)
-                self.run_worker(self._calls(done, saved, following), group="tool-calls", exit_on_error=False)
+                self._calling = self.run_worker(self._calls(done, saved, following), exit_on_error=False)
                 return
         self._ended(done, following)
 
@@ -311,8 +316,13 @@ class ChatPane(PaneKeys):
             self.post_message(self.Finished(self, done.reason))
 
     async def _calls(self, done: Done, reply: ChatMessage, following: bool) -> None:
-        """Runs the calls the reply ended with; the reply goes on in its slot with their results, or ends."""
-        if await next_round(self, self._session, done, reply):
+        """Runs the calls the reply ended with; the reply goes on in its slot with their results, or ends (escape
+        stops the calls running: they are kept as stopped)."""
+        try:
+            goes_on = await next_round(self, self._session, done, reply)
+        except asyncio.CancelledError:
+            goes_on = False
+        if goes_on:
             self.view.anchor_after_reply(following)
             self._start_reply()
         else:
