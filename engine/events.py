@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-SlotState = Literal["idle", "prefill", "decoding"]
+# "tool": the slot's chat waits on a tool call (the user's approval, or the tool's server); the app says so.
+SlotState = Literal["idle", "prefill", "decoding", "tool"]
 FinishReason = Literal["stop", "length", "context", "cancelled", "error"]
 Part = Literal["answer", "reasoning", "tool"]  # which part of a reply a text is (engine.reply_parts)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from textual.message_pump import MessagePump
@@ -83,6 +83,8 @@ class Session:
         self.takes_tools = False  # whether the model's replies may call tools
         self.tools: ToolServers | None = None  # the MCP servers of the config, started at launch
         self.mcp = Mcp()  # their settings and the limits of a call
+        # Chat key: the tool call it waits on, and for whom ("weather: your approval"), for the inspector.
+        self.tool_waits: dict[str, str] = {}
         self._seats: dict[str, Seat] = {}  # in the order the chats were opened
         self._queue: list[str] = []  # the chats waiting for a slot, first in line first
         self._requests = itertools.count(1)
@@ -342,9 +344,17 @@ class Session:
     # ---- slots ----
 
     def snapshot(self) -> EngineSnapshot:
-        """Every slot's state and the engine-wide figures."""
+        """Every slot's state and the engine-wide figures; a slot whose chat waits on a tool call is in state
+        "tool", its chat named with what it waits on."""
         assert self.engine is not None
-        return self.engine.snapshot()
+        snapshot = self.engine.snapshot()
+        waiting = {seat.slot: wait for key, wait in self.tool_waits.items()
+                   if (seat := self._seats.get(key)) is not None and seat.slot is not None}
+        if not waiting:
+            return snapshot
+        slots = tuple(replace(s, state="tool", label=f"{s.label or ''} · {waiting[s.id]}")
+                      if s.id in waiting and s.state == "idle" else s for s in snapshot.slots)
+        return replace(snapshot, slots=slots)
 
     def cancel_slot(self, slot: int) -> None:
         """Stops the reply on `slot`, whichever chat it serves."""

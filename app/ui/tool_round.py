@@ -12,7 +12,7 @@ from mlxchat.app.chats.conversation import Conversation
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.tools.calls import PlannedCall, cut, plan_calls, record
 from mlxchat.app.session.session import Session
-from mlxchat.app.tools.servers import Tool, ToolResult, ToolServers
+from mlxchat.app.tools.servers import ToolResult
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note
 from mlxchat.app.ui.widgets.tool_widgets import Decision, ToolApproval, ToolEntry
 from mlxchat.engine import Done
@@ -21,6 +21,7 @@ from mlxchat.engine import Done
 class ChatPane(Protocol):
     """What a round needs of its chat's pane."""
 
+    chat_id: str
     conversation: Conversation
     tool_rounds: int  # rounds since the user's last message
     allowed_tools: set[str]  # tools the user allowed for the chat
@@ -40,13 +41,17 @@ async def next_round(pane: ChatPane, session: Session, done: Done, reply: ChatMe
         await pane.view.mount(note(f"(the reply stopped at max_tool_rounds = {config.max_tool_rounds}: its last "
                                    "calls were not run; send a message to go on)"))
         return False
-    return await _run(pane, done, reply, session.tools, config, session.offered_tools())
+    try:
+        return await _run(pane, done, reply, session, config)
+    finally:
+        session.tool_waits.pop(pane.chat_id, None)
 
 
-async def _run(pane: ChatPane, done: Done, reply: ChatMessage, servers: ToolServers, config: Mcp,
-               offered: list[Tool]) -> bool:
+async def _run(pane: ChatPane, done: Done, reply: ChatMessage, session: Session, config: Mcp) -> bool:
     """The round: each call approved or not, the approved run at once; whether the reply goes on."""
-    planned = plan_calls(done.tool_calls, offered)
+    servers = session.tools
+    assert servers is not None
+    planned = plan_calls(done.tool_calls, session.offered_tools())
     results: dict[str, tuple[ToolResult, str]] = {}
     approved: list[PlannedCall] = []
     stopped = False
@@ -56,6 +61,7 @@ async def _run(pane: ChatPane, done: Done, reply: ChatMessage, servers: ToolServ
             continue
         server = config.servers.get(p.tool.server)
         allowed = (server is not None and p.tool.name in server.auto_approve) or p.tool.name in pane.allowed_tools
+        session.tool_waits[pane.chat_id] = f"{p.tool.name}: your approval"
         decision: Decision = "once" if allowed else await _ask(pane, p)
         if decision == "cancel":  # escape: this call and the ones not asked yet are stopped, the reply ends
             for rest in planned[planned.index(p):]:
@@ -71,6 +77,7 @@ async def _run(pane: ChatPane, done: Done, reply: ChatMessage, servers: ToolServ
     # In the order of approval, all at once; none where the user stopped the reply at an approval.
     ran = [ToolResult("stopped by the user", error=True)] * len(approved)
     if not stopped:
+        session.tool_waits[pane.chat_id] = f"{', '.join(p.tool.name for p in approved if p.tool)}: its server"
         try:
             calls = [servers.call(p.tool, p.call.arguments, config.tool_timeout) for p in approved if p.tool]
             ran = await asyncio.gather(*(asyncio.wrap_future(call) for call in calls))

@@ -51,6 +51,9 @@ def test_the_user_allows_a_call_by_key_and_the_answer_follows(tool_model_dir: Pa
         await wait_for(pilot, lambda: approval(app) is not None, "the approval")
         asked = approval(app)
         assert asked is not None and asked.planned.label == 'weather(city="Paris")'
+        # The inspector's row: the slot waits on the tool, for the user.
+        slot = app.session.snapshot().slots[0]
+        assert (slot.state, slot.label) == ("tool", f"{pane.chat_title} · weather: your approval")
         await pilot.press("a")
         await wait_for(pilot, lambda: not pane.busy, "the answer")
         (entry,) = entries(pane)

@@ -26,7 +26,8 @@ from mlxchat.engine import EngineSnapshot, format_bytes, ParkedSnapshot, Samplin
 
 REFRESH_S = 0.25  # as often as the chats' status lines
 BAR_WIDTH = 10
-STATE_STYLES = {"idle": "dim", "prefill": "bold yellow", "decoding": "bold green", "thinking": "bold magenta"}
+STATE_STYLES = {"idle": "dim", "prefill": "bold yellow", "decoding": "bold green", "thinking": "bold magenta",
+                "tool": "bold cyan"}
 
 # (column key, heading, numeric): the table's columns, in order; the sampling, longest, goes last.
 COLUMNS = (
