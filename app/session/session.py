@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from textual.message_pump import MessagePump
 
+from mlxchat.app.chats.chat import Chat
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.feed import ReplyFeed
@@ -42,6 +43,10 @@ from mlxchat.engine import (
 
 if TYPE_CHECKING:
     from mlxchat.engine import ChatEngine
+
+
+# Tokens a slot keeps free for the reply to go on after its tool results (their results are cut to leave them).
+ROOM_TO_ANSWER = 64
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,25 @@ class Session:
         whole = self.engine.count_tokens(chat, tools or None)
         bare = self.engine.count_tokens(chat) if tools else whole
         return None if whole is None or bare is None else (whole, whole - bare)
+
+    def room_for_results(self, chat: Chat, results: int) -> int:
+        """The tokens each of `results` tool results may take in the chat's slot: what the conversation and the
+        tool listing leave, less room for the reply to go on (ROOM_TO_ANSWER)."""
+        if self.engine is None or self.plan is None:
+            return 0
+        tools = [tool.function() for tool in self.offered_tools()] or None
+        used = self.engine.count_tokens(chat.prompt(self.keep_reasoning), tools)
+        if used is None:  # (a server's: its own context decides)
+            return self.mcp.tool_result_max_tokens
+        return max(0, self.plan.per_slot - used - ROOM_TO_ANSWER) // max(1, results)
+
+    def text_tokens(self, text: str) -> int | None:
+        """How many tokens `text` is to the model (None where the engine cannot say)."""
+        if self.engine is None:
+            return None
+        with_text = self.engine.count_tokens([{"role": "user", "content": text}])
+        bare = self.engine.count_tokens([{"role": "user", "content": ""}])
+        return None if with_text is None or bare is None else with_text - bare
 
     @property
     def ready(self) -> bool:

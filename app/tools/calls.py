@@ -49,11 +49,13 @@ def plan_calls(calls: tuple[ToolCall, ...], tools: list[Tool]) -> list[PlannedCa
     return planned
 
 
-def cut(text: str, max_tokens: int) -> str:
-    """`text`, cut to about `max_tokens` tokens, with a note to the model when it was."""
-    limit = max_tokens * CHARS_PER_TOKEN
-    if len(text) <= limit:
+def cut(text: str, max_tokens: int, tokens: int | None = None) -> str:
+    """`text`, cut to about `max_tokens` tokens (`tokens`: how many it has, where the model's tokenizer said; else
+    CHARS_PER_TOKEN characters make one), with a note to the model when it was."""
+    tokens = tokens if tokens is not None else -(-len(text) // CHARS_PER_TOKEN)
+    if tokens <= max_tokens:
         return text
+    limit = len(text) * max_tokens // tokens
     return f"{text[:limit]}\n[the result was cut: {len(text):,} characters, of which the first {limit:,} are shown]"
 
 

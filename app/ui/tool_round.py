@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from mlxchat.app.chats.chat import ChatMessage
+from mlxchat.app.chats.chat import Chat, ChatMessage
 from mlxchat.app.chats.conversation import Conversation
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.tools.calls import PlannedCall, cut, plan_calls, record
@@ -22,6 +22,7 @@ class ChatPane(Protocol):
     """What a round needs of its chat's pane."""
 
     chat_id: str
+    chat: Chat
     conversation: Conversation
     tool_rounds: int  # rounds since the user's last message
     allowed_tools: set[str]  # tools the user allowed for the chat
@@ -83,8 +84,10 @@ async def _run(pane: ChatPane, done: Done, reply: ChatMessage, session: Session,
             ran = await asyncio.gather(*(asyncio.wrap_future(call) for call in calls))
         except asyncio.CancelledError:  # escape while they ran: they stop (their server is told), and the reply too
             ran, stopped = [ToolResult("stopped by the user while it ran", error=True)] * len(approved), True
+    limit = min(config.tool_result_max_tokens, session.room_for_results(pane.chat, len(approved)))
     for p, result in zip(approved, ran):
-        results[p.call.id] = (ToolResult(cut(result.text, config.tool_result_max_tokens), result.error, result.ms),
+        text = cut(result.text, limit, session.text_tokens(result.text))
+        results[p.call.id] = (ToolResult(text, result.error, result.ms),
                               "cancelled" if stopped else "done")
     reply.tool_calls = [record(p, *results[p.call.id]) for p in planned]
     pane.conversation.kept(reply)

@@ -4,12 +4,14 @@ the answer after it, and the chat as saved."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 from textual.pilot import Pilot
 
 from mlxchat.app.chats.store import ChatStore
+from mlxchat.app.session.session import ROOM_TO_ANSWER
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.reply_view import ReplyView
@@ -150,3 +152,28 @@ def test_escape_while_a_call_runs_stops_it_and_the_reply(tool_model_dir: Path, m
         assert len(entries(pane)) == 1 and len(pane.chat.messages) == 2  # no answer: the reply stopped
 
     run(tools_app(tool_model_dir, env=["TOOLS_WEATHER_DELAY"], auto_approve=[]), scenario)
+
+
+def test_a_result_longer_than_the_slot_has_left_is_cut_with_a_note(tool_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_WORDS", "5000")  # about 40,000 characters: far more than the slot holds
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (call,) = pane.chat.messages[1].tool_calls
+        assert call["result"].startswith("18 °C and clear in Paris detail0 detail1")
+        note = re.search(r"\[the result was cut: ([\d,]+) characters, of which the first ([\d,]+) are shown\]$",
+                         call["result"])
+        assert note is not None
+        whole, shown = (int(n.replace(",", "")) for n in note.groups())  # type: ignore[union-attr]
+        # Cut to what the slot had left (2,560 tokens, the listing and the chat in them), counted by the model's
+        # tokenizer, not to the setting's 2,048: the reply that read it kept ROOM_TO_ANSWER tokens to go on.
+        assert whole > 40_000 and 0 < shown < whole
+        assert pane.last_stats is not None and 2560 * 0.8 < pane.last_stats.prompt_tokens  # (most of it: the result)
+        assert pane.last_stats.prompt_tokens + ROOM_TO_ANSWER <= 2560
+        # The cut result fits: the reply went on in the slot, and answered.
+        assert pane.chat.messages[-1].text.strip() == "Paris is clear today."
+
+    run(make_app(tool_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
+        "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)

@@ -323,6 +323,7 @@ class ChatPane(PaneKeys):
         except asyncio.CancelledError:
             goes_on = False
         if goes_on:
+            self._user_turn = None  # (the reply goes on: no message of the user's is sent, nor taken back if refused)
             self.view.anchor_after_reply(following)
             self._start_reply()
         else:
