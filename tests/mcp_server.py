@@ -15,11 +15,11 @@ server = MCPServer("mlxchat-test-tools")
 
 @server.tool()
 async def weather(city: str) -> str:
-    """Today's weather in a city (after TOOLS_WEATHER_DELAY seconds, and with TOOLS_WEATHER_WORDS words of detail,
-    where a test sets them)."""
+    """Today's weather in a city (after TOOLS_WEATHER_DELAY seconds, after TOOLS_WEATHER_PREFIX and with
+    TOOLS_WEATHER_WORDS words of detail, where a test sets them)."""
     await anyio.sleep(float(os.environ.get("TOOLS_WEATHER_DELAY", "0")))
     detail = "".join(f" detail{i}" for i in range(int(os.environ.get("TOOLS_WEATHER_WORDS", "0"))))
-    return f"18 °C and clear in {city}{detail}"
+    return f"{os.environ.get('TOOLS_WEATHER_PREFIX', '')}18 °C and clear in {city}{detail}"
 
 
 @server.tool()

@@ -1,6 +1,7 @@
 """A tiny model that calls a tool (tests/tiny_scripted.py's table): asked anything, it calls `weather` for Paris in
 the format of mlx-lm's json_tools parser (Qwen's `<tool_call>{...}</tool_call>`); after a tool's result, whose turn
-the template ends with its own token, it answers from it."""
+the template ends with its own token, it answers from it (unless the result starts with "again": then it calls the
+tool again, for the round limit's test)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ TEMPLATE = (
     "{% endfor %}" + EOS + "\n{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% if messages[-1].role == 'tool' %}" + AFTER_RESULT + "{% endif %}{% endif %}"
+    # A result that asks to be called again ends the prompt as a question does: the model calls the tool again.
+    "{% if messages[-1].role == 'tool' and not messages[-1].content.startswith('again') %}" + AFTER_RESULT
+    + "{% endif %}{% endif %}"
 )
 
 

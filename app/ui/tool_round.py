@@ -39,8 +39,13 @@ async def next_round(pane: ChatPane, session: Session, done: Done, reply: ChatMe
     config = session.mcp
     pane.tool_rounds += 1
     if session.tools is None or pane.tool_rounds > config.max_tool_rounds:
-        await pane.view.mount(note(f"(the reply stopped at max_tool_rounds = {config.max_tool_rounds}: its last "
-                                   "calls were not run; send a message to go on)"))
+        # Kept with the reply, as not run: the model is told so with the user's next message.
+        not_run = ToolResult(f"not run: the reply reached max_tool_rounds = {config.max_tool_rounds}", error=True)
+        reply.tool_calls = [record(p, not_run, "not run") for p in plan_calls(done.tool_calls, [])]
+        pane.conversation.kept(reply)
+        await pane.view.mount_all([*(ToolEntry(saved) for saved in reply.tool_calls),
+                                   note(f"(the reply stopped at max_tool_rounds = {config.max_tool_rounds}: its last "
+                                        "calls were not run; send a message to go on)")])
         return False
     try:
         return await _run(pane, done, reply, session, config)

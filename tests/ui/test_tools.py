@@ -17,7 +17,7 @@ from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolApproval, ToolEntry
 from tests.conftest import ROOT
-from tests.pilot import make_app, ready, run, submit, wait_for
+from tests.pilot import make_app, notes, ready, run, submit, wait_for
 from tests.tiny_tools import ANSWER
 
 SERVER = {"command": sys.executable, "args": ["-m", "tests.mcp_server", "stdio"], "cwd": str(ROOT)}
@@ -177,3 +177,22 @@ def test_a_result_longer_than_the_slot_has_left_is_cut_with_a_note(tool_model_di
 
     run(make_app(tool_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
+
+
+def test_a_reply_that_keeps_calling_stops_at_max_tool_rounds(tool_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_PREFIX", "again: ")  # each result has the model call the tool again
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the rounds to end")
+        # Two rounds ran; the third reply's call was not run, and is kept as such (the model hears it next turn).
+        assert [(m.role, len(m.tool_calls)) for m in pane.chat.messages] == [
+            ("user", 0), ("assistant", 1), ("assistant", 1), ("assistant", 1)]
+        statuses = [c["status"] for m in pane.chat.messages for c in m.tool_calls]
+        assert statuses == ["done", "done", "not run"] and len(entries(pane)) == 3
+        assert notes(pane)[-1] == ("(the reply stopped at max_tool_rounds = 2: its last calls were not run; send a "
+                                   "message to go on)")
+
+    run(make_app(tool_model_dir, mcp={"max_tool_rounds": 2, "servers": {"test": SERVER | {
+        "env": ["TOOLS_WEATHER_PREFIX"], "auto_approve": ["weather"]}}}), scenario)

@@ -78,7 +78,8 @@ class ToolEntry(Collapsible):
 
     def __init__(self, saved: dict[str, Any]) -> None:
         arguments = json.dumps(saved["arguments"], ensure_ascii=False, indent=2)
-        status = {"denied": "denied by you", "invalid": "not run", "cancelled": "stopped"}.get(saved.get("status", ""))
+        status = {"denied": "denied by you", "invalid": "not run", "cancelled": "stopped",
+                  "not run": "not run"}.get(saved.get("status", ""))
         server = f"on {saved['server']}" if saved.get("server") else "no server"
         head = f"{server}{' · ' + status if status else ''}"
         super().__init__(Static(f"{head}\narguments: {arguments}", markup=False),
