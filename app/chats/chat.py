@@ -65,6 +65,7 @@ class Chat:
     updated: str = ""
     draft: str = ""  # what its message box held, unsent, when mlxchat last quit
     reasoning_open: bool = False  # whether its replies' reasoning blocks are shown open once the answer starts
+    tools_off: list[str] = field(default_factory=list)  # tools its replies may not call ("server/tool"; default: none)
     saved: bool = False  # whether the chats row holds the fields above
 
     def __post_init__(self) -> None:

@@ -28,5 +28,6 @@ def fork(chat: Chat, keep: int, suffix: str = FORK_SUFFIX) -> Chat:
     messages = [dataclasses.replace(m, saved=False, tool_calls=[dict(c) for c in m.tool_calls])
                 for m in chat.messages[:keep]]
     return Chat(None, title=(chat.title or "Chat") + suffix, model=chat.model, system_prompt=chat.system_prompt,
-                sampling=chat.sampling, messages=messages)
+                sampling=chat.sampling, messages=messages,
+                tools_off=list(chat.tools_off))
 

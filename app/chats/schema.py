@@ -92,6 +92,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 7: the tool calls a reply ended with and their results (JSON: a list of objects).
     ("ALTER TABLE messages ADD COLUMN tool_calls TEXT NOT NULL DEFAULT '[]'",),
+    # 8: the tools a chat's replies may not call (JSON: "server/tool" names).
+    ("ALTER TABLE chats ADD COLUMN tools_off TEXT NOT NULL DEFAULT '[]'",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

@@ -123,20 +123,22 @@ class Session:
         self.tools.start()
         return self.tools
 
-    def offered_tools(self) -> list[Tool]:
-        """The tools a reply may call now: those of the servers that are ready, where the model takes tools."""
-        return self.tools.tools() if self.tools is not None and self.takes_tools else []
+    def offered_tools(self, chat: Chat | None = None) -> list[Tool]:
+        """The tools a reply may call now: those of the servers that are ready, where the model takes tools, less
+        those `chat` turned off."""
+        tools = self.tools.tools() if self.tools is not None and self.takes_tools else []
+        return [tool for tool in tools if chat is None or tool.key not in chat.tools_off]
 
-    def listing_tokens(self, system_prompt: str) -> tuple[int, int] | None:
+    def listing_tokens(self, system_prompt: str, chat: Chat | None = None) -> tuple[int, int] | None:
         """What a chat takes of its slot before its first message: (tokens of its system prompt and tool listing, of
         which the listing); None where the engine cannot say (a server's template is its own)."""
         if self.engine is None:
             return None
-        chat = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        chat.append({"role": "user", "content": ""})
-        tools = [tool.function() for tool in self.offered_tools()]
-        whole = self.engine.count_tokens(chat, tools or None)
-        bare = self.engine.count_tokens(chat) if tools else whole
+        opening = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        opening.append({"role": "user", "content": ""})
+        tools = [tool.function() for tool in self.offered_tools(chat)]
+        whole = self.engine.count_tokens(opening, tools or None)
+        bare = self.engine.count_tokens(opening) if tools else whole
         return None if whole is None or bare is None else (whole, whole - bare)
 
     def room_for_results(self, chat: Chat, results: int) -> int:
@@ -144,7 +146,7 @@ class Session:
         tool listing leave, less room for the reply to go on (ROOM_TO_ANSWER)."""
         if self.engine is None or self.plan is None:
             return 0
-        tools = [tool.function() for tool in self.offered_tools()] or None
+        tools = [tool.function() for tool in self.offered_tools(chat)] or None
         used = self.engine.count_tokens(chat.prompt(self.keep_reasoning), tools)
         if used is None:  # (a server's: its own context decides)
             return self.mcp.tool_result_max_tokens

@@ -29,6 +29,11 @@ class Tool:
     description: str
     schema: dict[str, Any]
 
+    @property
+    def key(self) -> str:
+        """The tool's name among every server's: "server/tool" (what a chat turns off)."""
+        return f"{self.server}/{self.name}"
+
     def function(self) -> dict[str, Any]:
         """The tool as a chat template takes it: OpenAI's function schema."""
         return {"type": "function",

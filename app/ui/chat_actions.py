@@ -116,11 +116,13 @@ class ChatActions:
 
         def apply(settings: ChatSettings | None) -> None:
             if settings is not None and pane.is_attached:
-                pane.apply_settings(settings.system_prompt, settings.sampling)
+                pane.apply_settings(settings.system_prompt, settings.sampling, settings.tools_off)
 
         self.app.push_screen(
-            ChatSettingsScreen(pane.chat_title, ChatSettings(pane.chat.system_prompt, pane.chat.sampling),
-                               thinking_switch=self.session.thinking_switch, room=room_line(self.session, pane.chat)),
+            ChatSettingsScreen(pane.chat_title,
+                               ChatSettings(pane.chat.system_prompt, pane.chat.sampling, pane.chat.tools_off),
+                               thinking_switch=self.session.thinking_switch, room=room_line(self.session, pane.chat),
+                               tools=self.session.offered_tools()),
             apply
         )
 
@@ -146,12 +148,12 @@ class ChatActions:
 
 def room_line(session: Session, chat: Chat) -> str:
     """What the chat takes of its slot before its first message: its system prompt and the tool listing."""
-    tools = session.offered_tools()
+    tools = session.offered_tools(chat)
     if session.tools is not None and session.tools.tools() and not session.takes_tools:
         listing = "the model's chat template takes no tools: none are offered to it"
     else:
         listing = f"{len(tools)} tool{'s' if len(tools) != 1 else ''} offered"
-    counted = session.listing_tokens(chat.system_prompt)
+    counted = session.listing_tokens(chat.system_prompt, chat)
     if counted is None or session.plan is None:
         return f"{listing.capitalize()}."
     whole, tools_part = counted

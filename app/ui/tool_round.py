@@ -57,7 +57,7 @@ async def _run(pane: ChatPane, done: Done, reply: ChatMessage, session: Session,
     """The round: each call approved or not, the approved run at once; whether the reply goes on."""
     servers = session.tools
     assert servers is not None
-    planned = plan_calls(done.tool_calls, session.offered_tools())
+    planned = plan_calls(done.tool_calls, session.offered_tools(pane.chat))
     results: dict[str, tuple[ToolResult, str]] = {}
     approved: list[PlannedCall] = []
     stopped = False

@@ -46,7 +46,7 @@ def test_a_new_database_is_wal_at_the_latest_version(db_path: Path) -> None:
     open_store(db_path).close()
     db = sqlite3.connect(db_path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
 
 
 def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> None:

@@ -196,3 +196,30 @@ def test_a_reply_that_keeps_calling_stops_at_max_tool_rounds(tool_model_dir: Pat
 
     run(make_app(tool_model_dir, mcp={"max_tool_rounds": 2, "servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_PREFIX"], "auto_approve": ["weather"]}}}), scenario)
+
+
+def test_f5_turns_a_tool_off_for_the_chat_and_its_reply_is_not_given_it(tool_model_dir: Path) -> None:
+    from textual.widgets import SelectionList
+
+    from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
+        tools = app.screen.query_one(SelectionList)
+        assert set(tools.selected) == {"test/weather", "test/slow", "test/fails", "test/long_text", "test/die"}
+        tools.deselect("test/weather")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
+        assert pane.chat.tools_off == ["test/weather"]
+        assert [t.name for t in app.session.offered_tools(pane.chat)] == ["slow", "fails", "long_text", "die"]
+        # The model still calls weather (its script): the call is answered as naming no offered tool.
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (call,) = pane.chat.messages[1].tool_calls
+        assert call["status"] == "invalid" and call["result"].startswith("there is no tool named 'weather'")
+        saved = ChatStore.open_existing().load(pane.chat.id)  # type: ignore[arg-type]
+        assert saved is not None and saved.tools_off == ["test/weather"]
+
+    run(tools_app(tool_model_dir), scenario)

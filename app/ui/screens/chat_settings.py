@@ -1,4 +1,4 @@
-"""A chat's own settings: its system prompt, sampling and reasoning, edited in a small form."""
+"""A chat's own settings: its system prompt, sampling, reasoning and tools, edited in a small form."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pydantic import ValidationError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.widgets import Button, Footer, Input, Label, Static, Switch
+from textual.widgets import Button, Footer, Input, Label, SelectionList, Static, Switch
 
 from mlxchat.app.config.settings import Sampling
+from mlxchat.app.tools.servers import Tool
 from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
 from mlxchat.engine import SamplingParams
@@ -26,6 +27,7 @@ class ChatSettings:
 
     system_prompt: str
     sampling: SamplingParams
+    tools_off: list[str]  # the tools its replies may not call ("server/tool")
 
 
 class ChatSettingsScreen(FormScreen[ChatSettings | None]):
@@ -34,14 +36,17 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
     CSS_PATH = "chat_settings.tcss"
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "confirm", "Save", priority=True)]
 
-    def __init__(self, title: str, settings: ChatSettings, thinking_switch: bool, room: str = "") -> None:
+    def __init__(self, title: str, settings: ChatSettings, thinking_switch: bool, room: str = "",
+                 tools: list[Tool] | None = None) -> None:
         """`thinking_switch`: whether the model's template can turn thinking off (the switch shows only then);
-        `room`: what the system prompt and tool listing take of the chat's slot, in a line."""
+        `room`: what the system prompt and tool listing take of the chat's slot, in a line; `tools`: those its
+        replies could call (each on or off for this chat)."""
         super().__init__()
         self._title = title
         self._settings = settings
         self._thinking_switch = thinking_switch
         self._room = room
+        self._tools = tools or []
 
     def compose(self) -> ComposeResult:
         sampling = self._settings.sampling
@@ -62,6 +67,10 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                     yield Label("thinking")
                     yield Switch(sampling.thinking, id="thinking",
                                  tooltip=Sampling.model_fields["thinking"].description)
+            if self._tools:
+                yield Label("Tools its replies may call (space turns one on or off)")
+                yield SelectionList[str](*((f"{t.name} · {t.server}", t.key, t.key not in self._settings.tools_off)
+                                           for t in self._tools), id="tools")
             yield Static(id="form-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
@@ -83,4 +92,8 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
             checked = Sampling.model_validate({**given, **unset, "thinking": thinking})
         except ValidationError as exc:
             raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
-        return ChatSettings(self.query_one(FreedTextArea).text.strip(), checked.params())
+        chosen = next((set(s.selected) for s in self.query(SelectionList).results(SelectionList)), None)
+        # Tools that are not offered now (a server that did not start) keep the chat's choice.
+        tools_off = [key for key in self._settings.tools_off if key not in {t.key for t in self._tools}]
+        tools_off += [t.key for t in self._tools if chosen is not None and t.key not in chosen]
+        return ChatSettings(self.query_one(FreedTextArea).text.strip(), checked.params(), tools_off)

@@ -234,7 +234,7 @@ class ChatPane(PaneKeys):
         self.conversation.begin_reply()
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
-        tools = [tool.function() for tool in self._session.offered_tools()] or None
+        tools = [tool.function() for tool in self._session.offered_tools(self.chat)] or None
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
                                                self.chat.sampling, self._feed, tools)
         self._frames.wake()
@@ -368,9 +368,9 @@ class ChatPane(PaneKeys):
         await self.view.show(self.chat.messages)
         self._start_reply()
 
-    def apply_settings(self, system_prompt: str, sampling: SamplingParams) -> None:
-        """Gives the chat a new system prompt and sampling, used from its next turn."""
-        self.conversation.apply_settings(system_prompt, sampling)
+    def apply_settings(self, system_prompt: str, sampling: SamplingParams, tools_off: list[str]) -> None:
+        """Gives the chat a new system prompt, sampling and tools, used from its next turn."""
+        self.conversation.apply_settings(system_prompt, sampling, tools_off)
         self.notify("The chat's settings apply from its next turn.")
 
     # ---- its seat on the slots ----
