@@ -223,3 +223,36 @@ def test_f5_turns_a_tool_off_for_the_chat_and_its_reply_is_not_given_it(tool_mod
         assert saved is not None and saved.tools_off == ["test/weather"]
 
     run(tools_app(tool_model_dir), scenario)
+
+
+def test_two_chats_wait_on_their_calls_while_a_third_streams_and_answers(tool_model_dir: Path) -> None:
+    """Chats 1 and 2 wait for the user's approval of their calls (their slots keep their KV); chat 3, whose user
+    allowed the tool for it, calls it and answers meanwhile; then 1 and 2 are allowed and answer too."""
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first = await tools_ready(app, pilot)
+        for _ in range(2):
+            await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 3, "three chats")
+        panes = app.chat_panes
+        waiting = lambda pane: bool(pane.query(ToolApproval))  # noqa: E731
+        for pane in panes[:2]:
+            await submit(pilot, pane, "What is the weather in Paris?")
+            await wait_for(pilot, lambda pane=pane: waiting(pane), "its approval")
+        third = panes[2]
+        third.allowed_tools.add("weather")
+        await submit(pilot, third, "And the weather in Paris?")
+        await wait_for(pilot, lambda: not third.busy, "the third chat's answer")
+        assert third.chat.messages[-1].text.strip() == ANSWER.strip()
+        assert all(waiting(pane) and pane.busy for pane in panes[:2])
+        # Their slots kept the conversation and the call while they waited: the rest of the round reads the result.
+        for pane in panes[:2]:
+            app.show_chat(pane)
+            await wait_for(pilot, lambda: approval(app) is not None, "the approval in view")
+            await pilot.press("a")
+            await wait_for(pilot, lambda pane=pane: not pane.busy, "its answer")
+            assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+            assert pane.last_stats is not None and pane.last_stats.prefilled_tokens < 40
+        assert first is panes[0]
+
+    run(make_app(tool_model_dir, parallel=3, ctx_size=6144, mcp={"servers": {"test": SERVER}}), scenario)

@@ -31,6 +31,7 @@ from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.save_problem import SaveProblem
 from mlxchat.app.ui.widgets.seat_line import SeatLine
+from mlxchat.app.ui.widgets.tool_widgets import ToolApproval
 from mlxchat.engine import Done, RequestStats, SamplingParams, SlotSnapshot
 
 TAB_LABEL_CHARS = 20
@@ -180,7 +181,11 @@ class ChatPane(PaneKeys):
         return keys.key_for(action_id, self._keymap)
 
     def focus_input(self) -> None:
-        """Puts the keyboard in the message box (nothing, once the pane is being closed)."""
+        """Puts the keyboard in the message box, or in the tool call waiting for the user's approval (nothing, once
+        the pane is being closed)."""
+        for asked in self.query(ToolApproval).results(ToolApproval):
+            self.screen.set_focus(asked)
+            return
         for box in self.query(ChatInput).results(ChatInput):
             # At once, not later as Widget.focus does: keys typed right after ctrl+n, queued while the
             # new chat was mounted, must reach its box, not the previous chat's.
