@@ -50,7 +50,8 @@ def test_markdown_has_the_title_settings_and_every_turn(data_home: Path) -> None
     text = to_markdown(chat)
     assert text.startswith("# What is **MLX**?\n")
     assert f"- chat {chat.id} · model SmolLM2" in text
-    settings = "temperature 0.5 · top_p 0.9 · top_k 10 · max_tokens 100 · seed 3 · thinking off · reasoning_budget 256"
+    settings = ("temperature 0.5 · top_p 0.9 · top_k 10 · max_tokens 100 · seed 3 · thinking off"
+                " · reasoning_budget 256")
     assert settings in text
     sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert sections == ["## System", "## User", "## Assistant", "## User", "## Assistant"]
