@@ -155,7 +155,12 @@ def test_fewer_slots_than_chats_asks_first_and_keeps_the_chats(tiny_model_dir: P
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         question = str(app.screen.query_one(".confirm-question", Static).render())
+        assert question.startswith("Apply 4096 / 2 = 2048 tokens per slot?")
         assert f"With 2 slots for 3 chats, {third.chat_title} loses its slot. Nothing is lost: it stays open" in question
+        # Both buttons whole, inside the dialog (the plan in the Apply button once pushed Keep out: "Keep (").
+        dialog = app.screen.query_one("ConfirmScreen > Vertical")
+        for button in app.screen.query(Button).results(Button):
+            assert button.region.right <= dialog.region.right and button.region.width >= len(str(button.label)) + 2
         await pilot.press("escape")  # cancel: everything stays as it was
         await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "back on the slots screen")
         assert len(app.session.engine.snapshot().slots) == 4 and [p.slot_id for p in app.chat_panes] == [0, 1, 2]

@@ -197,7 +197,9 @@ class SlotsScreen(AppModalScreen[None]):
             if go_on:
                 self._start(plan)
 
-        self.app.push_screen(ConfirmScreen(title, "\n\n".join(parts), f"Apply {plan.summary}"), answered)
+        # (the plan in the question: a button that long pushed "Keep (n)" out of the dialog)
+        parts.insert(0, f"Apply {plan.summary}?")
+        self.app.push_screen(ConfirmScreen(title, "\n\n".join(parts), "Apply"), answered)
 
     def _start(self, plan: SlotPlan) -> None:
         self._applying = True
