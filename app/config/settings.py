@@ -196,6 +196,10 @@ class Settings(BaseSettings):
     theme: str = Field("mlxchat-dark", min_length=1)
     """The colour theme of the interface."""
 
+    show_timings: bool = False
+    """Whether each reply shows its timings line (prompt, cache hits, first token, speed); alt+t switches it,
+    and the choice is kept here."""
+
     confirm_quit: bool = True
     """Whether quitting while replies are being written asks first (what they wrote is kept either way)."""
 

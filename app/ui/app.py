@@ -36,7 +36,7 @@ from mlxchat.app.ui.screens.too_small import TooSmallScreen, fit_to_terminal
 from mlxchat.app.ui.startup import Startup
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.footer import Footer
-from mlxchat.app.ui.theme_setting import apply_theme, save_theme
+from mlxchat.app.ui.theme_setting import apply_theme, keep_setting, save_theme
 from mlxchat.themes import THEMES
 
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
@@ -63,7 +63,7 @@ class ChatApp(App[int]):
         self.session = Session(self)
         self._failed_status: int | None = None  # the exit status start-up's failure ends the app with
         self.store: ChatStore | None = None
-        self.show_timings = False  # each reply's timings line (alt+t)
+        self.show_timings = settings.show_timings  # each reply's timings line (alt+t, kept for the next start)
         self._chat_numbers = itertools.count(1)
         self._finished_last: str | None = None  # the chat whose reply ended last (goto_finished shows it)
         self._unseen: set[str] = set()  # chats whose reply ended out of view, not shown since
@@ -118,8 +118,8 @@ class ChatApp(App[int]):
     @property
     def chat_panes(self) -> list[ChatPane]:
         """The open chats, in tab order (none once the app is being torn down)."""
-        # The switcher's own children: a query of the whole tree would visit every block of every
-        # reply, and the reply frames ask up to 30 times a second.
+        # The switcher's own children: a query of the whole tree would visit every block of every reply, and the
+        # reply frames ask up to 30 times a second.
         try:
             switcher = self.query_one("#chats", TabbedContent).query_children(ContentSwitcher).first()
         except NoMatches:
@@ -188,6 +188,7 @@ class ChatApp(App[int]):
     def action_toggle_timings(self) -> None:
         """Shows or hides every reply's timings line, in every chat (and in chats opened later)."""
         self.show_timings = not self.show_timings
+        keep_setting(self, "show_timings", self.show_timings, "Showing the timings")
         for pane in self.chat_panes:
             pane.set_class(self.show_timings, "-timings")
 
@@ -387,10 +388,9 @@ class ChatApp(App[int]):
 
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
-        # A late event for a tab shown earlier must not take the focus back: that would show it again.
-        # Nor from another chat shown in the grid: the focus went there after this tab was shown, and
-        # it is on its way to make that chat the shown tab (two such moves in flight bounced the focus
-        # between two chats for good).
+        # A late event for a tab shown earlier must not take the focus back: that would show it again. Nor from
+        # another chat shown in the grid: the focus went there after this tab was shown, and it is on its way to
+        # make that chat the shown tab (two such moves in flight bounced the focus between two chats for good).
         typing_in = self._chat_of(self.focused) if self.screen_stack else None  # (none while the app closes)
         if isinstance(event.pane, ChatPane) and event.pane is self.active_chat and (
             typing_in is None or typing_in is event.pane or not typing_in.display

@@ -1,4 +1,5 @@
-"""The `theme` setting: applied at start (an unknown name falls back, saying so), saved when the palette picks one."""
+"""Settings the app changes as it is used, kept for the next start: the `theme` (applied at start, an unknown name
+falling back, saying so; saved when the palette picks one) and `show_timings` (alt+t)."""
 
 from __future__ import annotations
 
@@ -22,16 +23,22 @@ def apply_theme(app: App[int], name: str) -> None:
 
 
 def save_theme(app: Any, theme: object) -> None:
-    """Keeps a theme picked from the palette for the next start, in the user's config file and in `app.settings`
-    (the app's Settings)."""
-    settings: Settings = app.settings
+    """Keeps a theme picked from the palette for the next start."""
     name = getattr(theme, "name", None)
+    if name is not None:
+        keep_setting(app, "theme", name, f"The theme {name!r}")
+
+
+def keep_setting(app: Any, key: str, value: Any, what: str) -> None:
+    """Keeps `key` = `value` for the next start, in the user's config file and in `app.settings` (the app's
+    Settings); says so where it could not (`what`: the setting, in words)."""
+    settings: Settings = app.settings
     path = settings.config_file
-    if name is None or path is None or name == settings.theme:
+    if path is None or getattr(settings, key) == value:
         return
     try:
-        save_settings({"theme": name}, path)
+        save_settings({key: value}, path)
     except (ConfigError, OSError) as exc:
-        app.notify(f"The theme {name!r} could not be saved to {path}: {exc}", severity="warning")
+        app.notify(f"{what} could not be saved to {path}: {exc}", severity="warning")
         return
-    app.settings = settings.model_copy(update={"theme": name})
+    app.settings = settings.model_copy(update={key: value})

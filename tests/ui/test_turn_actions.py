@@ -12,6 +12,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.ui.widgets.reply_view import ReplyView
+from mlxchat.app.config.loading import load_settings
 from tests.pilot import make_app, ready, run, send, wait_for
 
 FIRST = "Tell me about the terminal app and the model that runs inside it"
@@ -120,6 +121,7 @@ def test_alt_t_shows_each_replys_timings_and_hides_them_again(tiny_model_dir: Pa
         await pilot.press("alt+t")
         await pilot.pause()
         assert all(line.display for line in lines)
+        assert load_settings(None, {}).show_timings  # kept in the config file for the next start
         first, second = (str(line.render()) for line in lines)
         assert first.startswith("prompt ") and "first token" in first and "tok/s" in first
         # The second turn's prompt continued the first: its slot held that part (cached from the slot).
@@ -129,5 +131,6 @@ def test_alt_t_shows_each_replys_timings_and_hides_them_again(tiny_model_dir: Pa
         await pilot.press("alt+t")
         await pilot.pause()
         assert not any(line.display for line in lines)
+        assert not load_settings(None, {}).show_timings
 
     run(make_app(tiny_model_dir), scenario)
