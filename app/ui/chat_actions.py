@@ -109,7 +109,7 @@ class ChatActions:
     def _copy_code(self, pane: ChatPane, block: CodeBlock | None) -> None:
         if block is not None:
             self.app.copy_to_clipboard(block.code)
-            pane.notify(f"Copied a {block.describe()}, from reply {block.reply}.")
+            pane.notify(copied(f"a {block.describe()}, from reply {block.reply}"))
 
     def chat_settings(self, pane: ChatPane) -> None:
         """Edits the chat's system prompt and sampling (they apply from its next turn)."""
@@ -133,7 +133,7 @@ class ChatActions:
             pane.notify("There is no reply to copy yet.", severity="warning")
             return
         self.app.copy_to_clipboard(reply.text)
-        pane.notify(f"Copied the last reply ({len(reply.text)} characters).")
+        pane.notify(copied(f"the last reply ({len(reply.text)} characters)"))
 
     def export_chat(self, pane: ChatPane) -> None:
         """Writes the chat as Markdown to mlxchat-chat-ID.md in the current folder, readable by its owner only."""
@@ -159,3 +159,9 @@ def room_line(session: Session, chat: Chat) -> str:
     whole, tools_part = counted
     return (f"Before its first message this chat takes {whole:,} tokens of its slot's {session.plan.per_slot:,}: "
             f"the template, the system prompt and the tool listing ({tools_part:,} of them; {listing}).")
+
+
+def copied(what: str) -> str:
+    """What a copy says: it goes through the terminal (OSC 52), which may not pass it on, and mlxchat cannot tell."""
+    return f"Copied {what} through the terminal (OSC 52): a terminal without it, or tmux without set-clipboard on, " \
+           "keeps the clipboard as it was."

@@ -81,6 +81,9 @@ def test_a_single_block_is_copied_at_once_and_none_is_said(tiny_model_dir: Path)
         await pilot.press("alt+shift+c")
         assert app.clipboard == "print('hello')" and len(app.screen_stack) == 1
         assert any("Copied a python block, 1 line, from reply 1" in n.message for n in app._notifications)
+        # It says how it went out, and that a terminal may not pass it on (mlxchat cannot tell).
+        assert any("through the terminal (OSC 52)" in n.message and "set-clipboard on" in n.message
+                   for n in app._notifications)
         await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: len(app.chat_panes) == 2 and app.active_chat is not pane, "a new chat")
         await pilot.press("alt+shift+c")
