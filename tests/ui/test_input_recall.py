@@ -1,4 +1,5 @@
-"""↑/↓ in the message box: this chat's earlier prompts from the first/last line, the draft kept, lines walked."""
+"""↑/↓ in the message box: this chat's earlier prompts from the first/last line, the draft kept, lines walked; alt+x
+empties the box."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
-from tests.pilot import make_app, open_second_chat, ready, run, send, wait_for
+from tests.pilot import from_terminal, make_app, open_second_chat, ready, run, send, wait_for
 
 PROMPTS = ("first prompt", "second prompt\non two lines", "third prompt")
 
@@ -73,3 +74,16 @@ def test_a_draft_of_several_lines_is_walked_before_anything_is_recalled(tiny_mod
         assert box.text == "one\ntwo\nthree"
 
     run(make_app(tiny_model_dir, sampling={"max_tokens": 4}), scenario)
+
+
+def test_alt_x_empties_the_message_box_and_ctrl_z_brings_it_back(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        pane.chat_input.text = "a long draft\nover two lines"
+        pane.focus_input()
+        await from_terminal(app, pilot, "\x1bx")  # alt+x, as a terminal sends it
+        assert pane.chat_input.text == ""
+        await pilot.press("ctrl+z")
+        assert pane.chat_input.text == "a long draft\nover two lines"
+
+    run(make_app(tiny_model_dir), scenario)

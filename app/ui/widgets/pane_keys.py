@@ -24,6 +24,7 @@ class PaneKeys(TabPane):
     key: Any
     focus_input: Any
     _put_back: Any
+    chat_input: Any
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only on the chats' screen (the palette runs them over other screens too)."""
@@ -36,6 +37,13 @@ class PaneKeys(TabPane):
     def action_edit_last(self) -> None:
         """Puts the chat's last user message back in the input, to edit and send again."""
         self.edit_last()
+
+    def action_clear_input(self) -> None:
+        """Empties the message box (an undoable edit of the box: ctrl+z brings the text back)."""
+        box = self.chat_input
+        if box.text:
+            box.replace("", box.document.start, box.document.end)
+        self.focus_input()
 
     def action_toggle_reasoning(self) -> None:
         """Opens or folds the reasoning of the chat's last reply."""
