@@ -198,15 +198,15 @@ class ChatApp(App[int]):
         self.record_open_chats()
 
     def show_title(self, pane: ChatPane) -> None:
-        """Names the pane's tab and slot after its chat's title."""
-        self._show_tab(pane)
-        self.session.rename(pane.chat_id, pane.chat_title)
+        """Names the pane's tab and slot after its chat's title, and numbers the tabs of chats titled alike."""
+        for shown in self.chat_panes:
+            self._show_tab(shown)
+        self.session.rename(pane.chat_id, pane.shown_title)
 
     def _show_tab(self, pane: ChatPane) -> None:
-        """The pane's tab label: its title after a badge for a reply in the queue (◷), being written (●),
-        or ended out of view and not seen yet (✓)."""
+        """The pane's tab label: its title after a badge for a reply queued (◷), being written (●), or unseen (✓)."""
         badge = self.badge(pane)
-        label = f"{badge} {pane.chat_title}" if badge else pane.chat_title
+        label = f"{badge} {pane.shown_title}" if badge else pane.shown_title
         if self._tab_labels.get(pane.chat_id) == label:  # (a new label lays the tab bar out again)
             return
         try:
@@ -366,7 +366,7 @@ class ChatApp(App[int]):
         for pane in panes:
             # The switcher shows only the active pane; the grid overrides it after each switch.
             pane.display = grid or pane.id == active
-            pane.border_title = pane.chat_title if grid else None
+            pane.border_title = pane.shown_title if grid else None
 
     def action_help(self) -> None:
         """Shows every key of the app and of its screens, as the user's keymap has them."""

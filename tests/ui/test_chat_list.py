@@ -18,7 +18,7 @@ from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.dialogs import TextPromptScreen
 from mlxchat.app.ui.screens.find import FindScreen
-from tests.pilot import make_app, ready, run, steady_cursors, wait_for
+from tests.pilot import make_app, open_second_chat, ready, run, send, steady_cursors, wait_for
 
 
 def save_chats() -> dict[str, int]:
@@ -156,3 +156,22 @@ def test_chat_list_screen(ascii_model_dir: Path, snap_compare: Any, monkeypatch:
         steady_cursors(app)
 
     assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+
+
+def test_chats_that_begin_alike_are_told_apart_in_tabs_and_in_the_list(tiny_model_dir: Path) -> None:
+    from textual.widgets import TabbedContent
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, second = await open_second_chat(app, pilot)
+        for pane in (first, second):
+            await send(pilot, pane, "Write a very long document about the same thing")
+            await wait_for(pilot, lambda pane=pane: not pane.busy, "the reply")
+        tabs = app.query_one("#chats", TabbedContent)
+        labels = [str(tabs.get_tab(pane.id or "").label) for pane in (first, second)]
+        assert labels == ["Write a very long d… #1", "Write a very long d… #2"]
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatListScreen), "the chat list")
+        rows = [str(option.prompt) for option in app.screen.query_one(OptionList)._options]
+        assert [row.split("  ·  ")[3] for row in rows] == [f"#{second.chat.id}", f"#{first.chat.id}"]
+
+    run(make_app(tiny_model_dir), scenario)

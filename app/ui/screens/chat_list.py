@@ -164,6 +164,7 @@ def _line(chat: ChatSummary, badge: str) -> Text:
     under a search, where it matched with the text around the match."""
     line = Text(f"{badge} " if badge else "")
     line.append(f"{chat.title or f'Chat {chat.id}'}  ·  {chat.messages} messages  ·  {local_time(chat.updated)}")
+    line.append(f"  ·  #{chat.id}", style="dim")  # (chats that begin alike differ by it)
     if chat.open:
         line.append("  ·  open" if chat.open_here else "  ·  open in another mlxchat")
     if chat.found is not None:

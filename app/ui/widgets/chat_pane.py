@@ -128,6 +128,15 @@ class ChatPane(PaneKeys):
         return f"{self.variant_label} · {title}" if self.variant_label else title
 
     @property
+    def shown_title(self) -> str:
+        """The chat's title as its tab and grid box show it: with its number where another open chat has the same
+        title (chats that begin with the same words would look alike)."""
+        title = self.chat_title
+        siblings = self.parent.children if self.parent is not None else []
+        twins = [p for p in siblings if isinstance(p, ChatPane) and p is not self and p.chat_title == title]
+        return f"{title} #{self._number}" if twins else title
+
+    @property
     def reply_text(self) -> str:
         """The reply streamed so far (empty when none is being written)."""
         return self.conversation.reply_text
