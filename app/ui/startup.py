@@ -15,6 +15,8 @@ from mlxchat.app.ui.chat_host import ChatHost
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from mlxchat.engine import release_thread_streams
 
+DRAFTS_EVERY_S = 5.0  # how often the chats' drafts are kept while mlxchat runs (and at quit)
+
 
 class Startup:
     """Opens the chat database, loads the model on a worker thread (its progress goes to the loading screen,
@@ -89,6 +91,7 @@ class Startup:
             except StoreWriteError as exc:
                 app.notify(f"The chats that were open cannot be reopened: {exc}", severity="error")
             app.set_interval(KEEP_ALIVE_S, self._keep_alive)
+            app.set_interval(DRAFTS_EVERY_S, self.keep_drafts)
         # The first chats take the free slots, empty: each chat's KV is rebuilt by prefill on its next turn.
         panes = [pane for pane in [await app.open_chat(chat, show=False) for chat in chats] if pane is not None]
         if not panes:
@@ -96,6 +99,12 @@ class Startup:
             return
         app.show_chat(next((pane for pane in panes if pane.chat.id == focused), panes[0]))
         app.record_open_chats()
+
+    def keep_drafts(self) -> None:
+        """Keeps what each saved chat's message box holds (written only where it changed): a crash loses at most
+        DRAFTS_EVERY_S of typing."""
+        for pane in self.app.chat_panes:
+            pane.conversation.keep_draft(pane.chat_input.text)
 
     def _keep_alive(self) -> None:
         """Tells other mlxchats on the database that this one runs, so that none takes its tabs."""

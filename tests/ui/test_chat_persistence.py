@@ -255,3 +255,19 @@ def test_a_draft_is_kept_across_a_restart_until_it_is_sent(tiny_model_dir: Path)
 
     for scenario in (write_and_quit, finds_the_draft_and_sends_it, finds_no_draft):
         run(make_app(tiny_model_dir), scenario)
+
+
+def test_drafts_are_kept_while_mlxchat_runs_not_only_at_quit(tiny_model_dir: Path) -> None:
+    """Every DRAFTS_EVERY_S the saved chats' drafts are written where they changed: a crash loses at most that much
+    typing (the timer's work is called here at once: the test does not wait for it)."""
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, "Hello there")
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        await pilot.press(*"typed, not sent")
+        app.startup.keep_drafts()
+        saved = ChatStore.open_existing().load(pane.chat.id)  # type: ignore[arg-type]
+        assert saved is not None and saved.draft == "typed, not sent"
+
+    run(make_app(tiny_model_dir), scenario)
