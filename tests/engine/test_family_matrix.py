@@ -19,6 +19,7 @@ from mlxchat.engine.events import SamplingParams
 from tests.engine.test_families import alone
 from tests.family_outcomes import NOT_TINY as NOT_TINY_LISTED
 from tests.family_outcomes import REFUSED_AT_LOAD
+from tests.markers import needs_cpu
 from tests.started import start_as_the_app
 from tests.tiny_configs import NotTiny, is_model_module, model_modules, tiny_config
 
@@ -95,6 +96,7 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
         engine.shutdown()
 
 
+@needs_cpu  # (the outcomes are the CPU build's: on CUDA one more module, nemotron_h, is made tiny)
 def test_every_module_has_the_outcome_listed_for_it():
     """The modules that match (the engine's TESTED_FAMILIES, which `mlxchat models` names), those refused at load and
     those not made tiny (tests/family_outcomes.py) are every module of the installed mlx-lm, once each, each not

@@ -87,7 +87,8 @@ def test_a_prompt_arriving_while_slots_stream_shares_their_passes_and_everything
     # Every step that read the long prompt also gave each stream its next token (the last one also
     # dispatched the next decode pass, whose input the streams' histories hold at once).
     assert all(grown == [1, 1] for grown in tokens_per_step[:-1]), " ".join(map(str, tokens_per_step))
-    assert tokens_per_step[-1] == [2, 2]
+    # (where a chunk shares the decode pass, the last one also dispatched the next: the streams hold two more)
+    assert tokens_per_step[-1] == ([2, 2] if core.forward.mixes else [1, 1])
     # 90 tokens in chunks of at most 16 while the others stream.
     assert len(tokens_per_step) >= 90 // 16
     while core.busy:

@@ -20,6 +20,7 @@ from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.fan_out import FanOutScreen
 from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
+from tests.markers import needs_cpu
 from tests.pilot import hold_engine, make_app, ready, run, send, steady_cursors, submit, wait_for
 
 PROMPT = "Write a short poem about a lighthouse"
@@ -239,6 +240,7 @@ def test_the_chat_list_shows_the_badges_of_background_work(long_model_dir: Path)
     run(app, scenario)
 
 
+@needs_cpu  # (the accepted screen holds what the CPU computes)
 def test_the_fan_out_form(ascii_model_dir: Path, snap_compare: Any) -> None:
     app = make_app(ascii_model_dir)
 

@@ -18,6 +18,7 @@ from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.dialogs import TextPromptScreen
 from mlxchat.app.ui.screens.find import FindScreen
+from tests.markers import needs_cpu
 from tests.pilot import make_app, open_second_chat, ready, run, send, steady_cursors, wait_for
 
 
@@ -136,6 +137,7 @@ def test_an_open_chat_renamed_renames_its_tab_and_is_not_deleted(tiny_model_dir:
     run(make_app(tiny_model_dir), scenario)
 
 
+@needs_cpu  # (the accepted screen holds what the CPU computes)
 def test_chat_list_screen(ascii_model_dir: Path, snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The list over a chat, with saved chats of fixed dates (shown in UTC)."""
     monkeypatch.setenv("TZ", "UTC")

@@ -13,6 +13,7 @@ from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.inspector import REFRESH_S, InspectorScreen, SlotDetailScreen, SlotTable
 from mlxchat.app.ui.widgets.slot_rates import SlotRates, recent_rates
 from mlxchat.engine.events import EngineSnapshot, ParkedSnapshot, SamplingParams, SlotSnapshot
+from tests.markers import needs_cpu
 from tests.pilot import HeldWhen, make_app, notes, ready, run, send, two_replies_held, wait_for
 
 
@@ -201,6 +202,7 @@ def fixed_snapshot() -> EngineSnapshot:
     )
 
 
+@needs_cpu  # (the accepted screen holds what the CPU computes)
 def test_inspector_with_several_slots_busy(ascii_model_dir: Path, snap_compare: Any) -> None:
     """The real app with the inspector open over it, reading a fixed snapshot; the cursor on slot 1."""
     app = make_app(ascii_model_dir)
