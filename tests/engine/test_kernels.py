@@ -221,3 +221,26 @@ def test_top_k_gives_each_rows_largest_first_ties_to_the_lower_index_and_never_a
                          ((ties[0], 2, 1), r"x must be \(B, V\) float32")):
         with pytest.raises(ValueError, match=message):
             ext.top_k(*bad)
+
+
+def test_arguments_a_kernel_cannot_serve_are_refused_and_the_process_goes_on():
+    """Empty rows, a zero-sized axis, zero heads: each raises a ValueError naming it (under ASan the first was a heap
+    overflow; the others divided by zero, and SIGFPE killed the process)."""
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    weight = mx.zeros((16, 64), dtype=mx.float16)
+    cases = [
+        (lambda: ext.weights_matmul(mx.zeros((0, 64)), [weight], 16, 0, False, 1)[0],
+         r"x must have rows and columns \(M, K >= 1\)"),
+        (lambda: ext.weights_matmul(mx.zeros((2, 64)), [mx.zeros((0, 64), dtype=mx.float16)], 16, 0, False, 1)[0],
+         r"each weight must have rows \(N >= 1\)"),
+        (lambda: ext.rms_norm(mx.zeros((3, 0)), mx.zeros((0,)), 1e-5), "D must be at least 1"),
+        (lambda: ext.slot_attention(mx.zeros((1, 4, 1, 8)), mx.zeros((1, 0, 4, 8)), mx.zeros((1, 0, 4, 8)),
+                                    mx.array([0]), mx.array([4]), 1.0, 1), "heads and head dims must be at least 1"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            mx.eval(call())
+    # Alive, and the kernels still answer.
+    assert ext.rms_norm(mx.ones((1, 4)), mx.ones((4,)), 0.0).tolist() == [[1.0, 1.0, 1.0, 1.0]]

@@ -303,6 +303,10 @@ mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array
   if (q.dtype() != mx::float32 || k.dtype() != mx::float32 || v.dtype() != mx::float32) {
     throw std::invalid_argument("slot_attention: float32 only");
   }
+  // (0 KV heads divided by zero, in this check and in the kernel: SIGFPE killed the process)
+  if (q.shape(1) < 1 || k.shape(1) < 1 || q.shape(3) < 1 || v.shape(3) < 1) {
+    throw std::invalid_argument("slot_attention: heads and head dims must be at least 1");
+  }
   if (k.shape(0) != v.shape(0) || rows.shape(0) != q.shape(0) || lengths.shape(0) != q.shape(0) ||
       k.shape(1) != v.shape(1) || q.shape(1) % k.shape(1) != 0 || k.shape(2) != v.shape(2) ||
       q.shape(3) != k.shape(3)) {

@@ -110,6 +110,7 @@ mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps) {
       weight.shape(0) != x.shape(-1)) {
     throw std::invalid_argument("rms_norm: x (..., D) and weight (D,) float32");
   }
+  if (x.shape(-1) < 1) throw std::invalid_argument("rms_norm: D must be at least 1 (the mean of no values)");
   auto s = cpu_stream();
   return mx::array(x.shape(), mx::float32, std::make_shared<RmsNorm>(s, NormParams{eps}), {x, contiguous_input(weight, s)});
 }

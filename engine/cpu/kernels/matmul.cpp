@@ -97,6 +97,8 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
                                       bool swiglu, int threads) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); };
   if (x.ndim() != 2 || x.dtype() != mx::float32) fail("x must be (M, K) float32");
+  // (M = 0 once sent one row's work into an empty output: a heap overflow under ASan)
+  if (x.shape(0) < 1 || x.shape(1) < 1) fail("x must have rows and columns (M, K >= 1)");
   const int64_t K = x.shape(1);
   if (format.bits != 4 && format.bits != 8 && format.bits != 16) fail("bits must be 4, 8 or 16");
   const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: W itself, or values, scales and biases
@@ -113,6 +115,7 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
   std::vector<mx::Shape> shapes;
   for (size_t i = 0; i < count; ++i) {
     const auto& values = weights[per * i];
+    if (values.ndim() < 1 || values.shape(0) < 1) fail("each weight must have rows (N >= 1)");
     const int64_t N = values.shape(0);
     if (per == 1) {
       if (values.ndim() != 2 || values.shape(1) != K || values.dtype() != weights[0].dtype() ||
