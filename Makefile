@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test test-sanitize bench clean
 
 setup: $(STAMP)
 	@sh scripts/install_blas.sh
@@ -30,6 +30,11 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The compiled kernels under ASan and UBSan, in their own build folder: the kernel-facing tests and a short
+# end-to-end decode (scripts/test_sanitize.sh; about 2.5 minutes here, so not in `make test`).
+test-sanitize: setup
+	sh scripts/test_sanitize.sh
 
 bench: setup
 	$(BIN)/mlxchat bench $(ARGS)

@@ -53,6 +53,12 @@ from mlxchat.engine.devices import use_exact_matmuls  # noqa: E402
 # needs float32 without TF32 on CUDA, and run on the optimized BLAS on a CPU.
 use_exact_matmuls(True)
 load_blas("auto")
+if os.environ.get("MLXCHAT_NO_MLX_CACHE"):  # (make test-sanitize: MLX's buffer cache would hide overruns)
+    import mlx.core as mx
+
+    mx.set_cache_limit(0)
+# Now, while MLXCHAT_KERNELS_FROM is still set (each test clears MLXCHAT_ variables): the build it names is loaded.
+import mlxchat.engine.cpu.kernels  # noqa: E402,F401
 
 import pytest
 

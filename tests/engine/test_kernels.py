@@ -238,6 +238,10 @@ def test_arguments_a_kernel_cannot_serve_are_refused_and_the_process_goes_on():
         (lambda: ext.rms_norm(mx.zeros((3, 0)), mx.zeros((0,)), 1e-5), "D must be at least 1"),
         (lambda: ext.slot_attention(mx.zeros((1, 4, 1, 8)), mx.zeros((1, 0, 4, 8)), mx.zeros((1, 0, 4, 8)),
                                     mx.array([0]), mx.array([4]), 1.0, 1), "heads and head dims must be at least 1"),
+        (lambda: ext.slot_attention(mx.zeros((1, 3, 1, 8)), mx.zeros((1, 2, 4, 8)), mx.zeros((1, 2, 4, 8)),
+                                    mx.array([0]), mx.array([4]), 1.0, 1), "shapes do not match"),  # 3 heads over 2
+        (lambda: ext.rope_rows(mx.zeros((4, 16)), 1, 0, mx.array([0], dtype=mx.int32), mx.ones((4,)), False, 1.0),
+         r"rope_rows: x \(batch \* length, heads \* dim\) float32"),  # zero heads
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

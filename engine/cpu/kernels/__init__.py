@@ -13,6 +13,10 @@ from functools import cache
 from typing import Any
 
 OFF_VARIABLE = "MLXCHAT_KERNELS"
+# A folder whose _ext is loaded instead of the one beside this file: the sanitizer build (make test-sanitize).
+BUILD_VARIABLE = "MLXCHAT_KERNELS_FROM"
+if os.environ.get(BUILD_VARIABLE):
+    __path__.insert(0, os.environ[BUILD_VARIABLE])
 # The cores a threaded kernel call spreads over: those this process may run on.
 THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
