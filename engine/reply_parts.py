@@ -28,11 +28,6 @@ class ReasoningFormat:
         self.machine = make_text_state_machine(tokenizer) if scan else None
         self.end_tokens = _end_tokens(tokenizer)
 
-    @property
-    def reasons(self) -> bool:
-        """Whether the model marks reasoning at all."""
-        return bool(self.tokenizer.has_thinking or "reasoning" in self.tokenizer.response_transitions)
-
     def initial(self, prompt: list[int]) -> str:
         """The state a reply to `prompt` starts in: reasoning where the template opened it itself (the last
         start marker in the prompt comes after the last end marker)."""
@@ -124,25 +119,24 @@ def _end_tokens(tokenizer: Any) -> tuple[int, ...]:
 
 
 def has_thinking_switch(tokenizer: Any) -> bool:
-    """Whether the model reasons and its chat template writes a chat differently with its thinking switch off."""
-    if not ReasoningFormat(tokenizer).reasons:
-        return False
-    chat = [{"role": "user", "content": "Hello"}]
-    try:
-        return render(tokenizer, chat, thinking=True) != render(tokenizer, chat, thinking=False)
-    except Exception:  # a template that cannot render a plain chat has no switch worth showing
-        return False
+    """Whether the model marks reasoning and its chat template writes a chat differently with its thinking off."""
+    marks = tokenizer.has_thinking or "reasoning" in tokenizer.response_transitions
+    return bool(marks) and _template_heeds(tokenizer, thinking=False)
 
 
 def takes_tools(tokenizer: Any) -> bool:
     """Whether the model's tool calls can be read (mlx-lm knows its parser) and its template lists tools given it."""
-    if not tokenizer.has_tool_calling:
-        return False
-    chat = [{"role": "user", "content": "Hello"}]
     probe = [{"type": "function", "function": {"name": "probe", "description": "", "parameters": {"type": "object"}}}]
+    return tokenizer.has_tool_calling and _template_heeds(tokenizer, tools=probe)
+
+
+def _template_heeds(tokenizer: Any, **kwargs: Any) -> bool:
+    """Whether the chat template writes a plain chat differently given `kwargs` (render's) than without; a template
+    that cannot render it heeds nothing."""
+    chat = [{"role": "user", "content": "Hello"}]
     try:
-        return render(tokenizer, chat) != render(tokenizer, chat, tools=probe)
-    except Exception:  # a template that cannot render tools takes none
+        return render(tokenizer, chat) != render(tokenizer, chat, **kwargs)
+    except Exception:
         return False
 
 

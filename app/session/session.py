@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message_pump import MessagePump
 
@@ -129,6 +129,10 @@ class Session:
         tools = self.tools.tools() if self.tools is not None and self.takes_tools else []
         return [tool for tool in tools if chat is None or tool.key not in chat.tools_off]
 
+    def tool_schemas(self, chat: Chat | None = None) -> list[dict[str, Any]] | None:
+        """The offered tools as the chat template takes them (None where there are none)."""
+        return [tool.function() for tool in self.offered_tools(chat)] or None
+
     def listing_tokens(self, system_prompt: str, chat: Chat | None = None) -> tuple[int, int] | None:
         """What a chat takes of its slot before its first message: (tokens of its system prompt and tool listing, of
         which the listing); None where the engine cannot say (a server's template is its own)."""
@@ -136,8 +140,8 @@ class Session:
             return None
         opening = [{"role": "system", "content": system_prompt}] if system_prompt else []
         opening.append({"role": "user", "content": ""})
-        tools = [tool.function() for tool in self.offered_tools(chat)]
-        whole = self.engine.count_tokens(opening, tools or None)
+        tools = self.tool_schemas(chat)
+        whole = self.engine.count_tokens(opening, tools)
         bare = self.engine.count_tokens(opening) if tools else whole
         return None if whole is None or bare is None else (whole, whole - bare)
 
@@ -146,8 +150,7 @@ class Session:
         tool listing leave, less room for the reply to go on (ROOM_TO_ANSWER)."""
         if self.engine is None or self.plan is None:
             return 0
-        tools = [tool.function() for tool in self.offered_tools(chat)] or None
-        used = self.engine.count_tokens(chat.prompt(self.keep_reasoning), tools)
+        used = self.engine.count_tokens(chat.prompt(self.keep_reasoning), self.tool_schemas(chat))
         if used is None:  # (a server's: its own context decides)
             return self.mcp.tool_result_max_tokens
         return max(0, self.plan.per_slot - used - ROOM_TO_ANSWER) // max(1, results)

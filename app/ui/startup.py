@@ -51,7 +51,8 @@ class Startup:
                     self.app.notify(f"MCP server {state.name}: {state.error}{log}. The chats go on without its tools.",
                                     severity="warning", timeout=15)
 
-        self.app.set_interval(1.0, say_failures)
+        if servers.states():  # (a server can fail later too, dying mid-call: watched while mlxchat runs)
+            self.app.set_interval(1.0, say_failures)
         self.app.run_worker(partial(self._load, screen), thread=True, exclusive=True, exit_on_error=False,
                             group="start")
 

@@ -18,7 +18,7 @@ from mlxchat.app.ui.widgets.tool_widgets import Decision, ToolApproval, ToolEntr
 from mlxchat.engine import Done
 
 
-class ChatPane(Protocol):
+class RoundPane(Protocol):
     """What a round needs of its chat's pane."""
 
     chat_id: str
@@ -33,7 +33,7 @@ class ChatPane(Protocol):
     def focus_input(self) -> None: ...
 
 
-async def next_round(pane: ChatPane, session: Session, done: Done, reply: ChatMessage) -> bool:
+async def next_round(pane: RoundPane, session: Session, done: Done, reply: ChatMessage) -> bool:
     """Runs the calls `done` ended with, keeping them in `reply`; whether the reply goes on with their results
     (not past max_tool_rounds, nor once the user stopped it)."""
     config = session.mcp
@@ -53,7 +53,7 @@ async def next_round(pane: ChatPane, session: Session, done: Done, reply: ChatMe
         session.tool_waits.pop(pane.chat_id, None)
 
 
-async def _run(pane: ChatPane, done: Done, reply: ChatMessage, session: Session, config: Mcp) -> bool:
+async def _run(pane: RoundPane, done: Done, reply: ChatMessage, session: Session, config: Mcp) -> bool:
     """The round: each call approved or not, the approved run at once; whether the reply goes on."""
     servers = session.tools
     assert servers is not None
@@ -100,7 +100,7 @@ async def _run(pane: ChatPane, done: Done, reply: ChatMessage, session: Session,
     return not stopped
 
 
-async def _ask(pane: ChatPane, planned: PlannedCall) -> Decision:
+async def _ask(pane: RoundPane, planned: PlannedCall) -> Decision:
     """Shows the call and waits for the user's decision."""
     approval = ToolApproval(planned)
     await pane.view.mount(approval)

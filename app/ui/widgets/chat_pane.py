@@ -248,9 +248,8 @@ class ChatPane(PaneKeys):
         self.conversation.begin_reply()
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
-        tools = [tool.function() for tool in self._session.offered_tools(self.chat)] or None
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
-                                               self.chat.sampling, self._feed, tools)
+                                               self.chat.sampling, self._feed, self._session.tool_schemas(self.chat))
         self._frames.wake()
 
     async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
