@@ -82,6 +82,18 @@ async def submit(pilot: Pilot, pane: ChatPane, text: str) -> None:
     await wait_for(pilot, lambda: pane.busy, "the request")
 
 
+def rendered_prompt(app: ChatApp, slot: int = 0) -> str:
+    """The prompt of the request on `slot`, as the engine rendered it and the slot read it, as text."""
+    core = app.session.engine.core  # type: ignore[union-attr]
+    return core.tokenizer.decode(core.slots[slot].request.prompt)
+
+
+def slot_read(app: ChatApp, slot: int = 0) -> str:
+    """What `slot` holds the KV of (the prompt it read and the reply after it), as text, once its reply ended."""
+    core = app.session.engine.core  # type: ignore[union-attr]
+    return core.tokenizer.decode(core.slots[slot].history)
+
+
 def notes(pane: ChatPane) -> list[str]:
     """The texts of the notes under the pane's replies (stopped, refused, errors)."""
     return [str(note.render()) for note in pane.query(".turn-note").results(Static)]

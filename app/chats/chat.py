@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from mlxchat.app.files.attachments import with_files
 from mlxchat.engine import SamplingParams
 
 Role = Literal["user", "assistant"]
@@ -46,6 +47,10 @@ class ChatMessage:
     reasoning_ms: float | None = None
     # The tool calls a reply ended with, each with its result once it ran (app.tools.calls.ToolCallRecord's fields).
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    # The files a user message was sent with (app.files.attachments.Attachment's records: name, path, size, text,
+    # when, tokens): the model reads them fenced before the text.
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    model: str = ""  # the model that wrote a reply ("" for the user's, and for replies saved before schema 9)
 
     def __post_init__(self) -> None:
         self.updated = self.updated or self.created
@@ -71,9 +76,11 @@ class Chat:
     def __post_init__(self) -> None:
         self.updated = self.updated or self.created
 
-    def add(self, role: Role, text: str) -> ChatMessage:
-        """Appends a turn; the first user message names an untitled chat."""
-        message = ChatMessage(role, text)
+    def add(self, role: Role, text: str, attachments: list[dict[str, Any]] | None = None,
+            model: str = "") -> ChatMessage:
+        """Appends a turn (a user message with the files attached to it, a reply with the model that writes it); the
+        first user message names an untitled chat."""
+        message = ChatMessage(role, text, attachments=attachments or [], model=model)
         self.messages.append(message)
         if role == "user" and not self.title:
             self.title = title_from(text)
@@ -92,7 +99,7 @@ class Chat:
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         turns: list[dict[str, Any]] = []
         for m in self.messages:
-            turn: dict[str, Any] = {"role": m.role, "content": m.text}
+            turn: dict[str, Any] = {"role": m.role, "content": with_files(m.text, m.attachments)}
             if keep_reasoning and m.reasoning:
                 turn["reasoning_content"] = m.reasoning
             turns.append(turn)
@@ -108,7 +115,8 @@ class Chat:
 # The message fields a row of the messages table holds, in its column order.
 MESSAGE_COLUMNS = ("role", "text", "finish_reason", "prompt_tokens", "generated_tokens", "created", "updated",
                    "cached_tokens", "cached_from", "ttft_ms", "decode_tok_s", "reasoning", "reasoning_tokens",
-                   "reasoning_ms", "tool_calls")
+                   "reasoning_ms", "tool_calls", "attachments", "model")
+JSON_COLUMNS = ("tool_calls", "attachments")  # the fields held as JSON text
 
 
 def reasoning_header(message: ChatMessage) -> str:

@@ -7,8 +7,10 @@ the Conversation owns the Chat, talks to the session for its replies and to the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 from mlxchat.app.chats.errors import StoreWriteError
 from mlxchat.app.chats.fork import BEFORE_EDIT_SUFFIX, fork
@@ -31,6 +33,7 @@ class Conversation:
         self.reply_parts: list[str] = []  # the reply streamed so far: its answer
         self.reasoning_parts: list[str] = []  # and its reasoning
         self._reply_message: ChatMessage | None = None  # where it is saved, once it has text
+        self._reply_model = ""  # the model writing it
         self.edit_from: int | None = None  # the user message being edited, replaced when the input is sent
         self.keep_branch = False  # whether sending that edit first saves the conversation as it was, as a chat
         self.save_problem: str | None = None  # why the last save failed, until one works
@@ -66,7 +69,7 @@ class Conversation:
         if not (self.reply_parts or self.reasoning_parts or called):
             return None
         if self._reply_message is None:
-            self._reply_message = self.chat.add("assistant", "")
+            self._reply_message = self.chat.add("assistant", "", model=self._reply_model)
         message = self._reply_message
         message.text, message.finish_reason, message.updated, message.saved = self.reply_text, reason, now(), False
         message.reasoning = self.reasoning_text
@@ -92,8 +95,12 @@ class Conversation:
     def reasoning_text(self) -> str:
         return "".join(self.reasoning_parts)
 
-    def begin_reply(self) -> None:
-        """A new reply is about to stream (nothing of it is saved yet)."""
+    def begin_reply(self, model: str) -> None:
+        """A new reply is about to stream, written by `model` (nothing of it is saved yet)."""
+        self._reply_model = model
+        self._forget_stream()
+
+    def _forget_stream(self) -> None:
         self.reply_parts.clear()
         self.reasoning_parts.clear()
         self._reply_message = None
@@ -105,7 +112,7 @@ class Conversation:
         self.reply_parts = [text] if text else []
         self.reasoning_parts = [reasoning] if reasoning else []
         saved = self.save_reply(reason, stats, called)
-        self.begin_reply()
+        self._forget_stream()
         return saved
 
     def kept(self, message: ChatMessage) -> None:
@@ -161,11 +168,19 @@ class Conversation:
         self.cancel_edit()
         return True, said
 
-    def add_message(self, text: str) -> None:
-        """Adds the user's message, saved at once: a crash from here on never loses what the user wrote."""
-        self.chat.add("user", text)
+    def add_message(self, text: str, attachments: list[dict[str, Any]] | None = None) -> None:
+        """Adds the user's message (with the records of the files attached to it), saved at once: a crash from here
+        on never loses what the user wrote."""
+        self.chat.add("user", text, attachments)
         self.chat.draft = ""  # (sent: no longer a draft)
         self.save()
+
+    def prompt_with(self, text: str, attachments: list[dict[str, Any]], keep_reasoning: bool) -> list[dict[str, Any]]:
+        """The conversation as the engine would read it with `text` (and its files) sent next, in place of the message
+        being edited if one is."""
+        kept = self.chat.messages if self.edit_from is None else self.chat.messages[: self.edit_from]
+        shadow = dataclasses.replace(self.chat, messages=[*kept, ChatMessage("user", text, attachments=attachments)])
+        return shadow.prompt(keep_reasoning)
 
     def keep_draft(self, text: str) -> None:
         """Keeps what the message box holds, unsent, for the next launch (a saved chat's; best effort, at quit)."""
@@ -174,8 +189,9 @@ class Conversation:
                 self.store.save_draft(self.chat.id, text)
                 self.chat.draft = text
 
-    def take_back(self) -> None:
-        """Removes the message just sent (the engine refused it, or it left the queue), and a title it gave."""
+    def take_back(self) -> ChatMessage:
+        """Removes the message just sent (the engine refused it, or it left the queue), and a title it gave; returns
+        it."""
         refused = self.chat.messages.pop()
         if not self.chat.messages and self.chat.title == title_from(refused.text):
             self.chat.title = ""  # the title came from the message taken back
@@ -186,8 +202,9 @@ class Conversation:
             with contextlib.suppress(StoreWriteError):
                 self.store.delete(self.chat.id)
                 self.chat.id = None
-                return
+                return refused
         self.save()
+        return refused
 
     def drop_last_reply(self) -> None:
         """Before writing the last reply again: it goes (an error or nothing may have taken its place)."""
@@ -227,6 +244,8 @@ def timings_line(message: ChatMessage) -> str | None:
     if message.generated_tokens:
         speed = f" at {message.decode_tok_s:.1f} tok/s" if message.decode_tok_s else ""
         parts.append(f"{message.generated_tokens:,} tokens{speed}")
+    if message.model:
+        parts.append(message.model)
     return " · ".join(parts)
 
 

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Literal
 
 from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
+from mlxchat.app.files.attachments import Attachment
 
 ExportFormat = Literal["md", "json"]
 FORMATS: tuple[ExportFormat, ...] = ("md", "json")
@@ -48,6 +49,9 @@ def to_markdown(chat: Chat) -> str:
             lines += ["<details>", f"<summary>{reasoning_header(message)}</summary>", "", message.reasoning, "",
                       "</details>", ""]
         lines += [message.text, ""]
+        for record in message.attachments:  # each file as it was sent: name, size, when, content
+            attached = Attachment.from_record(record)
+            lines += [f"**Attached** `{attached.name}` ({attached.sizes}, {attached.attached})", "", attached.block(), ""]
         for call in message.tool_calls:  # each call, then its result, as a quoted block
             arguments = json.dumps(call["arguments"], ensure_ascii=False)
             lines += [f"**Tool call** `{call['name']}` ({call.get('server') or 'no server'}): `{arguments}`", ""]
@@ -55,6 +59,8 @@ def to_markdown(chat: Chat) -> str:
         ending = _ENDINGS.get(message.finish_reason or "")
         if ending:
             lines += [f"*{ending}*", ""]
+        if message.model:
+            lines += [f"*written by {message.model}*", ""]
     return "\n".join(lines)
 
 
@@ -95,6 +101,10 @@ def _shapes(m: ChatMessage) -> list[dict]:
         "created": m.created,
         "updated": m.updated,
     }
+    if m.role == "user":
+        message["attachments"] = m.attachments
+    else:
+        message["model"] = m.model
     if not m.tool_calls:
         return [message]
     message["tool_calls"] = [

@@ -25,7 +25,8 @@ def fork(chat: Chat, keep: int, suffix: str = FORK_SUFFIX) -> Chat:
     The messages are copied as they are, so the fork's first turn renders the same history as its
     parent and the engine can reuse the parent's KV for that prefix.
     """
-    messages = [dataclasses.replace(m, saved=False, tool_calls=[dict(c) for c in m.tool_calls])
+    messages = [dataclasses.replace(m, saved=False, tool_calls=[dict(c) for c in m.tool_calls],
+                                    attachments=[dict(a) for a in m.attachments])
                 for m in chat.messages[:keep]]
     return Chat(None, title=(chat.title or "Chat") + suffix, model=chat.model, system_prompt=chat.system_prompt,
                 sampling=chat.sampling, messages=messages,

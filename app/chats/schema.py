@@ -94,6 +94,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ("ALTER TABLE messages ADD COLUMN tool_calls TEXT NOT NULL DEFAULT '[]'",),
     # 8: the tools a chat's replies may not call (JSON: "server/tool" names).
     ("ALTER TABLE chats ADD COLUMN tools_off TEXT NOT NULL DEFAULT '[]'",),
+    # 9: the files a user message was sent with (JSON: name, path, size, text, when, tokens), and the model that
+    # wrote each reply (the model can change while mlxchat runs).
+    (
+        "ALTER TABLE messages ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE messages ADD COLUMN model TEXT NOT NULL DEFAULT ''",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
-from mlxchat.app.chats.chat import MESSAGE_COLUMNS, Chat, ChatMessage, now
+from mlxchat.app.chats.chat import JSON_COLUMNS, MESSAGE_COLUMNS, Chat, ChatMessage, now
 from mlxchat.app.chats.private import private_folder
 from mlxchat.app.chats.schema import _connect, _set_aside, _Unusable
 from mlxchat.app.chats.search import ChatSearch
@@ -156,7 +156,8 @@ class ChatStore(TabLeases, ChatSearch):
     def _chat(self, row: tuple) -> Chat:
         chat_id, title, created, updated, model, system_prompt, *sampling_row, draft, reasoning_open, tools_off = row
         messages = [
-            ChatMessage(**dict(zip(MESSAGE_COLUMNS, values)) | {"tool_calls": json.loads(values[-1])}, saved=True)
+            ChatMessage(**{c: json.loads(v) if c in JSON_COLUMNS else v for c, v in zip(MESSAGE_COLUMNS, values)},
+                        saved=True)
             for values in self._db.execute(
                 f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE chat_id = ? ORDER BY seq", (chat_id,)
             )
@@ -175,9 +176,9 @@ _CHAT_COLUMNS = f"id, {_ROW_COLUMNS}"
 
 
 def _column(message: ChatMessage, name: str) -> Any:
-    """A message field as its column holds it (its tool calls as JSON)."""
+    """A message field as its column holds it (its tool calls and attachments as JSON)."""
     value = getattr(message, name)
-    return json.dumps(value, ensure_ascii=False) if name == "tool_calls" else value
+    return json.dumps(value, ensure_ascii=False) if name in JSON_COLUMNS else value
 
 
 def _sampling_row(s: SamplingParams) -> tuple:

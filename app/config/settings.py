@@ -211,6 +211,10 @@ class Settings(BaseSettings):
     which the templates that render past reasoning read). false sends the answers only, which most
     templates expect; the reasoning is kept in the chat and its exports either way."""
 
+    attach_max_kb: int = Field(512, ge=1, le=1 << 20)
+    """The largest file, in KiB, that `@` attaches to a message (its text goes to the model whole, and must fit
+    the chat's slot as well)."""
+
     engine: EngineKind = "local"
     """Where the model runs: "local" (in this process, with MLX) or "remote" (an OpenAI-compatible
     server, set in [remote]; the model, context and slots are then the server's)."""

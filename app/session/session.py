@@ -22,6 +22,8 @@ from textual.message_pump import MessagePump
 from mlxchat.app.chats.chat import Chat
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
+from mlxchat.app.files.attachments import Attachment
+from mlxchat.app.files.room import over_the_slot
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
@@ -154,6 +156,14 @@ class Session:
         if used is None:  # (a server's: its own context decides)
             return self.mcp.tool_result_max_tokens
         return max(0, self.plan.per_slot - used - ROOM_TO_ANSWER) // max(1, results)
+
+    def refusal(self, messages: Messages, chat: Chat, files: list[Attachment]) -> str | None:
+        """Why `messages`, the chat's conversation with its next message, cannot be sent: it does not fit the slot
+        with room for the reply (saying what would); None where it fits or the engine cannot count (a server)."""
+        needed = None if self.engine is None else self.engine.count_tokens(messages, self.tool_schemas(chat))
+        if needed is None or self.plan is None:
+            return None
+        return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files)
 
     def text_tokens(self, text: str) -> int | None:
         """How many tokens `text` is to the model (None where the engine cannot say)."""

@@ -46,7 +46,7 @@ def test_a_new_database_is_wal_at_the_latest_version(db_path: Path) -> None:
     open_store(db_path).close()
     db = sqlite3.connect(db_path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
 
 
 def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> None:
@@ -154,6 +154,7 @@ def test_a_version_1_database_is_migrated_with_its_chats(db_path: Path) -> None:
     # Columns added since come with their defaults: thinking on, no budget, no reasoning.
     assert (old.sampling.thinking, old.sampling.reasoning_budget, old.reasoning_open) == (True, None, False)
     assert (old.messages[0].reasoning, old.messages[0].reasoning_tokens) == ("", None)
+    assert (old.messages[0].attachments, old.messages[0].model) == ([], "")  # schema 9: no files, model unknown
     assert store.claim_open_chats() == ([], None)  # v1 had no tabs: nothing is open
     store.set_open([5], focused=5)
     store.close()

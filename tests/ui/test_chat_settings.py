@@ -11,13 +11,8 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.engine.events import SamplingParams
-from tests.pilot import HeldWhen, make_app, notes, ready, run, send, wait_for
+from tests.pilot import HeldWhen, make_app, notes, ready, rendered_prompt, run, send, wait_for
 
-
-def rendered_prompt(app: ChatApp, slot: int) -> str:
-    """The prompt of the request on `slot`, as the engine rendered it, as text."""
-    core = app.session.engine.core  # type: ignore[union-attr]
-    return core.tokenizer.decode(core.slots[slot].request.prompt)
 
 
 def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_dir: Path) -> None:

@@ -16,7 +16,7 @@ from mlxchat.app.ui.screens.find import FindScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.reasoning_block import THINKING, ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
-from tests.pilot import HeldWhen, from_terminal, make_app, ready, run, send, submit, wait_for
+from tests.pilot import HeldWhen, from_terminal, make_app, ready, rendered_prompt, run, send, submit, wait_for
 from tests.tiny_reasoning import ANSWER, REASONING
 
 
@@ -27,10 +27,6 @@ def blocks(pane: ChatPane) -> list[ReasoningBlock]:
 def answers(pane: ChatPane) -> list[str]:
     return [view.text for view in pane.query(ReplyView).results(ReplyView)]
 
-
-def rendered_prompt(app: ChatApp) -> str:
-    core = app.session.engine.core  # type: ignore[union-attr]
-    return core.tokenizer.decode(core.slots[0].request.prompt)
 
 
 def reasoning_so_far(tokens: int):

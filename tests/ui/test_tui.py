@@ -120,8 +120,8 @@ def test_overflowing_message_is_refused_and_stays_in_the_input(tiny_model_dir: P
         assert pane.chat.messages == []
         assert not pane.query(".user-turn")
         (note,) = notes(pane)
-        assert note.startswith("Not sent:") and "holds 256" in note
-        # The message was saved as it was sent; taken back, it leaves no empty chat in the chat list.
+        assert note.startswith("Not sent: this message does not fit its slot") and "over the slot's 256" in note
+        # Refused before it was sent: no empty chat is left in the chat list.
         assert app.store is not None and app.store.list_chats() == [] and pane.chat.id is None
 
     run(make_app(tiny_model_dir, ctx_size=512), scenario)

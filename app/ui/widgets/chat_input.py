@@ -1,4 +1,4 @@
-"""The message box: Enter sends, ctrl+j starts a new line, ↑ and ↓ walk through the chat's earlier prompts."""
+"""The message box: Enter sends, ctrl+j starts a new line, ↑ and ↓ walk through the chat's earlier prompts, @ attaches."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ INPUT_KEYS = (
     KeyHelp("enter", "Send the message"),
     KeyHelp("ctrl+j / shift+enter", "Start a new line (shift+enter only where the terminal reports it)"),
     KeyHelp("up / down", "On the first / last line: this chat's earlier / later prompts"),
+    KeyHelp("@", "At the start of a word: attach a file (a picker over the files here; escape types the @)"),
 )
 
 class ChatInput(FreedTextArea):
@@ -28,6 +29,9 @@ class ChatInput(FreedTextArea):
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
+
+    class AtTyped(Message):
+        """The user typed @ at the start of a word: a file to attach (the @ is not typed)."""
 
     def __init__(self, prompts: Callable[[], Sequence[str]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -49,11 +53,21 @@ class ChatInput(FreedTextArea):
             event.prevent_default()
             self.insert("\n")
             return
+        if event.character == "@" and self._word_starts():
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.AtTyped())
+            return
         if event.key in ("up", "down") and self.selection.is_empty and self._recall(-1 if event.key == "up" else 1):
             event.stop()
             event.prevent_default()
             return
         await super()._on_key(event)
+
+    def _word_starts(self) -> bool:
+        """Whether the cursor is where a word would start (an @ inside a word, as in an address, is typed)."""
+        row, column = self.cursor_location
+        return self.selection.is_empty and (column == 0 or self.document.get_line(row)[column - 1].isspace())
 
     def _recall(self, step: int) -> bool:
         """Shows the prompt `step` away from the one shown (-1: older), when the cursor is on the first line

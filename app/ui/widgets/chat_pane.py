@@ -18,13 +18,15 @@ from mlxchat.app.chats.chat import Chat, ChatMessage
 from mlxchat.app.chats.conversation import Conversation
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.chats.titles import short_title
+from mlxchat.app.files.attachments import Attachment
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys, slot_words
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
-from mlxchat.app.ui.widgets.conversation_view import ConversationView, note
+from mlxchat.app.ui.widgets.composer import Composer
+from mlxchat.app.ui.widgets.conversation_view import ConversationView, note, user_turn
 from mlxchat.app.ui.tool_round import next_round
 from mlxchat.app.ui.widgets.pane_keys import PaneKeys
 from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
@@ -107,8 +109,9 @@ class ChatPane(PaneKeys):
     def compose(self) -> ComposeResult:
         yield ConversationView(self.chat)
         yield SaveProblem(self.save)
-        yield ChatInput(self.conversation.prompts, text=self.chat.draft, soft_wrap=True,
-                        placeholder="Message · Enter sends · ctrl+j new line")
+        box = ChatInput(self.conversation.prompts, text=self.chat.draft, soft_wrap=True,
+                        placeholder="Message · Enter sends · ctrl+j new line · @ attaches a file")
+        yield Composer(box, self._session.text_tokens, lambda: self.app.settings.attach_max_kb)
         self.seat_line.idle(self.slot_id, bool(self.chat.messages))
         yield self.seat_line
 
@@ -176,6 +179,11 @@ class ChatPane(PaneKeys):
         return self.busy and self._session.place_of(self.chat_id) is not None
 
     @property
+    def composer(self) -> Composer:
+        """The message box with the files attached to the message."""
+        return self.query_one(Composer)
+
+    @property
     def chat_input(self) -> ChatInput:
         """The message box."""
         return self.query_one(ChatInput)
@@ -215,13 +223,20 @@ class ChatPane(PaneKeys):
     async def send(self, typed: str) -> bool:
         """Sends `typed` as the user's next message (or in place of the one being edited) and asks for
         the reply; False when there is nothing to send or the chat is still answering."""
-        text = typed.strip()
-        if not text:
+        text, files = typed.strip(), self.composer.attachments
+        if not text and not files:
             self.notify("Nothing to send: the message box is empty.", severity="warning")
             return False
         if not self.turns_may_change():
             return False
+        records = [a.record() for a in files]
+        keep = self._session.keep_reasoning
+        refusal = self._session.refusal(self.conversation.prompt_with(text, records, keep), self.chat, files)
+        if refusal is not None:  # (the message and its files stay where they are)
+            await self.view.mount(note(f"Not sent: {refusal}", "-refused"))
+            return False
         self.chat_input.clear()
+        self.composer.tray.put([])
         self._sent_text = typed
         cut, said = self.conversation.cut_for_edit()
         if said:
@@ -230,10 +245,10 @@ class ChatPane(PaneKeys):
             await self.view.show(self.chat.messages)
         titled = bool(self.chat.title)
         self.tool_rounds = 0
-        self.conversation.add_message(text)
+        self.conversation.add_message(text, records)
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
-        self._user_turn = Static(text, classes="user-turn", markup=False)
+        self._user_turn = user_turn(self.chat.messages[-1])
         self._start_reply(self._user_turn)
         return True
 
@@ -245,7 +260,7 @@ class ChatPane(PaneKeys):
         self._frames.change(partial(self._mount_turns, [*above, self._reply], self._turns_mounted))
         self._undrawn = False
         self._reasoning = LiveReasoning()
-        self.conversation.begin_reply()
+        self.conversation.begin_reply(self._session.model_name)
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
@@ -350,8 +365,9 @@ class ChatPane(PaneKeys):
     async def _take_back(self, streamed: ReplyView) -> None:
         """Undoes the message just sent (its text goes back to the input) and removes its empty reply."""
         if self._user_turn is not None:  # (a regenerated reply has no new message to take back)
-            self.conversation.take_back()
+            taken = self.conversation.take_back()
             self._put_back(self._sent_text)
+            self.composer.tray.put([Attachment.from_record(a) for a in taken.attachments])
         for widget in (self._user_turn, streamed):
             if widget is not None:
                 await widget.remove()

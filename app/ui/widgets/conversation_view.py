@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
+from mlxchat.app.files.attachments import Attachment
 from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolEntry
@@ -19,6 +20,12 @@ from mlxchat.engine import Done
 def note(text: str, classes: str = "") -> Static:
     """A line in the conversation that is not a turn: how a reply ended, a change of seat, a refusal."""
     return Static(text, classes=f"turn-note {classes}".strip(), markup=False)
+
+
+def user_turn(message: ChatMessage) -> Static:
+    """A user message's box: its text, then a line for each file sent with it."""
+    files = [f"@{Attachment.from_record(a).label}" for a in message.attachments]
+    return Static("\n".join([message.text, *files] if message.text else files), classes="user-turn", markup=False)
 
 
 class ConversationView(VerticalScroll):
@@ -38,7 +45,7 @@ class ConversationView(VerticalScroll):
     def turn(self, message: ChatMessage) -> Iterator[Widget]:
         """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
         if message.role == "user":
-            yield Static(message.text, classes="user-turn", markup=False)
+            yield user_turn(message)
             return
         if message.reasoning:
             yield ReasoningBlock(message.reasoning, reasoning_header(message), collapsed=not self._chat.reasoning_open)

@@ -25,6 +25,7 @@ class PaneKeys(TabPane):
     focus_input: Any
     _put_back: Any
     chat_input: Any
+    composer: Any
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only on the chats' screen (the palette runs them over other screens too)."""
@@ -44,6 +45,10 @@ class PaneKeys(TabPane):
         if box.text:
             box.replace("", box.document.start, box.document.end)
         self.focus_input()
+
+    def action_remove_attachment(self) -> None:
+        """Takes the last attached file off the message being written."""
+        self.composer.remove_last()
 
     def action_toggle_reasoning(self) -> None:
         """Opens or folds the reasoning of the chat's last reply."""
