@@ -43,3 +43,8 @@ def models_cache_dir() -> Path:
 def logs_dir() -> Path:
     """Where the MCP servers' output goes: $XDG_STATE_HOME/mlxchat/logs, else ~/.local/state."""
     return xdg_dir("XDG_STATE_HOME", ".local/state") / APP_DIR / "logs"
+
+
+def opened_models_file() -> Path:
+    """Which .gguf files mlxchat has run (the model picker lists them): $XDG_STATE_HOME/mlxchat/models.json."""
+    return xdg_dir("XDG_STATE_HOME", ".local/state") / APP_DIR / "models.json"

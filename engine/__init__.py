@@ -82,6 +82,9 @@ _NAMES: dict[str, str] = {
     "SlotState": "mlxchat.engine.events",
     "TextDelta": "mlxchat.engine.events",
     "ToolCall": "mlxchat.engine.events",
+    # loading.catalog
+    "local_models": "mlxchat.engine.loading.catalog",
+    "ModelEntry": "mlxchat.engine.loading.catalog",
     # loading.families
     "describe_families": "mlxchat.engine.loading.families:describe",
     "layer_kinds": "mlxchat.engine.loading.families",
@@ -130,6 +133,7 @@ _NAMES: dict[str, str] = {
     # startup
     "EngineConfig": "mlxchat.engine.startup",
     "ModelFacts": "mlxchat.engine.startup",
+    "retire": "mlxchat.engine.startup",
     "start_local": "mlxchat.engine.startup",
     "StartedEngine": "mlxchat.engine.startup",
     "StartError": "mlxchat.engine.startup",
@@ -212,6 +216,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         TextDelta,
         ToolCall,
     )
+    from mlxchat.engine.loading.catalog import local_models, ModelEntry
     from mlxchat.engine.loading.families import (
         describe as describe_families,
         layer_kinds,
@@ -237,6 +242,6 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.remote.server import api_and_root, describe_error, make_client, probe, ServerError
     from mlxchat.engine.remote.state import remote_plan
     from mlxchat.engine.requests import Messages
-    from mlxchat.engine.startup import EngineConfig, ModelFacts, start_local, StartedEngine, StartError
+    from mlxchat.engine.startup import EngineConfig, ModelFacts, retire, start_local, StartedEngine, StartError
     from mlxchat.engine.status import EngineInfo
     from mlxchat.engine.tuning import load_tuning, tunable, tune

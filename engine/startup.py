@@ -7,6 +7,7 @@ which step refused; the app words those errors for its user.
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,3 +140,16 @@ def start_local(
     return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
                          thinking_switch=has_thinking_switch(loaded.tokenizer),
                          takes_tools=takes_tools(loaded.tokenizer))
+
+
+def retire(engine: ChatEngine) -> None:
+    """Stops an engine that another has replaced (its replies end as cancelled) and gives its memory back: its model,
+    its KV and the chats' parked KV (the disk tier, keyed by model, stays)."""
+    engine.shutdown()
+    gc.unfreeze()  # start_local froze what lived then, the retired model's objects among them
+    gc.collect()
+    gc.freeze()
+    if "mlx.core" in sys.modules:  # (a server's engine imported none)
+        import mlx.core as mx
+
+        mx.clear_cache()

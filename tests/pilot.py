@@ -129,7 +129,8 @@ def hold_engine(app: ChatApp, timeout: float = TIMEOUT_S) -> Callable[[], None]:
 class HeldWhen:
     """The engine, to be held after the first step at whose end `ready(scheduler)` holds (a reply has streamed so
     far, say): set up before the test sends, awaited with `held()`, let go with `release()` (or when the app shuts
-    its session down). What the test does meanwhile finds the engine exactly there, on any machine."""
+    its session down, or the engine itself: a model switch retires it). What the test does meanwhile finds the engine
+    exactly there, on any machine."""
 
     def __init__(self, app: Any, ready: Callable[[Any], bool], timeout: float = TIMEOUT_S) -> None:
         engine = app.session.engine
@@ -145,6 +146,8 @@ class HeldWhen:
             return result
 
         core.step = step_then_check  # type: ignore[method-assign]
+        stop = engine.shutdown
+        engine.shutdown = lambda *args, **kwargs: (self._release.set(), stop(*args, **kwargs))
         shutdown = app.session.shutdown
         app.session.shutdown = lambda: (self._release.set(), shutdown())  # type: ignore[method-assign]
 

@@ -15,21 +15,18 @@ import itertools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message_pump import MessagePump
 
-from mlxchat.app.chats.chat import Chat
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
-from mlxchat.app.files.attachments import Attachment
-from mlxchat.app.files.room import over_the_slot
+from mlxchat.app.session.counts import ToolsAndCounts
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.session.start import start_engine
-from mlxchat.app.paths import logs_dir
-from mlxchat.app.tools.servers import Tool, ToolServers
+from mlxchat.app.tools.servers import ToolServers
 from mlxchat.engine import (
     Done,
     EngineSnapshot,
@@ -40,15 +37,13 @@ from mlxchat.engine import (
     SamplingParams,
     SlotPlan,
     SlotRequest,
+    StartedEngine,
     TextDelta,
+    retire,
 )
 
 if TYPE_CHECKING:
     from mlxchat.engine import ChatEngine
-
-
-# Tokens a slot keeps free for the reply to go on after its tool results (their results are cut to leave them).
-ROOM_TO_ANSWER = 64
 
 
 @dataclass(frozen=True)
@@ -76,7 +71,7 @@ class Seat:
     place: int | None = None  # its place in the queue, as the chat was last told
 
 
-class Session:
+class Session(ToolsAndCounts):
     """The engine, the slot plan, the model's facts and which chat sits on which slot."""
 
     def __init__(self, app: MessagePump) -> None:
@@ -105,73 +100,39 @@ class Session:
 
         Raises StartFailure with what to change.
         """
+        started = self.load(settings, progress)
+        self.keep_reasoning = settings.keep_reasoning
+        self._install(started)
+        return started.warnings
+
+    @staticmethod
+    def load(settings: Settings, progress: Callable[[Progress], None]) -> StartedEngine:
+        """An engine started on `settings` (slow: a worker thread), not yet the session's. Raises StartFailure."""
         if settings.engine == "remote":  # nothing of MLX is imported for a server
             from mlxchat.app.session.remote import start_remote_engine
 
-            started = start_remote_engine(settings, progress)
-        else:
-            started = start_engine(settings, progress)
+            return start_remote_engine(settings, progress)
+        return start_engine(settings, progress)
+
+    def _install(self, started: StartedEngine) -> None:
         self.engine, self.plan = started.engine, started.plan
         self.model_name, self.facts = started.model_name, started.facts
-        self.thinking_switch, self.keep_reasoning = started.thinking_switch, settings.keep_reasoning
-        self.takes_tools = started.takes_tools
-        return started.warnings
+        self.thinking_switch, self.takes_tools = started.thinking_switch, started.takes_tools
 
-    def start_tools(self, settings: Settings) -> ToolServers:
-        """Starts the config's MCP servers in the background (returns at once: they connect on a thread of
-        their own)."""
-        self.mcp = settings.mcp
-        self.tools = ToolServers(settings.mcp, logs_dir())
-        self.tools.start()
-        return self.tools
-
-    def offered_tools(self, chat: Chat | None = None) -> list[Tool]:
-        """The tools a reply may call now: those of the servers that are ready, where the model takes tools, less
-        those `chat` turned off."""
-        tools = self.tools.tools() if self.tools is not None and self.takes_tools else []
-        return [tool for tool in tools if chat is None or tool.key not in chat.tools_off]
-
-    def tool_schemas(self, chat: Chat | None = None) -> list[dict[str, Any]] | None:
-        """The offered tools as the chat template takes them (None where there are none)."""
-        return [tool.function() for tool in self.offered_tools(chat)] or None
-
-    def listing_tokens(self, system_prompt: str, chat: Chat | None = None) -> tuple[int, int] | None:
-        """What a chat takes of its slot before its first message: (tokens of its system prompt and tool listing, of
-        which the listing); None where the engine cannot say (a server's template is its own)."""
-        if self.engine is None:
-            return None
-        opening = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        opening.append({"role": "user", "content": ""})
-        tools = self.tool_schemas(chat)
-        whole = self.engine.count_tokens(opening, tools)
-        bare = self.engine.count_tokens(opening) if tools else whole
-        return None if whole is None or bare is None else (whole, whole - bare)
-
-    def room_for_results(self, chat: Chat, results: int) -> int:
-        """The tokens each of `results` tool results may take in the chat's slot: what the conversation and the
-        tool listing leave, less room for the reply to go on (ROOM_TO_ANSWER)."""
-        if self.engine is None or self.plan is None:
-            return 0
-        used = self.engine.count_tokens(chat.prompt(self.keep_reasoning), self.tool_schemas(chat))
-        if used is None:  # (a server's: its own context decides)
-            return self.mcp.tool_result_max_tokens
-        return max(0, self.plan.per_slot - used - ROOM_TO_ANSWER) // max(1, results)
-
-    def refusal(self, messages: Messages, chat: Chat, files: list[Attachment]) -> str | None:
-        """Why `messages`, the chat's conversation with its next message, cannot be sent: it does not fit the slot
-        with room for the reply (saying what would); None where it fits or the engine cannot count (a server)."""
-        needed = None if self.engine is None else self.engine.count_tokens(messages, self.tool_schemas(chat))
-        if needed is None or self.plan is None:
-            return None
-        return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files)
-
-    def text_tokens(self, text: str) -> int | None:
-        """How many tokens `text` is to the model (None where the engine cannot say)."""
-        if self.engine is None:
-            return None
-        with_text = self.engine.count_tokens([{"role": "user", "content": text}])
-        bare = self.engine.count_tokens([{"role": "user", "content": ""}])
-        return None if with_text is None or bare is None else with_text - bare
+    def switch(self, started: StartedEngine) -> list[str]:
+        """Puts `started` (another model's engine) in the place of the running one, whose memory goes back: replies
+        being written stop (their chats hear so, as for escape); the chats keep their slots where the new plan has
+        them, with no KV (each next turn reads its conversation again). Returns the titles of the stopped chats."""
+        old, stopped = self.engine, self.busy_titles()
+        self._install(started)
+        if old is not None:
+            retire(old)
+        self._reseat(None)
+        for seat in self._seats.values():  # (the new engine's slots named after their chats)
+            self._bind(seat)
+        self._serve_queue()
+        self._app.post_message(PlanChanged(started.plan))
+        return stopped
 
     @property
     def ready(self) -> bool:

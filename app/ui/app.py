@@ -23,7 +23,9 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.chat_actions import ChatActions
 from mlxchat.app.ui.fan_outs import FanOuts
+from mlxchat.app.ui.chat_grid import lay_out_chats
 from mlxchat.app.ui.leaving import ask_before_closing, ask_before_quitting
+from mlxchat.app.ui.model_switch import ModelSwitch
 from mlxchat.app.ui.palette import palette_commands
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.saved_chats import SavedChats
@@ -74,6 +76,7 @@ class ChatApp(App[int]):
         self.saved_chats = SavedChats(self)
         self.fan_outs = FanOuts(self)
         self.chat_actions = ChatActions(self, self.session)
+        self.model_switch = ModelSwitch(self)
 
     @property
     def failed(self) -> bool:
@@ -344,6 +347,10 @@ class ChatApp(App[int]):
     def on_chat_pane_asked(self, event: ChatPane.Asked) -> None:
         self.chat_actions.run(event)
 
+    def action_pick_model(self) -> None:
+        """Opens the model picker: another model, loaded while the chats stay open."""
+        self.model_switch.pick()
+
     def action_fan_out(self) -> None:
         """Opens the fan-out form: one prompt to several new chats with different settings."""
         self.fan_outs.start()
@@ -353,20 +360,9 @@ class ChatApp(App[int]):
         self.fan_outs.keep_variant()
 
     def _lay_out_chats(self) -> None:
-        """In the grid every chat is shown: columns for up to 3 rows, and each pane titled."""
         tabs = next(iter(self.query("#chats").results(TabbedContent)), None)
-        if tabs is None:  # a tab switch that arrives while the app closes
-            return
-        grid = tabs.has_class("-grid")
-        panes = self.chat_panes
-        switcher = tabs.query_one(ContentSwitcher)
-        switcher.styles.grid_size_columns = 1 if len(panes) == 1 else 2 if len(panes) <= 4 else 3
-        # The id, not active_pane: right after a close the active id may name the pane just removed.
-        active = tabs.active
-        for pane in panes:
-            # The switcher shows only the active pane; the grid overrides it after each switch.
-            pane.display = grid or pane.id == active
-            pane.border_title = pane.shown_title if grid else None
+        if tabs is not None:  # (none for a tab switch that arrives while the app closes)
+            lay_out_chats(tabs, self.chat_panes)
 
     def action_help(self) -> None:
         """Shows every key of the app and of its screens, as the user's keymap has them."""

@@ -10,6 +10,7 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.chats.tabs import KEEP_ALIVE_S
 from mlxchat.app.exit_codes import EXIT_FAILURE
 from mlxchat.app.session.messages import EngineReady, LoadProgress, StartFailed
+from mlxchat.app.session.model_choice import remember
 from mlxchat.app.session.start import StartFailure
 from mlxchat.app.ui.chat_host import ChatHost
 from mlxchat.app.ui.screens.loading import LoadingScreen
@@ -70,6 +71,7 @@ class Startup:
             return
         finally:  # (this thread, which loaded the model, ends here)
             release_thread_streams()
+        remember(app.settings.model)
         if not app.post_message(EngineReady(warnings)):
             # The app closed while the model loaded: nobody else will stop this engine.
             app.session.shutdown()

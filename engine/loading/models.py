@@ -6,7 +6,6 @@ and `resolve_model` (for `mlxchat doctor`) must work without mlx at all.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -100,7 +99,9 @@ def _hub_cache(repo_id: str) -> Path | None:
     """The local snapshot of a Hub repo if it was downloaded before (no network)."""
     from huggingface_hub import try_to_load_from_cache
 
-    cached = try_to_load_from_cache(repo_id, "config.json")
+    from mlxchat.engine.loading.hub_cache import hub_cache_dir
+
+    cached = try_to_load_from_cache(repo_id, "config.json", cache_dir=hub_cache_dir())
     return Path(cached).parent if isinstance(cached, str) else None
 
 
@@ -119,26 +120,6 @@ def resolve_model(spec: str | None) -> ModelSource:
         raise ModelLoadError(f"{spec} does not exist; give an existing MLX folder, a .gguf file or a Hub id.")
     cached = _hub_cache(spec)
     return ModelSource(spec, "hub", cached, spec, _folder_size(cached) if cached else None)
-
-
-def _download(repo_id: str) -> Path:
-    """The local snapshot of a Hub model, downloading it unless HF_HUB_OFFLINE is set."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
-    from mlx_lm.utils import DEFAULT_ALLOW_PATTERNS
-
-    # huggingface_hub reads HF_HUB_OFFLINE once at import; the variable as it is now decides.
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-    try:
-        return Path(snapshot_download(repo_id, allow_patterns=DEFAULT_ALLOW_PATTERNS, local_files_only=offline))
-    except RepositoryNotFoundError as e:
-        raise ModelLoadError(f"{repo_id} was not found on Hugging Face (or it is private or gated).") from e
-    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as e:
-        raise ModelLoadError(
-            f"{repo_id} is neither a local folder nor a downloaded model, and Hugging Face could not be reached"
-            f"{' (HF_HUB_OFFLINE is set)' if offline else ''}. "
-            "A local MLX folder or a .gguf file path works offline."
-        ) from e
 
 
 def _check_dtype(weights_dtype: str) -> None:
@@ -251,8 +232,9 @@ def load_model(
             raise ModelLoadError(f"{source.path.name} must be converted once, and no cache folder was given for it.")
         mlx_path = convert_gguf(source.path, cache_dir, report)
     elif source.kind == "hub":
-        report(Progress(f"Fetching {source.spec}", 0, 0))
-        mlx_path = _download(source.spec)
+        from mlxchat.engine.loading.download import download
+
+        mlx_path = download(source.spec, report)
     else:
         assert source.path is not None
         mlx_path = source.path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,36 @@ def test_importing_models_leaves_mlx_and_textual_alone() -> None:
 def test_device_is_described() -> None:
     assert device_kind() in ("cpu", "metal", "cuda")
     assert isinstance(device_name(), str) and device_name()
+
+
+def test_a_hub_id_with_the_hub_out_of_reach_says_the_machine_looks_offline(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on: the connection is refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    said: list[str] = []
+    with pytest.raises(ModelLoadError) as error:
+        load_model("mlx-community/SomeModel-4bit", progress=lambda p: said.append(p.stage))
+    assert str(error.value) == (
+        "mlx-community/SomeModel-4bit is not downloaded yet, and Hugging Face could not be reached (this machine "
+        "looks offline). A model already here (the picker lists them), a local MLX folder or a .gguf file works "
+        "offline.")
+    assert said == ["Fetching mlx-community/SomeModel-4bit"]
+
+
+def test_a_download_says_its_bytes_rate_and_time_left() -> None:
+    from mlxchat.engine.loading.download import byte_bar
+
+    said = []
+    bar = byte_bar("org/model", said.append)(total=8_000_000, unit="B")
+    bar.start_t -= 2.0  # (began two seconds ago)
+    bar.update(2_000_000)
+    bar.close()
+    [progress] = said
+    assert (progress.done, progress.total) == (2_000_000, 8_000_000)
+    assert re.fullmatch(r"Downloading org/model: 2\.0 of 8\.0 MB · 1\.0 MB/s · [56] s left", progress.stage)

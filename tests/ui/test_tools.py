@@ -11,7 +11,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from mlxchat.app.chats.store import ChatStore
-from mlxchat.app.session.session import ROOM_TO_ANSWER
+from mlxchat.app.session.counts import ROOM_TO_ANSWER
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.reply_view import ReplyView
