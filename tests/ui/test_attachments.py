@@ -81,11 +81,11 @@ def test_the_picker_filters_a_chip_shows_and_goes_and_the_file_reaches_the_promp
         pane.chat_input.text = "Read this: "
         await attach(pilot, pane, "plan")
         await attach(pilot, pane, "notes")
-        tokens = app.session.text_tokens(pane.composer.attachments[-1].fenced())
+        tokens = app.session.text_tokens(pane.attacher.attachments[-1].fenced())
         assert chips(pane) == ["@docs/plan.txt · 10 B · " + chips(pane)[0].split(" · ")[2],
                                f"@docs/notes.md · {len(NOTES)} B · {tokens} tokens ✕"]
         await pilot.press("alt+d")  # the last one goes
-        assert [a.name for a in pane.composer.attachments] == ["docs/plan.txt"]
+        assert [a.name for a in pane.attacher.attachments] == ["docs/plan.txt"]
         await attach(pilot, pane, "notes")
         await send(pilot, pane, "What is the launch code?")
         await wait_for(pilot, lambda: not pane.busy, "the reply")
@@ -109,10 +109,10 @@ def test_a_file_too_big_for_the_slot_is_refused_and_the_message_stays(tiny_model
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
         await attach(pilot, pane, "big")
-        assert [a.name for a in pane.composer.attachments] == ["big.txt"]
+        assert [a.name for a in pane.attacher.attachments] == ["big.txt"]
         await send(pilot, pane, "Summarize it")
         assert not pane.busy and pane.chat.messages == []
-        assert pane.chat_input.text == "Summarize it" and [a.name for a in pane.composer.attachments] == ["big.txt"]
+        assert pane.chat_input.text == "Summarize it" and [a.name for a in pane.attacher.attachments] == ["big.txt"]
         [said] = notes(pane)
         assert said.startswith("Not sent: this message does not fit its slot") and "over the slot's 1,024" in said and "at most 1 slot" not in said  # (4,000 words: more than 2,048)
         assert "tokens of big.txt" in said and "a slot of" in said
@@ -127,7 +127,7 @@ def test_binary_and_oversized_files_are_refused_with_the_reason(tiny_model_dir: 
         pane.chat_input.move_cursor(pane.chat_input.document.end)
         await attach(pilot, pane, "picture")
         assert "Not attached: picture.png is a binary file: only text files can be attached." in toasts(app)
-        assert picker(pane).is_open and pane.composer.attachments == []  # pick another, or escape
+        assert picker(pane).is_open and pane.attacher.attachments == []  # pick another, or escape
         await attach_typed(pilot, pane, "big")
         assert any("big.txt is 19.5 KB, over attach_max_kb = 8 KB" in t for t in toasts(app))
         await pilot.press("escape")
@@ -164,6 +164,6 @@ def test_an_at_inside_a_word_is_typed_and_a_path_looks_elsewhere(tiny_model_dir:
         await pilot.pause()
         assert listed(pane) == ["far.txt"]
         await pilot.press("enter")
-        assert [a.name for a in pane.composer.attachments] == [str(elsewhere / "far.txt")]
+        assert [a.name for a in pane.attacher.attachments] == [str(elsewhere / "far.txt")]
 
     run(make_app(tiny_model_dir), scenario)

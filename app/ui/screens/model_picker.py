@@ -21,7 +21,7 @@ from mlxchat.app.ui.screens.modal import AppModalScreen
 from mlxchat.engine import ModelEntry
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name
-SOURCES = {"default": "default", "gguf": "GGUF", "converted": "converted GGUF", "hub": "Hugging Face cache"}
+SOURCES = {"default": "default", "gguf": "GGUF", "converted": "converted GGUF", "hub": "HF cache"}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys, slot_words
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
-from mlxchat.app.ui.widgets.composer import Composer
+from mlxchat.app.ui.widgets.file_attacher import FileAttacher
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note, user_turn
 from mlxchat.app.ui.tool_round import next_round
 from mlxchat.app.ui.widgets.pane_keys import PaneKeys
@@ -111,7 +111,8 @@ class ChatPane(PaneKeys):
         yield SaveProblem(self.save)
         box = ChatInput(self.conversation.prompts, text=self.chat.draft, soft_wrap=True,
                         placeholder="Message · Enter sends · ctrl+j new line · @ attaches a file")
-        yield Composer(box, self._session.text_tokens, lambda: self.app.settings.attach_max_kb)
+        yield FileAttacher(box, self._session.text_tokens, lambda: self.app.settings.attach_max_kb)
+        yield box
         self.seat_line.idle(self.slot_id, bool(self.chat.messages))
         yield self.seat_line
 
@@ -179,9 +180,9 @@ class ChatPane(PaneKeys):
         return self.busy and self._session.place_of(self.chat_id) is not None
 
     @property
-    def composer(self) -> Composer:
-        """The message box with the files attached to the message."""
-        return self.query_one(Composer)
+    def attacher(self) -> FileAttacher:
+        """The files attached to the message being written."""
+        return self.query_one(FileAttacher)
 
     @property
     def chat_input(self) -> ChatInput:
@@ -215,6 +216,11 @@ class ChatPane(PaneKeys):
             return True
         return self.busy and self._session.stop(self.chat_id)
 
+    @on(ChatInput.AtTyped)
+    def _pick_file(self, event: ChatInput.AtTyped) -> None:
+        event.stop()
+        self.attacher.pick()
+
     @on(ChatInput.Submitted)
     async def _send(self, event: ChatInput.Submitted) -> None:
         event.stop()
@@ -223,7 +229,7 @@ class ChatPane(PaneKeys):
     async def send(self, typed: str) -> bool:
         """Sends `typed` as the user's next message (or in place of the one being edited) and asks for
         the reply; False when there is nothing to send or the chat is still answering."""
-        text, files = typed.strip(), self.composer.attachments
+        text, files = typed.strip(), self.attacher.attachments
         if not text and not files:
             self.notify("Nothing to send: the message box is empty.", severity="warning")
             return False
@@ -236,7 +242,7 @@ class ChatPane(PaneKeys):
             await self.view.mount(note(f"Not sent: {refusal}", "-refused"))
             return False
         self.chat_input.clear()
-        self.composer.tray.put([])
+        self.attacher.tray.put([])
         self._sent_text = typed
         cut, said = self.conversation.cut_for_edit()
         if said:
@@ -295,15 +301,6 @@ class ChatPane(PaneKeys):
             self._reply.make_room()
         if self.conversation.save_due():
             self.save_reply()
-
-    def toggle_reasoning(self) -> None:
-        """Opens or folds the reasoning of the chat's last reply; the chat keeps that choice for its replies."""
-        block = self.view.last_reasoning()
-        if block is None:
-            self.notify("The last reply has no reasoning to show.", severity="warning")
-            return
-        block.collapsed = not block.collapsed
-        self.conversation.keep_reasoning_open(not block.collapsed)
 
     @on(ReasoningBlock.Flipped)
     def _flipped(self, event: ReasoningBlock.Flipped) -> None:
@@ -367,7 +364,7 @@ class ChatPane(PaneKeys):
         if self._user_turn is not None:  # (a regenerated reply has no new message to take back)
             taken = self.conversation.take_back()
             self._put_back(self._sent_text)
-            self.composer.tray.put([Attachment.from_record(a) for a in taken.attachments])
+            self.attacher.tray.put([Attachment.from_record(a) for a in taken.attachments])
         for widget in (self._user_turn, streamed):
             if widget is not None:
                 await widget.remove()

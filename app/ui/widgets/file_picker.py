@@ -49,7 +49,7 @@ class FilePicker(Vertical):
     DEFAULT_CSS = """
     FilePicker { height: auto; max-height: 16; border: round $primary; padding: 0 1; display: none; }
     FilePicker.-open { display: block; }
-    FilePicker Input { border: none; height: 1; padding: 0; }
+    FilePicker Input, FilePicker Input:focus { border: none; height: 1; padding: 0; }
     FilePicker OptionList { height: auto; max-height: 10; border: none; padding: 0; }
     FilePicker .picker-hint { color: $text-muted; }
     """

@@ -16,7 +16,6 @@ class PaneKeys(TabPane):
     # ChatPane's: what the keys run or ask, and what editing uses.
     Asked: Any
     regenerate: Any
-    toggle_reasoning: Any
     conversation: Any
     chat: Any
     view: Any
@@ -25,7 +24,7 @@ class PaneKeys(TabPane):
     focus_input: Any
     _put_back: Any
     chat_input: Any
-    composer: Any
+    attacher: Any
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only on the chats' screen (the palette runs them over other screens too)."""
@@ -48,11 +47,16 @@ class PaneKeys(TabPane):
 
     def action_remove_attachment(self) -> None:
         """Takes the last attached file off the message being written."""
-        self.composer.remove_last()
+        self.attacher.remove_last()
 
     def action_toggle_reasoning(self) -> None:
-        """Opens or folds the reasoning of the chat's last reply."""
-        self.toggle_reasoning()
+        """Opens or folds the reasoning of the chat's last reply; the chat keeps that choice for its replies."""
+        block = self.view.last_reasoning()
+        if block is None:
+            self.notify("The last reply has no reasoning to show.", severity="warning")
+            return
+        block.collapsed = not block.collapsed
+        self.conversation.keep_reasoning_open(not block.collapsed)
 
     def action_copy_reply(self) -> None:
         """Copies the chat's last reply to the clipboard."""

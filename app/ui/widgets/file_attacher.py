@@ -1,5 +1,5 @@
-"""Where a message is written: the message box, the files attached to it (chips above it) and, while `@` is picking
-one, the file picker in the box's place."""
+"""The files attached to the message being written, above its box: their chips and, while `@` picks one, the picker
+in the box's place (the box stays the pane's own child: keys typed into a new chat find it at once)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,15 @@ from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.file_picker import FilePicker
 
 
-class Composer(Vertical):
-    """The message box with its attachments: `@` opens the picker, a picked file becomes a chip (refused files are
-    named with the reason, the picker stays open), escape goes back to the box with the @ typed."""
+class FileAttacher(Vertical):
+    """The attachments of `box`'s message: `pick()` (the box's @) opens the picker, a picked file becomes a chip
+    (refused files are named with the reason, the picker stays open), escape goes back to the box with the @ typed."""
 
-    DEFAULT_CSS = "Composer { height: auto; }"
+    DEFAULT_CSS = "FileAttacher { height: auto; }"
 
     def __init__(self, box: ChatInput, count: Callable[[str], int | None], max_kb: Callable[[], int]) -> None:
-        """`count(text)`: its tokens to the model (None: unknown); `max_kb()`: attach_max_kb as the settings say."""
+        """`box`: the message box (a sibling); `count(text)`: its tokens to the model (None: unknown); `max_kb()`:
+        attach_max_kb as the settings say."""
         super().__init__()
         self._box = box
         self._count = count
@@ -34,7 +35,6 @@ class Composer(Vertical):
     def compose(self) -> ComposeResult:
         yield AttachmentTray()
         yield FilePicker()
-        yield self._box
 
     @property
     def tray(self) -> AttachmentTray:
@@ -45,9 +45,8 @@ class Composer(Vertical):
         """The files attached to the message being written."""
         return self.tray.attachments
 
-    @on(ChatInput.AtTyped)
-    def _pick(self, event: ChatInput.AtTyped) -> None:
-        event.stop()
+    def pick(self) -> None:
+        """Opens the picker over the working folder in the box's place."""
         self._box.display = False
         self.query_one(FilePicker).open(Path.cwd())
 
