@@ -48,8 +48,9 @@ def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]]) -> 
 
 
 async def ready(app: ChatApp, pilot: Pilot) -> ChatPane:
-    """Waits for the engine and the first chat; returns that chat."""
-    await wait_for(pilot, lambda: bool(app.session.engine and app.chat_panes), "the first chat")
+    """Waits for the engine and the first chat, its box given the keyboard (the end of its opening); returns it."""
+    await wait_for(pilot, lambda: bool(app.session.engine and app.chat_panes and isinstance(app.focused, ChatInput)),
+                   "the first chat")
     await pilot.pause()
     return app.chat_panes[0]
 

@@ -142,7 +142,8 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int, db_path: Path) ->
     async def main() -> None:
         async with app.run_test(size=(200, 60)) as pilot:
             deadline = time.monotonic() + READY_TIMEOUT_S
-            while not (app.session.engine and app.active_chat and app.focused):
+            # Until the first chat's box has the keyboard: the last thing its opening does (its tab shows before).
+            while not (app.session.engine and app.active_chat and isinstance(app.focused, ChatInput)):
                 if app.failed or time.monotonic() > deadline:
                     raise RuntimeError("the app did not start: run `mlxchat doctor`")
                 await pilot.pause(0.1)
