@@ -44,6 +44,9 @@ class ModelSwitch:
         """Loads the chosen model, asking first when replies are being written (the switch stops them)."""
         if choice is None:
             return
+        if choice.spec == self.current and not choice.save:
+            self.app.notify(f"{self.app.session.model_name} is the model running.")
+            return
         writing = self.app.session.busy_titles()
         if not writing:
             self._load(choice)
