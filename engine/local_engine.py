@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -22,6 +23,13 @@ from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, rend
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.status import EngineInfo
+
+# An idle engine woken by a command waits this long for the next (and reads on while they keep coming, up to the
+# most): the chat app's sends of several chats at once reach it a few ms apart. A lone request's first token is
+# this much later; the bench --ui's eight chats measured 0.80-0.81 of headless from first send to last reply
+# without it (Intel Xeon, 2 cores): the first prompt was read alone, the other seven beside its stream.
+GATHER_S = 0.005
+GATHER_MAX_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -142,13 +150,23 @@ class Engine(TakesRequests):
             release_thread_streams()
 
     def _drain(self, block: bool) -> bool:
-        """Handles queued commands; False once shutdown was asked for."""
+        """Handles queued commands; False once shutdown was asked for. Woken from idle (`block`), it reads what
+        comes within GATHER_S of the last command too, up to GATHER_MAX_S: requests sent together (several chats
+        at once, a fan-out) start in one prefill pass, not the first alone and the rest beside its stream."""
+        deadline = time.monotonic() + GATHER_MAX_S
+        gathering = block
         while True:
             try:
-                command = self._commands.get(block=block)
+                if block:
+                    command = self._commands.get()
+                elif gathering and (left := deadline - time.monotonic()) > 0:
+                    command = self._commands.get(timeout=min(GATHER_S, left))
+                else:
+                    command = self._commands.get_nowait()
             except queue.Empty:
                 return True
-            block = False
+            if block:
+                deadline, block = time.monotonic() + GATHER_MAX_S, False
             if isinstance(command, Stop):
                 return False
             try:

@@ -34,6 +34,8 @@ def engine_snapshot(
 ) -> EngineSnapshot:
     """Every slot's state and the engine-wide figures, from the scheduler's parts (read from any thread)."""
     slots = []
+    allocated = store.nbytes
+    held = [store.bytes_used(i) for i in range(store.n_slots)]
     for s in slot_list:
         r = s.request
         used = store.lengths[s.id] if s.id < store.n_slots else 0
@@ -50,8 +52,8 @@ def engine_snapshot(
                 generated=r.generated if r else 0,
                 tok_s=r.decode_tok_s() if r else s.last_tok_s,
                 sampling=r.sampling if r else None,
-                kv_bytes_allocated=store.nbytes // store.n_slots,
-                kv_bytes_used=store.bytes_used(s.id) if s.id < store.n_slots else 0,
+                kv_bytes_allocated=allocated // store.n_slots,
+                kv_bytes_used=held[s.id] if s.id < store.n_slots else 0,
                 label=s.label,
                 reasoning_tokens=r.split.reasoning_tokens if r and r.split.reasoning else None,
             )
@@ -63,8 +65,8 @@ def engine_snapshot(
         blas=info.blas,
         dtype=info.dtype,
         weights_bytes=info.weights_bytes,
-        kv_bytes_allocated=store.nbytes,
-        kv_bytes_used=sum(store.bytes_used(i) for i in range(store.n_slots)),
+        kv_bytes_allocated=allocated,
+        kv_bytes_used=sum(held),
         active_bytes=active,
         peak_bytes=peak,
         aggregate_tok_s=rate.tok_s(),

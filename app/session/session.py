@@ -209,6 +209,10 @@ class Session(ToolsAndCounts):
         """The titles of the chats whose reply is being written (not those waiting in the queue)."""
         return [seat.title for seat in self._seats.values() if seat.request is not None and seat.pending is None]
 
+    def writing(self) -> bool:
+        """Whether the engine is writing any chat's reply now."""
+        return bool(self.busy_titles())
+
     def place_of(self, key: str) -> int | None:
         """Chat `key`'s place in the queue (1 is next), or None when it does not wait."""
         return self._queue.index(key) + 1 if key in self._queue else None

@@ -39,6 +39,7 @@ from mlxchat.app.ui.startup import Startup
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.theme_setting import apply_theme, keep_setting, save_theme
+from mlxchat.engine import EngineSnapshot
 from mlxchat.themes import THEMES
 
 STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's snapshot
@@ -70,7 +71,7 @@ class ChatApp(App[int]):
         self._finished_last: str | None = None  # the chat whose reply ended last (goto_finished shows it)
         self._unseen: set[str] = set()  # chats whose reply ended out of view, not shown since
         self._tab_labels: dict[str, str] = {}  # each tab's label as last set
-        self._frames = ReplyFrames(self, lambda: self.chat_panes, self._show_slots)
+        self._frames = ReplyFrames(self, lambda: self.chat_panes, self._show_slots, self.session.writing)
         self.sampling = settings.sampling.params()  # what new chats start with
         self.startup = Startup(self, db_path)
         self.saved_chats = SavedChats(self)
@@ -110,7 +111,6 @@ class ChatApp(App[int]):
             self.notify(warning, severity="warning", timeout=10)
         await self.startup.restore_chats()
         self.set_interval(STATUS_INTERVAL_S, self._refresh_status)
-        self.set_interval(STATUS_INTERVAL_S, self.startup.say_disk_notes)
         self.refresh_bindings()
         fit_to_terminal(self, self.size)
 
@@ -413,16 +413,20 @@ class ChatApp(App[int]):
                     pass
 
     def _refresh_status(self) -> None:
-        # While replies stream, each frame redraws the line of the chat it repaints: every other one (a chat
-        # that stopped, left the line, or waits) and every badge is redrawn here, whatever the others do.
-        self._show_slots(answering=not self._frames.running)
+        # While replies stream, each frame redraws the line of the chat it repaints: every other one and every badge
+        # is redrawn here. One snapshot serves them and the saved KV's notes (the engine waits while one is taken).
+        if self.session.ready:
+            snapshot = self.session.snapshot()
+            self._show_slots(answering=not self._frames.running, snapshot=snapshot)
+            self.startup.say_disk_notes(snapshot.disk_notes)
 
-    def _show_slots(self, only: ChatPane | None = None, answering: bool = True) -> None:
+    def _show_slots(self, only: ChatPane | None = None, answering: bool = True,
+                    snapshot: EngineSnapshot | None = None) -> None:
         """Shows each chat's badge in its tab, and its slot in its status line; of the chats answering,
         `only`'s where given (a frame's), none of theirs without `answering`."""
         if not self.session.ready:
             return
-        slots = self.session.snapshot().slots
+        slots = (snapshot or self.session.snapshot()).slots
         for pane in self.chat_panes:
             self._show_tab(pane)
             if pane.busy and (not answering or only not in (None, pane)):

@@ -28,7 +28,10 @@ CHAT_FRAMES_PER_S = 8
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
 # Between two changes of turns (a message sent, a reply ended), from when the screen has shown the
 # first: each lays out the screen and repaints its pane (25-45 ms of CPU, 40-80 ms while the engine
-# keeps both cores busy); eight at once, or 1/30 s apart, kept a key waiting 90-150 ms.
+# keeps both cores busy); eight at once, or 1/30 s apart, kept a key waiting 90-150 ms. Once no reply is being
+# written the engine leaves the CPU to the UI: the replies still to be shown ended follow one another at once
+# (each its own change, keys read between them), not a tenth of a second apart: the last of 8 chats ending
+# together showed 0.73 s after the engine's end, which cost the bench --ui's end-to-end ratio 0.1.
 CHANGE_INTERVAL_S = 1 / 10
 
 
@@ -51,9 +54,12 @@ class ReplyFrames(Generic[F]):
     """The clock that redraws the streaming chats and shows replies ended; it sleeps while none streams."""
 
     def __init__(
-        self, owner: MessagePump, chats: Callable[[], Sequence[F]], also: Callable[[F], None]
+        self, owner: MessagePump, chats: Callable[[], Sequence[F]], also: Callable[[F], None],
+        writing: Callable[[], bool],
     ) -> None:
+        """`writing()`: whether the engine is writing any reply now."""
         self._owner = owner
+        self._writing = writing
         self._chats = chats
         self._also = also  # what else a frame redraws of the chat it repaints (its status line)
         self._next: Timer | None = None
@@ -103,7 +109,10 @@ class ReplyFrames(Generic[F]):
             await self._changes.popleft()()
         finally:  # (a change that failed must not hold up the others)
             if self._changes:  # (the interval counts from when the screen has shown this change)
-                self._owner.call_after_refresh(self._owner.set_timer, CHANGE_INTERVAL_S, self._change_next)
+                if self._writing():
+                    self._owner.call_after_refresh(self._owner.set_timer, CHANGE_INTERVAL_S, self._change_next)
+                else:
+                    self._owner.call_after_refresh(self._change_next)
             else:
                 self._changing = False
                 self._settle()

@@ -76,10 +76,10 @@ class Startup:
             # The app closed while the model loaded: nobody else will stop this engine.
             app.session.shutdown()
 
-    def say_disk_notes(self) -> None:
-        """Says once each saved KV file the engine ignored and removed (damaged, another model's)."""
+    def say_disk_notes(self, notes: tuple[str, ...]) -> None:
+        """Says once each saved KV file the engine ignored and removed (damaged, another model's): `notes`, the
+        engine's snapshot's."""
         app = self.app
-        notes = app.session.snapshot().disk_notes if app.session.ready else ()
         for note in notes[self._disk_notes_said :]:
             app.notify(f"Saved KV: {note}", severity="warning", timeout=10)
         self._disk_notes_said = max(self._disk_notes_said, len(notes))

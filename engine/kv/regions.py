@@ -17,6 +17,7 @@ class KVRegions:
         self.size = size
         self.keys: mx.array | None = None
         self.values: mx.array | None = None
+        self._token_bytes = 0  # K + V of one token of one slot, once allocated (the snapshot asks it often)
 
     @property
     def arrays(self) -> list[mx.array]:
@@ -24,7 +25,7 @@ class KVRegions:
 
     def bytes_held(self, length: int) -> int:
         """Bytes one slot of `length` tokens fills (a ring stops growing at `size`)."""
-        return sum(a.nbytes // (self.n_slots * self.size) for a in self.arrays) * min(length, self.size)
+        return self._token_bytes * min(length, self.size)
 
     def reset(self, slot: int) -> None:
         pass  # positions past a slot's length are overwritten before anything reads them
@@ -57,3 +58,4 @@ class KVRegions:
             _, h, _, kd = keys.shape
             self.keys = mx.zeros((self.n_slots, h, self.size, kd), keys.dtype)
             self.values = mx.zeros((self.n_slots, h, self.size, values.shape[-1]), values.dtype)
+            self._token_bytes = (self.keys.nbytes + self.values.nbytes) // (self.n_slots * self.size)
