@@ -26,7 +26,7 @@ from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.prefill.pacing import STALL, StepCosts
-from mlxchat.engine.prefill.policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, pick_prefill
+from mlxchat.engine.prefill.policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, burst, pick_prefill
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.reply_stream import ReplyStream
@@ -184,7 +184,8 @@ class SlotScheduler:
                 if s.request and s.request.cancelled and not self._in_flight(s):
                     self.replies.finish(s, "cancelled")
             prefilling = [s for s in self.slots if s.request and s.request.pending]
-            streaming = any(s.request and not s.request.pending for s in self.slots)
+            reading_burst = burst(self.slots, self.prefill_budget)  # (its first tokens wait for the rest of it)
+            streaming = not reading_burst and any(s.request and not s.request.pending for s in self.slots)
             read = 0
             if prefilling and streaming:
                 chunk = self.costs.chunk(self.prefill_chunk)
@@ -205,7 +206,8 @@ class SlotScheduler:
             elif prefilling:
                 batch = self._prefill_batch(prefilling, self.prefill_chunk, self.prefill_budget)
                 read = self._guarded(batch, lambda slots: self._prefill(slots, self.prefill_chunk)) or 0
-            rows, _ = self._decode()
+            burst_left = reading_burst and any(s.request and s.request.pending for s in self.slots)
+            rows = 0 if burst_left else self._decode()[0]
             self._record(started, read, rows)
         except Exception as exc:
             self.fail_all(exc)

@@ -22,6 +22,17 @@ PREFILL_BUDGET = 1024
 GPU_BUDGET = 4096
 
 
+def burst(slots: list[Slot], budget: int) -> bool:
+    """Whether the prompts being read came together and are read before any reply goes on: no reply has gone past
+    its first token, and what is left of the prompts fits two passes. Sixteen chats' 130-token prompts sent at once
+    were read in one pass of seven, then the nine others in small chunks beside seven streams: the last first token
+    came 8.7 s after they were sent (2 cores of an Intel Xeon), against 3.8 s read in two passes."""
+    requests = [s.request for s in slots if s.request is not None]
+    if any(not r.pending and r.generated > 1 for r in requests):
+        return False
+    return 0 < sum(len(r.pending) for r in requests if r.pending) <= 2 * budget
+
+
 def chunk_width(slots: list[Slot], chunk: int) -> int:
     """Tokens per row of a prefill pass over `slots`: the longest pending prompt, up to a chunk."""
     return min(chunk, max(len(s.request.pending) for s in slots))  # type: ignore[union-attr]

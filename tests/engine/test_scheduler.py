@@ -52,6 +52,41 @@ def test_a_burst_of_prompts_with_nothing_streaming_is_read_in_one_pass(tokenizer
         assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, GREEDY.max_tokens)[:-1]
 
 
+def test_a_burst_too_big_for_one_pass_is_read_before_any_reply_goes_on(tokenizer) -> None:
+    # Eight chats asking at once: 1,600 prompt tokens, two passes of the 1,024 budget. The first pass's chats get
+    # their first tokens and wait for the second pass (the rest used to be read in small chunks beside their
+    # replies, the last first token seconds later).
+    model = build_family("llama")
+    core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=8 * 256))
+    prompts = [[(7 * i + j) % 250 + 1 for j in range(200)] for i in range(8)]
+    handles = [RequestHandle(i + 1, i) for i in range(8)]
+    for handle, prompt in zip(handles, prompts):
+        core.admit(Submit(handle, tokens=prompt, sampling=GREEDY))
+    core.step()
+    first = [s for s in core.slots if s.request and not s.request.pending]
+    assert 0 < len(first) < 8 and all(s.request.generated == 1 for s in first)  # type: ignore[union-attr]
+    core.step()
+    # The rest in the second pass, whole; the first ones' replies go on in that step's decode pass.
+    assert all(s.request and not s.request.pending and s.request.generated >= 1 for s in core.slots)
+    while core.busy:
+        core.step()
+    for handle, prompt in zip(handles, prompts):
+        assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, GREEDY.max_tokens)[:-1]
+
+
+def test_prompts_that_come_while_a_reply_goes_on_do_not_hold_it_back(tokenizer) -> None:
+    model = build_family("llama")
+    core = SlotScheduler(model, tokenizer, plan(parallel=4, ctx_size=4 * 256))
+    core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=SamplingParams(max_tokens=50)))
+    while not (core.slots[0].request and core.slots[0].request.generated >= 2):
+        core.step()
+    for slot in (1, 2, 3):
+        core.admit(Submit(RequestHandle(slot + 1, slot), tokens=PROMPTS[slot % len(PROMPTS)], sampling=GREEDY))
+    before = core.slots[0].request.generated
+    core.step()
+    assert core.slots[0].request.generated > before  # (its tokens and the prompts' chunks share the pass)
+
+
 def test_a_request_for_a_busy_slot_is_refused_at_once(tokenizer) -> None:
     core = SlotScheduler(build_family("llama"), tokenizer, plan())
     core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=GREEDY))
