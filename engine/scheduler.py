@@ -137,22 +137,21 @@ class SlotScheduler:
         for s in self.slots:
             if s.request:
                 self.replies.finish(s, "cancelled")
-        old_store, old_slots = self.store, self.slots
-        store = self._new_store(plan)
+        old_store, old_slots, store = self.store, self.slots, self._new_store(plan)
         slots = [Slot(i) for i in range(plan.parallel)]
-        survived: dict[int, bool] = {}
-        for s in old_slots:
-            n = len(s.history)
-            keep = s.id < plan.parallel and 0 < n <= plan.per_slot and old_store.nbytes > 0
-            survived[s.id] = keep
-            if s.id < plan.parallel:
-                slots[s.id].label = s.label
-            if keep:
-                slots[s.id].history = list(s.history)
-                store.adopt(old_store, s.id)
-        mx.eval(store.arrays)
+        survived = {s.id: s.id < plan.parallel and 0 < len(s.history) <= plan.per_slot and old_store.nbytes > 0
+                    for s in old_slots}
+        for s in old_slots[: plan.parallel]:
+            slots[s.id].label = s.label
+            slots[s.id].history = list(s.history) if survived[s.id] else []
+        try:
+            store.take_from(old_store, [slot for slot, kept in survived.items() if kept])
+        except Exception:  # (the old store is spent: its slots stay, empty, and their chats prefill again)
+            self.store, self.slots = self._new_store(self.plan), [Slot(s.id, label=s.label) for s in self.slots]
+            raise
+        finally:
+            self.prefixes.clear()  # its states have the old plan's shapes (window rings, capacity)
         self.store, self.slots, self.plan = store, slots, plan
-        self.prefixes.clear()  # its states have the old plan's shapes (window rings, capacity)
         return survived
 
     def settle(self) -> None:

@@ -131,3 +131,22 @@ def test_a_prompt_arriving_while_slots_stream_shares_their_passes_and_everything
     for handle, prompt in zip(streams, PROMPTS):
         assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, reply.max_tokens)[:-1]
     assert core.slots[2].history[len(long) :] == alone(model, long, GREEDY.max_tokens)[:-1]
+
+
+def test_a_repartition_does_not_hold_both_plans_kv_at_once(tokenizer) -> None:
+    # Eight layers, four slots each holding a conversation, rebuilt (the same plan: every slot's KV survives). Each
+    # old layer goes once copied: the peak stays near one store and one layer, not two stores (as it was).
+    model = build_family("llama", num_hidden_layers=8)
+    core = SlotScheduler(model, tokenizer, plan(parallel=4, ctx_size=4 * 512))
+    for slot in range(4):
+        core.admit(Submit(RequestHandle(slot + 1, slot), tokens=PROMPTS[slot % len(PROMPTS)], sampling=GREEDY))
+    while core.busy:
+        core.step()
+    held = [list(s.history) for s in core.slots]
+    kv = core.store.nbytes
+    mx.eval(core.store.arrays)
+    before = mx.get_active_memory()
+    mx.reset_peak_memory()
+    survived = core.repartition(plan(parallel=4, ctx_size=4 * 512))
+    assert survived == {0: True, 1: True, 2: True, 3: True} and [s.history for s in core.slots] == held
+    assert mx.get_peak_memory() - before < kv * 0.5  # one store (the old one, going) and one layer, not two stores
