@@ -101,6 +101,9 @@ def test_the_picker_filters_a_chip_shows_and_goes_and_the_file_reaches_the_promp
         assert [(a["name"], a["text"], a["size"]) for a in sent.attachments] == [
             ("docs/plan.txt", "Step one.\n", 10), ("docs/notes.md", NOTES, len(NOTES))]
         assert all(a["attached"] and a["path"].startswith(str(workdir)) for a in sent.attachments)
+        await pilot.press("ctrl+g")  # editing the message brings its files back with its text
+        assert pane.chat_input.text == "What is the launch code?"
+        assert [a.name for a in pane.attacher.attachments] == ["docs/plan.txt", "docs/notes.md"]
 
     run(make_app(tiny_model_dir), scenario)
 

@@ -8,6 +8,8 @@ from typing import Any
 from textual.widget import Widget
 from textual.widgets import TabPane
 
+from mlxchat.app.files.attachments import Attachment
+
 
 class PaneKeys(TabPane):
     """The action methods of a chat's keys: those that change the chat run here, those that open a screen or
@@ -114,6 +116,8 @@ class PaneKeys(TabPane):
             self._turn_of(before).remove_class("-editing")
         self._turn_of(index).add_class("-editing")
         self._put_back(self.chat.messages[index].text)
+        for record in self.chat.messages[index].attachments:  # (its files come back as chips, beside any new)
+            self.attacher.tray.add(Attachment.from_record(record))
         self.focus_input()
 
     def cancel_edit(self) -> None:
