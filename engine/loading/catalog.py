@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxchat.engine.loading.hub_cache import hub_cache_dir
+from mlxchat.engine.loading.models import folder_size, resolve_model
 from mlxchat.engine.loading.progress import ModelLoadError
 
 SAFETENSORS_TYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
@@ -65,17 +66,12 @@ def trained_context(config: dict[str, Any]) -> int | None:
     return None
 
 
-def _size(folder: Path) -> int:
-    """Bytes of a folder's files (the Hub cache's symlinks followed to their blobs)."""
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-
-
 def _folder_entry(spec: str, name: str, source: str, folder: Path) -> ModelEntry | None:
     """A folder that mlx-lm can load (a config and weights), else None."""
     config = _config(folder)
     if config is None or not any(folder.glob("*.safetensors")):
         return None
-    return ModelEntry(spec, name, source, _size(folder), _kind(config, folder), trained_context(config))
+    return ModelEntry(spec, name, source, folder_size(folder), _kind(config, folder), trained_context(config))
 
 
 def _snapshot(repo: Path) -> Path | None:
@@ -113,8 +109,6 @@ def gguf_entry(path: Path, source: str, converted_dir: Path, spec: str | None = 
 def local_models(converted_dir: Path, ggufs: Sequence[Path], hub_dir: Path | None = None) -> list[ModelEntry]:
     """Every model that runs here with no download: the default (when installed), the .gguf files in `ggufs`
     (those opened before) that still exist, mlxchat's conversions of other GGUF files, and the Hub cache's models."""
-    from mlxchat.engine.loading.models import resolve_model
-
     entries: list[ModelEntry] = []
     try:
         default = resolve_model(None)

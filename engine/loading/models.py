@@ -77,7 +77,7 @@ class LoadedModel:
         return None if self.batching is None else self.batching.padded_prefill
 
 
-def _folder_size(path: Path) -> int:
+def folder_size(path: Path) -> int:
     """Bytes on disk of the files under `path` (following the Hub cache's symlinks to blobs)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -111,7 +111,7 @@ def resolve_model(spec: str | None) -> ModelSource:
         return _default_source()
     path = Path(spec).expanduser()
     if path.is_dir():
-        return ModelSource(spec, "folder", path, path.name, _folder_size(path))
+        return ModelSource(spec, "folder", path, path.name, folder_size(path))
     if path.is_file():
         if path.suffix.lower() != ".gguf":
             raise ModelLoadError(f"{spec} is a file but not a .gguf; give a .gguf file or an MLX model folder.")
@@ -119,7 +119,7 @@ def resolve_model(spec: str | None) -> ModelSource:
     if path.suffix.lower() == ".gguf" or not REPO_ID.match(spec):
         raise ModelLoadError(f"{spec} does not exist; give an existing MLX folder, a .gguf file or a Hub id.")
     cached = _hub_cache(spec)
-    return ModelSource(spec, "hub", cached, spec, _folder_size(cached) if cached else None)
+    return ModelSource(spec, "hub", cached, spec, folder_size(cached) if cached else None)
 
 
 def _check_dtype(weights_dtype: str) -> None:

@@ -14,6 +14,22 @@ from tests.tiny_families import build_family
 GREEDY = SamplingParams(max_tokens=6, ignore_eos=True)
 
 
+def admitted(core: SlotScheduler, prompts: list[list[int]]) -> list[RequestHandle]:
+    """Each prompt admitted on its own slot (0, 1, ...), greedy; their handles."""
+    handles = [RequestHandle(i + 1, i) for i in range(len(prompts))]
+    for handle, prompt in zip(handles, prompts):
+        core.admit(Submit(handle, tokens=prompt, sampling=GREEDY))
+    return handles
+
+
+def ends_each_as_alone(core: SlotScheduler, model, handles: list[RequestHandle], prompts: list[list[int]]) -> None:
+    """Steps the scheduler to its end; each slot then holds its prompt and the reply mlx-lm gives it alone."""
+    while core.busy:
+        core.step()
+    for handle, prompt in zip(handles, prompts):
+        assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, GREEDY.max_tokens)[:-1]
+
+
 def test_admitted_requests_step_to_their_ends_each_as_mlx_lm_alone(tokenizer) -> None:
     model = build_family("llama")
     core = SlotScheduler(model, tokenizer, plan(), prefill_chunk=4)
@@ -41,15 +57,10 @@ def test_a_burst_of_prompts_with_nothing_streaming_is_read_in_one_pass(tokenizer
     model = build_family("llama")
     core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=8 * 256))
     prompts = [[(11 * i + j) % 250 + 1 for j in range(128 - i)] for i in range(8)]
-    handles = [RequestHandle(i + 1, i) for i in range(8)]
-    for handle, prompt in zip(handles, prompts):
-        core.admit(Submit(handle, tokens=prompt, sampling=GREEDY))
+    handles = admitted(core, prompts)
     core.step()
     assert [s.state for s in core.snapshot().slots] == ["decoding"] * 8
-    while core.busy:
-        core.step()
-    for handle, prompt in zip(handles, prompts):
-        assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, GREEDY.max_tokens)[:-1]
+    ends_each_as_alone(core, model, handles, prompts)
 
 
 def test_a_burst_too_big_for_one_pass_is_read_before_any_reply_goes_on(tokenizer) -> None:
@@ -59,19 +70,14 @@ def test_a_burst_too_big_for_one_pass_is_read_before_any_reply_goes_on(tokenizer
     model = build_family("llama")
     core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=8 * 256))
     prompts = [[(7 * i + j) % 250 + 1 for j in range(200)] for i in range(8)]
-    handles = [RequestHandle(i + 1, i) for i in range(8)]
-    for handle, prompt in zip(handles, prompts):
-        core.admit(Submit(handle, tokens=prompt, sampling=GREEDY))
+    handles = admitted(core, prompts)
     core.step()
     first = [s for s in core.slots if s.request and not s.request.pending]
     assert 0 < len(first) < 8 and all(s.request.generated == 1 for s in first)  # type: ignore[union-attr]
     core.step()
     # The rest in the second pass, whole; the first ones' replies go on in that step's decode pass.
     assert all(s.request and not s.request.pending and s.request.generated >= 1 for s in core.slots)
-    while core.busy:
-        core.step()
-    for handle, prompt in zip(handles, prompts):
-        assert core.slots[handle.slot_id].history[len(prompt) :] == alone(model, prompt, GREEDY.max_tokens)[:-1]
+    ends_each_as_alone(core, model, handles, prompts)
 
 
 def test_prompts_that_come_while_a_reply_goes_on_do_not_hold_it_back(tokenizer) -> None:

@@ -104,15 +104,16 @@ class ChatPane(PaneKeys):
         self._calling: Worker[None] | None = None  # the reply's round of tool calls, while it runs
         self._feed = ReplyFeed()
         self.seat_line = SeatLine()
-        # Held, not queried: a timer (drafts) or a late key can ask for it while the pane is being closed.
+        # Held, not queried: a timer (drafts) or a late key can ask for them while the pane is being closed.
         self._box = ChatInput(self.conversation.prompts, text=chat.draft, soft_wrap=True,
                               placeholder="Message · Enter sends · ctrl+j new line · @ attaches a file")
+        self._attacher = FileAttacher(self._box, session.text_tokens, lambda: self.app.settings.attach_max_kb)
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
 
     def compose(self) -> ComposeResult:
         yield ConversationView(self.chat)
         yield SaveProblem(self.save)
-        yield FileAttacher(self._box, self._session.text_tokens, lambda: self.app.settings.attach_max_kb)
+        yield self._attacher
         yield self._box
         self.seat_line.idle(self.slot_id, bool(self.chat.messages))
         yield self.seat_line
@@ -183,7 +184,7 @@ class ChatPane(PaneKeys):
     @property
     def attacher(self) -> FileAttacher:
         """The files attached to the message being written."""
-        return self.query_one(FileAttacher)
+        return self._attacher
 
     @property
     def chat_input(self) -> ChatInput:
