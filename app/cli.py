@@ -13,7 +13,7 @@ from mlxchat.app.config.loading import load_settings
 from mlxchat.app.config.settings import ConfigError, Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.version import installed_version
-from mlxchat.engine import LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS, RESUME_SCENARIO, RETURN_SCENARIO
+from mlxchat.engine import KV_SCENARIO, LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_STREAMS, RESUME_SCENARIO, RETURN_SCENARIO
 from mlxchat.engine import (
     DEFAULT_ENGINES,
     SCENARIO_ENGINES,
@@ -97,14 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"engines to measure (known: {', '.join(RUNNERS)}; by default "
                             f"{','.join(DEFAULT_ENGINES)}, and for --scenario reasoning "
                             f"{','.join(SCENARIO_ENGINES['reasoning'])}: what splitting reasoning from answer costs)")
-    bench.add_argument("--scenario", choices=[*sorted(SCENARIOS), RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO],
+    bench.add_argument("--scenario",
+                       choices=[*sorted(SCENARIOS), RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO],
                        default="short",
                        help=f"prompts to play; {RETURN_SCENARIO}: time to first token of a chat coming back to "
                             "its parked KV against a full prefill (the smallest --slots count, twice as many chats); "
                             f"{LONG_SCENARIO}: {LONG_STREAMS} chats stream while a {LONG_PROMPT_TOKENS}-token prompt "
                             f"arrives (their gaps before and during it, its first token against alone); "
                             f"{RESUME_SCENARIO}: a long chat's first token after a restart, with the disk tier "
-                            "and without")
+                            f"and without; {KV_SCENARIO}: each kv_dtype's bytes a token, its agreement with "
+                            "float64 and its greedy replies against float32 K/V")
     bench.add_argument("--slots", type=_slot_counts, default=list(DEFAULT_SLOTS), metavar="N,M",
                        help=f"slot counts to measure, e.g. 1,2,4,8 (up to {MAX_SLOTS})")
     bench.add_argument("--shape", choices=list(SHAPES), metavar="NAME",

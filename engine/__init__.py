@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the module that defines it ("module:name" where the module calls it otherwise)
 _NAMES: dict[str, str] = {
+    # bench.kv_scenario
+    "format_kv_table": "mlxchat.engine.bench.kv_scenario",
+    "KV_SCENARIO": "mlxchat.engine.bench.kv_scenario",
+    "run_kv_bench": "mlxchat.engine.bench.kv_scenario",
     # bench.long_scenario
     "format_long_table": "mlxchat.engine.bench.long_scenario",
     "LONG_PROMPT_TOKENS": "mlxchat.engine.bench.long_scenario",
@@ -162,6 +166,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
+    from mlxchat.engine.bench.kv_scenario import format_kv_table, KV_SCENARIO, run_kv_bench
     from mlxchat.engine.bench.long_scenario import (
         format_long_table,
         LONG_PROMPT_TOKENS,

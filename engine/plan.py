@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mlxchat.engine.memory import format_bytes
+
 if TYPE_CHECKING:
     from mlxchat.engine.kv.kinds import KVFootprint
 
@@ -23,6 +25,8 @@ class SlotPlan:
     kv_bytes_per_slot: int
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    kv_dtype: str | None = None  # how the slots store K/V (engine.kv.kv_types; None: as the model computes them)
+    kv_bytes_per_token: int = 0  # K+V of one token as stored (while every window still grows)
 
     @property
     def ok(self) -> bool:
@@ -33,6 +37,13 @@ class SlotPlan:
     def summary(self) -> str:
         """One line, as the doctor and the slider show it."""
         return f"{self.ctx_size} / {self.parallel} = {self.per_slot} tokens per slot"
+
+    @property
+    def kv_summary(self) -> str:
+        """What the KV cache takes, and in what type, as the slots screen and the doctor show it."""
+        per_token = f" · {kv_type_name(self.kv_dtype)}, {format_bytes(self.kv_bytes_per_token)} a token"
+        return (f"{format_bytes(self.kv_bytes)} ({format_bytes(self.kv_bytes_per_slot)} per slot)"
+                + (per_token if self.kv_bytes_per_token else ""))
 
 
 @dataclass(frozen=True)
@@ -56,11 +67,13 @@ def plan_slots(
     trained_ctx: int | None,
     kv_bytes_per_token: int,
     kv_footprint: KVFootprint | None = None,
+    kv_dtype: str | None = None,
 ) -> SlotPlan:
     """Applies the context semantics of DESIGN.md: total / N per slot, clamps reported, floors checked.
 
     `kv_footprint`, when known, sizes each layer kind on its own (a window layer at min(window, per
-    slot), a recurrent state once per slot); without it every layer costs kv_bytes_per_token a token.
+    slot), a recurrent state once per slot); without it every layer costs kv_bytes_per_token a token. Both count
+    K/V as stored in `kv_dtype`, which the plan carries to the slots.
     """
     parallel, ctx_size, ctx_per_slot = request.parallel, request.ctx_size, request.ctx_per_slot
     parallel_max, per_slot_floor, per_slot_min = request.parallel_max, request.per_slot_floor, request.per_slot_min
@@ -97,13 +110,22 @@ def plan_slots(
             f"{total} / {n} = {per_slot} tokens per slot is below the minimum of {per_slot_min}: "
             f"use fewer slots or a larger total context"
         )
-    elif per_slot < per_slot_floor:
+
+    per_token = kv_footprint.bytes_per_token if kv_footprint else kv_bytes_per_token
+
+    def slot_bytes(tokens: int) -> int:
+        return kv_footprint.per_slot_bytes(tokens) if kv_footprint else tokens * kv_bytes_per_token
+
+    if per_slot >= per_slot_min and per_slot < per_slot_floor:
+        # What the floor would cost, in the type the slots store: a narrower kv_dtype makes it cheaper.
+        cost = (f" ({per_slot_floor} per slot for {n} slots takes {format_bytes(n * slot_bytes(per_slot_floor))} of "
+                f"KV in {kv_type_name(kv_dtype)})" if per_token else "")
         warnings.append(
             f"{total} / {n} = {per_slot} tokens per slot is below {per_slot_floor}: "
-            f"a system prompt and a few turns may no longer fit"
+            f"a system prompt and a few turns may no longer fit{cost}"
         )
 
-    per_slot_bytes = kv_footprint.per_slot_bytes(per_slot) if kv_footprint else per_slot * kv_bytes_per_token
+    per_slot_bytes = slot_bytes(per_slot)
     return SlotPlan(
         requested_parallel=parallel,
         parallel=n,
@@ -113,4 +135,11 @@ def plan_slots(
         kv_bytes_per_slot=per_slot_bytes,
         warnings=tuple(warnings),
         errors=tuple(errors),
+        kv_dtype=kv_dtype,
+        kv_bytes_per_token=per_token,
     )
+
+
+def kv_type_name(kv_dtype: str | None) -> str:
+    """How a plan's K/V type is named to the user."""
+    return kv_dtype or "the model's own type"

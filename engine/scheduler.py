@@ -433,8 +433,8 @@ class SlotScheduler:
                 self.store.undo(s.id)
 
     def _new_store(self, plan: SlotPlan) -> SlotKVStore:
-        """Slot caches for `plan`, one store per layer of the kind the model's own cache has."""
-        return SlotKVStore.for_model(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch)
+        """Slot caches for `plan`, one store per layer of the kind the model's own cache has, K/V as it says."""
+        return SlotKVStore.for_model(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch, plan.kv_dtype)
 
     # ---- the report ----
 

@@ -32,6 +32,7 @@ class EngineConfig:
 
     model: str | None  # a folder, a Hub id, a .gguf file; None: the default model
     weights_dtype: str
+    kv_dtype: str  # how the slots store K/V (engine.kv.kv_types.KV_DTYPES)
     slots: SlotRequest
     models_dir: Path  # converted GGUF models
     kv_dir: Path  # the disk tier's saved KV
@@ -49,10 +50,11 @@ class ModelFacts:
     trained_ctx: int | None
     kv_bytes_per_token: int
     kv_footprint: KVFootprint | None = None  # each layer kind sized on its own
+    kv_dtype: str | None = None  # as the slots store K/V
 
     def evaluate(self, request: SlotRequest) -> SlotPlan:
         """The engine's evaluation of a slot request for this model."""
-        return plan_slots(request, self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint)
+        return plan_slots(request, self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint, self.kv_dtype)
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,11 @@ def start_local(
     from mlxchat.engine.status import EngineInfo
 
     try:
-        loaded = load_model(config.model, config.weights_dtype, progress=progress, cache_dir=config.models_dir)
+        loaded = load_model(config.model, config.weights_dtype, progress=progress, cache_dir=config.models_dir,
+                            kv_dtype=config.kv_dtype)
     except ModelLoadError as exc:
         raise StartError(str(exc), "family" if isinstance(exc.__cause__, UnsupportedFamily) else "model") from None
-    facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint)
+    facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint, loaded.kv_dtype)
     plan = facts.evaluate(config.slots)
     refused = [*refuse(loaded.trained_ctx), *plan.errors]
     if refused:

@@ -15,7 +15,12 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
+from mlxchat.engine.cpu import kernels
+
 CONSOLE_SCRIPT = Path(sys.executable).parent / "mlxchat"
+
+# What kv_dtype "auto" stores K/V as: float16 where the CPU attention kernel runs, else as the model computes them.
+AUTO_KV = "float16" if mx.default_device().type == mx.cpu and kernels.status().active else None
 
 needs_cpu = pytest.mark.skipif(
     mx.default_device().type != mx.cpu, reason="a CPU-only path: MLX's default device here is a GPU"

@@ -11,7 +11,7 @@ def start_as_the_app(folder: Path, cache_dir: Path, parallel: int = 4, ctx_size:
                      prefill_chunk: int = 4) -> Any:
     """load_model and the engine's start on a worker thread, as app.session.start does; the engine or the error."""
     from mlxchat.engine.loading.models import load_model
-    from mlxchat.engine.plan import SlotRequest, plan_slots
+    from mlxchat.engine.plan import SlotRequest
     from mlxchat.engine.local_engine import Engine
 
     box: dict[str, Any] = {}
@@ -20,7 +20,7 @@ def start_as_the_app(folder: Path, cache_dir: Path, parallel: int = 4, ctx_size:
         try:
             loaded = load_model(str(folder), cache_dir=cache_dir)
             request = SlotRequest(parallel, ctx_size, parallel_max=8, per_slot_floor=64, per_slot_min=32)
-            plan = plan_slots(request, loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint)
+            plan = loaded.slot_plan(request)  # K/V stored as the app stores them (kv_dtype "auto")
             box["engine"] = Engine(
                 loaded.model, loaded.tokenizer, plan, prefill_chunk=prefill_chunk,
                 padded_prefill=loaded.padded_prefill,

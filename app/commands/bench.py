@@ -13,10 +13,11 @@ from typing import Any
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
-from mlxchat.app.paths import models_cache_dir, tuning_file
+from mlxchat.app.paths import tuning_file
 from mlxchat.engine import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_SLOTS,
+    KV_SCENARIO,
     LONG_SCENARIO,
     RESUME_SCENARIO,
     RETURN_SCENARIO,
@@ -31,7 +32,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.ui and (args.shape or args.plot):
         print("mlxchat: --shape and --plot measure the engines; leave them out with --ui", file=sys.stderr)
         return EXIT_USAGE
-    if args.sampled and args.scenario in (RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO):
+    if args.sampled and args.scenario in (RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO):
         print(f"mlxchat: --sampled applies to the engines' decode runs (--scenario {' or '.join(sorted(SCENARIOS))}); "
               f"leave it out with --scenario {args.scenario}", file=sys.stderr)
         return EXIT_USAGE
@@ -45,14 +46,13 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
                                   max(args.slots), args.repeats, Path(scratch) / "chats.db")
         print(result.table())
         return 0
-    from mlxchat.app.commands.console_progress import ConsoleProgress
+    from mlxchat.app.commands.console_progress import load_configured
     from mlxchat.engine import (
         BenchError,
         BenchRefused,
         build_shape,
         check_plot_path,
         format_table,
-        load_model,
         load_tuning,
         make_report,
         plot_report,
@@ -70,14 +70,11 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         print(f"bench: building a random-weight {args.shape} llama...", file=sys.stderr, flush=True)
         loaded = build_shape(args.shape)
     else:
-        with ConsoleProgress() as progress:
-            loaded = load_model(
-                settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir()
-            )
+        loaded = load_configured(settings)
     loaded.tuning = load_tuning(loaded.model, tuning_file())
     if args.scenario == RETURN_SCENARIO:
         return _return_bench(args, settings, loaded)
-    if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO):
+    if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO):
         return _scenario_bench(args, settings, loaded)
     sampling = _sampling(args, settings)
     try:
@@ -139,24 +136,34 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
 
 
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
-    """`--scenario long` (streaming gaps while a long prompt is read) or `resume` (a chat reopened after a
-    restart, with and without the disk tier): one run, its table and JSON."""
+    """`--scenario long` (streaming gaps while a long prompt is read), `resume` (a chat reopened after a
+    restart, with and without the disk tier) or `kv` (each kv_dtype against float64 and float32): one run, its
+    table and JSON."""
     from mlxchat.engine import (
+        format_kv_table,
         format_long_table,
         format_resume_table,
         make_report,
+        run_kv_bench,
         run_long_bench,
         run_resume_bench,
     )
 
-    long = args.scenario == LONG_SCENARIO
-    say = "the long prompt alone, then with the chats streaming" if long else \
-        "a chat's first turn, a quit, a restart, its next turn"
-    print(f"bench: {args.scenario}: {say}...", file=sys.stderr, flush=True)
-    records = [run_long_bench(loaded, stall=settings.prefill_stall)] if long else run_resume_bench(loaded)
+    says = {LONG_SCENARIO: "the long prompt alone, then with the chats streaming",
+            RESUME_SCENARIO: "a chat's first turn, a quit, a restart, its next turn",
+            KV_SCENARIO: "each kv_dtype: teacher-forced against float64, greedy against float32"}
+    print(f"bench: {args.scenario}: {says[args.scenario]}...", file=sys.stderr, flush=True)
     report = make_report(loaded, [])
     model, device = f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}"
-    print(format_long_table(model, device, records[0]) if long else format_resume_table(model, device, records))
+    if args.scenario == LONG_SCENARIO:
+        records = [run_long_bench(loaded, stall=settings.prefill_stall)]
+        print(format_long_table(model, device, records[0]))
+    elif args.scenario == KV_SCENARIO:
+        records = run_kv_bench(loaded)
+        print(format_kv_table(model, device, records))
+    else:
+        records = run_resume_bench(loaded)
+        print(format_resume_table(model, device, records))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in records], indent=2) + "\n")
         print(f"bench: wrote {args.json}", file=sys.stderr)

@@ -7,7 +7,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from mlxchat.engine import Progress
+    from mlxchat.app.config.settings import Settings
+    from mlxchat.engine import LoadedModel, Progress
 
 
 class ConsoleProgress:
@@ -45,3 +46,14 @@ class ConsoleProgress:
         if self._tty and self._width:
             self._stream.write("\r" + " " * self._width + "\r")
             self._stream.flush()
+
+
+def load_configured(settings: Settings) -> LoadedModel:
+    """The configured model as the commands load it: weights and K/V types from `settings`, progress on stderr,
+    GGUF conversions in the cache folder. Raises ModelLoadError."""
+    from mlxchat.app.paths import models_cache_dir
+    from mlxchat.engine import load_model
+
+    with ConsoleProgress() as progress:
+        return load_model(settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir(),
+                          kv_dtype=settings.kv_dtype)

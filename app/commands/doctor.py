@@ -9,8 +9,8 @@ from typing import TextIO
 
 from mlxchat.app.commands.mcp_doctor import mcp_lines
 from mlxchat.app.config.settings import Settings, settings_problems
-from mlxchat.app.paths import models_cache_dir, tuning_file
-from mlxchat.app.commands.console_progress import ConsoleProgress
+from mlxchat.app.paths import tuning_file
+from mlxchat.app.commands.console_progress import load_configured
 from mlxchat.app.version import installed_version
 from mlxchat.app.exit_codes import EXIT_USAGE
 from mlxchat.engine import (
@@ -25,7 +25,6 @@ from mlxchat.engine import (
     device_name,
     plan_slots,
     format_bytes,
-    load_model,
     memory_info,
     remedy,
     resolve_model,
@@ -71,10 +70,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
         source = resolve_model(settings.model)
         size = f", {format_bytes(source.size_bytes)} on disk" if source.size_bytes else ""
         line("model", f"{source.kind}: {source.path or source.spec}{size}")
-        with ConsoleProgress() as progress:
-            loaded = load_model(
-                settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir()
-            )
+        loaded = load_configured(settings)
         trained = f"{loaded.trained_ctx} tokens" if loaded.trained_ctx else "unknown"
         line("  loaded", f"{loaded.dtype}, {format_bytes(loaded.weights_bytes)} of weights, trained context {trained}")
         _tuning_lines(line, loaded, tune)
@@ -82,12 +78,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
         line("model", f"ERROR: {exc}")
         problems += 1
 
-    plan = plan_slots(
-        settings.slot_request(),
-        trained_ctx=loaded.trained_ctx if loaded else None,
-        kv_bytes_per_token=loaded.kv_bytes_per_token if loaded else 0,
-        kv_footprint=loaded.kv_footprint if loaded else None,
-    )
+    plan = loaded.slot_plan(settings.slot_request()) if loaded else plan_slots(settings.slot_request(), None, 0)
     memory = memory_info()
     check = check_memory(loaded.weights_bytes, plan.kv_bytes, memory) if loaded else None
     refused = [*settings_problems(settings, loaded.trained_ctx if loaded else None), *plan.errors]
@@ -150,6 +141,6 @@ def _plan_lines(line: Line, plan: SlotPlan, with_kv: bool) -> None:
     """The context semantics in effect, for a plan that can run."""
     line("context", plan.summary)
     if with_kv:
-        line("  KV cache", f"{format_bytes(plan.kv_bytes)} ({format_bytes(plan.kv_bytes_per_slot)} per slot)")
+        line("  KV cache", plan.kv_summary)
     for warning in plan.warnings:
         line("  warning", warning)

@@ -6,8 +6,7 @@ import sys
 from typing import TextIO
 
 from mlxchat.app.config.settings import Settings
-from mlxchat.app.commands.console_progress import ConsoleProgress
-from mlxchat.app.paths import models_cache_dir
+from mlxchat.app.commands.console_progress import load_configured
 from mlxchat.app.exit_codes import EXIT_USAGE
 
 
@@ -22,7 +21,6 @@ def run_models(settings: Settings, out: TextIO | None = None) -> int:
         describe_families,
         format_bytes,
         layer_kinds,
-        load_model,
         model_type,
         ModelLoadError,
         UnsupportedFamily,
@@ -31,10 +29,7 @@ def run_models(settings: Settings, out: TextIO | None = None) -> int:
     for line in describe_families():
         print(line, file=out)
     try:
-        with ConsoleProgress() as progress:
-            loaded = load_model(
-                settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir()
-            )
+        loaded = load_configured(settings)
     except ModelLoadError as exc:
         print(f"model: {exc}", file=out)
         return EXIT_USAGE if isinstance(exc.__cause__, UnsupportedFamily) else 1

@@ -34,6 +34,7 @@ ENV_NESTED_DELIMITER = "__"
 CONFIG_ENV_VAR = "MLXCHAT_CONFIG"
 
 WeightsDtype = Literal["auto", "float32", "float16", "bfloat16", "keep"]
+KVDtype = Literal["auto", "float32", "float16", "bfloat16", "q8"]  # engine.kv.kv_types.KV_DTYPES
 EngineKind = Literal["local", "remote"]
 # Linux: the local engine's threads run at this nice value, so the UI thread takes a core from them
 # as soon as it wakes (engine.cpu.priority): measured with `mlxchat bench --ui`, see the README.
@@ -154,9 +155,9 @@ class Settings(BaseSettings):
     park_budget_mb: int = Field(DEFAULT_PARK_BUDGET_MB, ge=0, le=1 << 20)
     """Memory in MiB for the KV of chats that lost their slot to another chat, kept so that coming
     back to one does not prefill its history again; past it the least recently parked go first
-    (the chat then says its history was prefilled again). 1024 holds about 23,000 tokens of the
-    default model in float32 (45 KiB each), 8,000 of an 8B model with grouped-query attention
-    in float16. 0 turns parking off."""
+    (the chat then says its history was prefilled again). 1024 holds about 46,000 tokens of the
+    default model with its K/V in float16 (22.5 KiB each), 8,000 of an 8B model with grouped-query
+    attention in float16. 0 turns parking off."""
 
     disk_kv_mb: int = Field(DEFAULT_DISK_KV_MB, ge=0, le=1 << 24)
     """Disk space in MiB for saved KV: each chat's KV is also written under the cache folder when it
@@ -174,6 +175,15 @@ class Settings(BaseSettings):
     layers kept as stored and multiplied by mlxchat's compiled kernels, everything else float32;
     float32 where the kernels are not built; as stored on Metal and CUDA), "float32", "float16",
     "bfloat16", or "keep" (as stored, quantized included)."""
+
+    kv_dtype: KVDtype = "auto"
+    """How the slots store each token's keys and values (the KV cache): "float32"; "float16" or
+    "bfloat16" (half of float32's bytes); "q8" (a byte a value with a scale and a bias per group of 64
+    or 32 values: 0.28 of float32's bytes; heads whose size 32 does not divide are refused). "auto":
+    float16 on a CPU where mlxchat's attention kernel runs (on the default model it agrees with a
+    float64 reference as often as float32 does, and reads faster); elsewhere as the model computes
+    them (Metal, CUDA). `mlxchat bench --scenario kv` measures each type on your model; the slots
+    screen (F2) and `mlxchat doctor` count the bytes of the type in use."""
 
     blas: str = Field("auto", min_length=1)
     """Linux CPU only: the BLAS library MLX multiplies matrices with. "auto" prefers Intel MKL

@@ -40,6 +40,7 @@ def engine_config(settings: Settings) -> EngineConfig:
     return EngineConfig(
         model=settings.model,
         weights_dtype=settings.weights_dtype,
+        kv_dtype=settings.kv_dtype,
         slots=settings.slot_request(),
         models_dir=paths.models_cache_dir(),
         kv_dir=paths.kv_cache_dir(),

@@ -67,14 +67,13 @@ def run_long_bench(
     slow to `stall` times their step while it is read (the setting prefill_stall)."""
     from mlxchat.engine.events import SamplingParams
     from mlxchat.engine.local_engine import Engine
-    from mlxchat.engine.plan import SlotRequest, plan_slots
+    from mlxchat.engine.plan import SlotRequest
 
     long = long_prompt(loaded.tokenizer, prompt_tokens)
     per_slot = -(-(prompt_tokens + 64) // CTX_ROUNDING) * CTX_ROUNDING
     slots = streams + 1
     request = SlotRequest(slots, slots * per_slot, parallel_max=slots, per_slot_floor=0, per_slot_min=per_slot)
-    plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token,
-                      kv_footprint=loaded.kv_footprint)
+    plan = loaded.slot_plan(request, capped=False)
     split = loaded.tuning.split if loaded.tuning else None
     engine = Engine(loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill,
                     prefill_stall=stall)

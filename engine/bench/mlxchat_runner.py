@@ -31,13 +31,12 @@ def _mlxchat_unsplit(loaded: LoadedModel, workload: Workload) -> RunTrace:
 def _play(loaded: LoadedModel, workload: Workload, scan: bool) -> RunTrace:
     from mlxchat.engine.events import TextDelta
     from mlxchat.engine.local_engine import Engine
-    from mlxchat.engine.plan import SlotRequest, plan_slots
+    from mlxchat.engine.plan import SlotRequest
 
     n = workload.slots
     need = max(len(p) for p in workload.prompts) + workload.max_tokens + 1
     request = SlotRequest(n, workload.ctx_size or n * need, parallel_max=n, per_slot_floor=0, per_slot_min=need)
-    plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token,
-                      kv_footprint=loaded.kv_footprint)
+    plan = loaded.slot_plan(request, capped=False)
     # One engine serves every run, re-partitioned for it, as the app re-partitions its own:
     # MLX runs best when one thread owns its streams for the whole process.
     engine = _ENGINES.get(id(loaded.model))

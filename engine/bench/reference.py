@@ -26,9 +26,9 @@ def model(loaded: LoadedModel) -> Any:
     if id(loaded.model) not in _copies:
         from mlx.utils import tree_flatten
 
-        from mlxchat.engine.loading.models import float32_model
+        from mlxchat.engine.loading.models import float_model
 
-        copy = float32_model(loaded.mlx_path)
+        copy = float_model(loaded.mlx_path)
         _copies[id(loaded.model)] = (copy, sum(p.nbytes for _, p in tree_flatten(copy.parameters())))
     return _copies[id(loaded.model)][0]
 

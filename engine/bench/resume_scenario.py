@@ -57,11 +57,11 @@ def _play(
     from mlxchat.engine.events import SamplingParams
     from mlxchat.engine.kv.disk import DiskTier
     from mlxchat.engine.local_engine import Engine
-    from mlxchat.engine.plan import SlotRequest, plan_slots
+    from mlxchat.engine.plan import SlotRequest
 
     per_slot = -(-(len(opening) + len(question) + 2 * max_tokens + 1) // CTX_ROUNDING) * CTX_ROUNDING
-    plan = plan_slots(SlotRequest(1, per_slot, parallel_max=1, per_slot_floor=0, per_slot_min=per_slot),
-                      trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token, kv_footprint=loaded.kv_footprint)
+    plan = loaded.slot_plan(SlotRequest(1, per_slot, parallel_max=1, per_slot_floor=0, per_slot_min=per_slot),
+                            capped=False)
     sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
 
     def start() -> Engine:

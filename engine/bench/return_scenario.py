@@ -89,12 +89,11 @@ def _play(
     max_tokens: int,
 ) -> ReturnRecord:
     from mlxchat.engine.events import SamplingParams
-    from mlxchat.engine.plan import SlotRequest, plan_slots
+    from mlxchat.engine.plan import SlotRequest
     from mlxchat.engine.local_engine import Engine
 
     request = SlotRequest(slots, slots * per_slot, parallel_max=slots, per_slot_floor=0, per_slot_min=per_slot)
-    plan = plan_slots(request, trained_ctx=None, kv_bytes_per_token=loaded.kv_bytes_per_token,
-                      kv_footprint=loaded.kv_footprint)
+    plan = loaded.slot_plan(request, capped=False)
     engine = Engine(
         loaded.model, loaded.tokenizer, plan, park_budget_bytes=budget_mb * 2**20, padded_prefill=loaded.padded_prefill
     )

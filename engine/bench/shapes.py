@@ -58,6 +58,7 @@ def build_shape(name: str) -> LoadedModel:
     from mlx_lm.models import llama
 
     from mlxchat.engine.devices import device_kind
+    from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.models import kv_footprint
     from mlxchat.engine.memory import format_bytes, memory_info
 
@@ -97,7 +98,7 @@ def build_shape(name: str) -> LoadedModel:
         dtype=dtype_name(dtype),
         weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
         trained_ctx=None,
-        kv_bytes_per_token=(kv := kv_footprint(model)).bytes_per_token,
+        kv_bytes_per_token=(kv := kv_footprint(model, KVType())).bytes_per_token,  # K/V as computed
         config={},
         kv_footprint=kv,
     )

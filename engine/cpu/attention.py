@@ -13,29 +13,39 @@ from mlxchat.engine.cpu import activations, kernels
 # than it saves. Decode rows are worth it early: they read their keys and values from memory, not
 # cache (8 rows at 100 tokens: 317 us on one thread inside a SmolLM2 step, 83 us on two in isolation).
 THREADED_WORK = 1 << 18
+# The float types the kernel reads K/V in (8-bit K/V's scales and biases: float32 only).
+KERNEL_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
+
+
+def kernel_runs() -> bool:
+    """Whether the compiled attention kernel serves this process's default device (the CPU, its kernels built)."""
+    return kernels.status().active and mx.default_device().type == mx.cpu
 
 
 def kernel_attention(
     queries: mx.array,
-    keys: mx.array,
-    values: mx.array,
+    keys: tuple[mx.array, ...],
+    values: tuple[mx.array, ...],
     rows: list[int],
     lengths: list[int],
     scale: float,
     slot_arrays: Callable[[], tuple[mx.array, mx.array]] | None = None,
 ) -> mx.array | None:
     """Attention of row b's queries over the first lengths[b] tokens of slot rows[b] of the K/V buffers
-    (slots, kv_heads, capacity, dim), by the compiled kernel; None where it cannot run (not built, not
-    float32, not on the CPU), for the caller to use MLX's own operations. `slot_arrays()`: rows and lengths
-    as int32 arrays, where the caller keeps them."""
-    ext = kernels.status().module
-    if ext is None or mx.default_device().type != mx.cpu or queries.dtype != mx.float32 or keys.dtype != mx.float32:
+    (slots, kv_heads, capacity, dim) as stored (engine.kv.kv_types: one array, or 8-bit values, scales and
+    biases), by the compiled kernel; None where it cannot run (not built, queries or scales not float32, not
+    on the CPU), for the caller to use MLX's own operations. `slot_arrays()`: rows and lengths as int32
+    arrays, where the caller keeps them."""
+    if not kernel_runs() or queries.dtype != mx.float32 or keys[-1].dtype not in (
+        KERNEL_DTYPES if len(keys) == 1 else (mx.float32,)
+    ):
         return None
+    ext = kernels.status().module
     b, heads, n, dim = queries.shape
     work = heads * n * sum(lengths) * dim
     threads = kernels.THREADS if work >= THREADED_WORK else 1
     row_array, length_array = slot_arrays() if slot_arrays else (mx.array(rows), mx.array(lengths))
-    return ext.slot_attention(queries, keys, values, row_array, length_array, scale, threads)
+    return ext.slot_attention(queries, list(keys), list(values), row_array, length_array, scale, threads)
 
 
 def matmul_attention(

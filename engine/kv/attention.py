@@ -11,8 +11,10 @@ import sys
 from typing import Any, Callable
 
 import mlx.core as mx
+from mlx_lm.models.base import quantized_scaled_dot_product_attention
 
 from mlxchat.engine.cpu.attention import attention_for_device, kernel_attention
+from mlxchat.engine.kv.kv_types import BITS, KVType, StoredKV, q8_group
 
 # Padding the rows to the longest costs (rows x longest); going row by row costs the sum of
 # the lengths plus one small attention call per row. Batch when padding wastes less than this.
@@ -21,17 +23,19 @@ PAD_WASTE_LIMIT = 1.5
 
 def attend_per_slot(
     queries: mx.array,
-    keys: mx.array,
-    values: mx.array,
+    keys: StoredKV,
+    values: StoredKV,
     rows: list[int],
     lengths: list[int],
     *,
+    kv_type: KVType,
     valid: Callable[[], mx.array],
     scale: float,
     sinks: mx.array | None = None,
     slot_arrays: Callable[[], tuple[mx.array, mx.array]] | None = None,
 ) -> mx.array:
-    """Attention for `queries` (B, heads, L, dim), row b over keys[rows[b], :, :lengths[b]].
+    """Attention for `queries` (B, heads, L, dim), row b over keys[rows[b], :, :lengths[b]], K/V as stored in
+    `kv_type` (read as stored by the kernel and mlx-lm's quantized attention, else widened to the queries' dtype).
 
     The L new tokens are the last L of each row, so causality is the usual bottom-right one.
     `valid()` gives the (B, 1, 1, longest) mask of each row's tokens when rows are padded.
@@ -40,7 +44,7 @@ def attend_per_slot(
     `slot_arrays()` gives it `rows` and `lengths` as arrays made once per pass.
     """
     if sinks is None:
-        out = kernel_attention(queries, keys, values, rows, lengths, scale, slot_arrays)
+        out = kernel_attention(queries, keys.parts, values.parts, rows, lengths, scale, slot_arrays)
         if out is not None:
             return out
     n_new = queries.shape[2]
@@ -52,16 +56,13 @@ def attend_per_slot(
         mask: Any = "causal" if n_new > 1 else None
         if hi - lo > 1 and len(set(lengths[lo:hi])) > 1:
             mask = valid()[lo:hi, :, :, :longest]
-        outs.append(
-            attention(
-                queries[lo:hi],
-                keys[first : first + hi - lo, :, :longest, :],
-                values[first : first + hi - lo, :, :longest, :],
-                scale=scale,
-                mask=mask,
-                sinks=sinks,
-            )
-        )
+        k, v = keys[first : first + hi - lo, :, :longest], values[first : first + hi - lo, :, :longest]
+        if kv_type.quantized and sinks is None:
+            group = q8_group(k.parts[0].shape[-1] * 4)
+            outs.append(quantized_scaled_dot_product_attention(queries[lo:hi], k.parts, v.parts, scale, mask, group, BITS))
+            continue
+        k, v = kv_type.decode(k, queries.dtype), kv_type.decode(v, queries.dtype)
+        outs.append(attention(queries[lo:hi], k, v, scale=scale, mask=mask, sinks=sinks))
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
 
 
@@ -83,12 +84,14 @@ def _groups(rows: list[int], lengths: list[int], n_new: int) -> list[tuple[int, 
     return groups
 
 
-def rows_upto(buffer: mx.array, rows: list[int], length: int) -> mx.array:
-    """buffer[rows, :, :length]: a view when the rows are a run of slots, else a copy of just that part."""
-    view = buffer[:, :, :length, :]
+def rows_upto(buffer: StoredKV, rows: list[int], length: int, kv_type: KVType, dtype: mx.Dtype) -> mx.array:
+    """buffer[rows, :, :length] widened to `dtype`: of a view when the rows are a run of slots, else of a copy of
+    just that part."""
     if rows == list(range(rows[0], rows[0] + len(rows))):
-        return view[rows[0] : rows[0] + len(rows)]
-    return mx.take(view, mx.array(rows), axis=0)
+        part = buffer[rows[0] : rows[0] + len(rows), :, :length]
+    else:
+        part = buffer[:, :, :length].map(lambda a: mx.take(a, mx.array(rows), axis=0))
+    return kv_type.decode(part, dtype)
 
 
 def _dispatching(original: Any) -> Any:

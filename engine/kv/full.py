@@ -7,6 +7,7 @@ from typing import Any
 import mlx.core as mx
 
 from mlxchat.engine.kv.attention import attend_per_slot, rows_upto
+from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.kv.layout import PassLayout
 from mlxchat.engine.kv.regions import KVRegions
 
@@ -14,8 +15,8 @@ from mlxchat.engine.kv.regions import KVRegions
 class FullAttentionStore(KVRegions):
     """K/V buffers of shape (slots, kv_heads, per_slot, head_dim) for one layer, allocated on first use."""
 
-    def __init__(self, n_slots: int, capacity: int) -> None:
-        super().__init__(n_slots, capacity)
+    def __init__(self, n_slots: int, capacity: int, kv_type: KVType) -> None:
+        super().__init__(n_slots, capacity, kv_type)
         self.capacity = capacity
 
     def exact_after_rollback(self, length: int, keep: int) -> bool:
@@ -26,7 +27,7 @@ class FullAttentionStore(KVRegions):
         if other.keys is None or other.values is None:
             return
         k, v = other.keys[slot : slot + 1, :, :length], other.values[slot : slot + 1, :, :length]
-        self._ensure(k, v)
+        self._allocate(k, v)
         self.keys[slot : slot + 1, :, :length] = k  # type: ignore[index]
         self.values[slot : slot + 1, :, :length] = v  # type: ignore[index]
 
@@ -42,6 +43,7 @@ class FullAttentionPass:
         self.layout = layout
         # Models whose attention the slot dispatcher cannot see get the padded K/V and need an exact mask.
         self.array_masks = array_masks
+        self.dtype = mx.float32  # what the model computes K/V in, from the pass's own
 
     @property
     def offset(self) -> int | mx.array:
@@ -69,24 +71,25 @@ class FullAttentionPass:
         """Writes the pass's new K/V into the slot regions (for code that attends with `attend`)."""
         store, lay = self.store, self.layout
         store._ensure(keys, values)
+        self.dtype = keys.dtype
+        k, v = store.kv_type.encode(keys), store.kv_type.encode(values)
         if lay.n_new == 1:
             idx = lay.scatter_index(keys.shape[1], store.capacity)
-            for name, new in (("keys", keys), ("values", values)):
-                buffer = getattr(store, name)
-                flat = buffer.reshape(-1, new.shape[-1])
-                flat[idx] = new[:, :, 0, :]
-                setattr(store, name, flat.reshape(buffer.shape))
+            store.keys = store.keys.scatter(idx, k[:, :, 0])  # type: ignore[union-attr]
+            store.values = store.values.scatter(idx, v[:, :, 0])  # type: ignore[union-attr]
         else:
             for i, (row, start) in enumerate(zip(lay.rows, lay.starts)):
                 end = start + lay.n_new
-                store.keys[row : row + 1, :, start:end, :] = keys[i : i + 1]  # type: ignore[index]
-                store.values[row : row + 1, :, start:end, :] = values[i : i + 1]  # type: ignore[index]
+                store.keys[row : row + 1, :, start:end] = k[i : i + 1]  # type: ignore[index]
+                store.values[row : row + 1, :, start:end] = v[i : i + 1]  # type: ignore[index]
 
     def fetch_padded(self) -> tuple[mx.array, mx.array]:
-        """The rows' K/V padded to the longest row, for attention code that does not go per slot."""
-        lay = self.layout
+        """The rows' K/V padded to the longest row, as the model computes them, for attention code that does not
+        go per slot."""
+        lay, store = self.layout, self.store
         longest = max(lay.lengths)
-        return rows_upto(self.store.keys, lay.rows, longest), rows_upto(self.store.values, lay.rows, longest)
+        return tuple(rows_upto(b, lay.rows, longest, store.kv_type, self.dtype)  # type: ignore[return-value]
+                     for b in (store.keys, store.values))
 
     def attend(
         self, queries: mx.array, scale: float, sinks: mx.array | None, part: slice = slice(None)
@@ -102,6 +105,7 @@ class FullAttentionPass:
             self.store.values,  # type: ignore[arg-type]
             lay.rows[part],
             lay.lengths[part],
+            kv_type=self.store.kv_type,
             valid=lambda: lay.valid()[part],
             scale=scale,
             sinks=sinks,

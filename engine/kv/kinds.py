@@ -10,6 +10,7 @@ from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
 
 from mlxchat.engine.kv.composite import CompositeStore
 from mlxchat.engine.kv.full import FullAttentionStore
+from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.kv.layout import PassLayout
 from mlxchat.engine.kv.recurrent import RecurrentStore
 from mlxchat.engine.kv.window import WindowStore
@@ -49,15 +50,16 @@ class CacheKind:
     """How the slots hold one mlx-lm cache class: what `mlxchat models` says, the store, and its cost."""
 
     note: str
-    store: Callable[[Any, int, int], LayerStore]  # (the layer's own cache, slots, per-slot capacity)
-    cost: Callable[[Any, "_Costs"], None]  # adds the cost of a cache after a one-token forward
+    store: Callable[[Any, int, int, KVType], LayerStore]  # (the layer's own cache, slots, per-slot capacity, K/V type)
+    cost: Callable[[Any, "_Costs", KVType], None]  # adds the cost of a cache after a one-token forward
     refuse: Callable[[Any], str | None] = lambda proto: None  # why this instance cannot be held, if it cannot
 
 
-def _attention_cost(window: bool) -> Callable[[Any, "_Costs"], None]:
-    def cost(c: Any, costs: _Costs) -> None:
-        if c.keys is not None:  # (batch 1, heads, allocated tokens, head dim) arrays
-            per_token = sum(a.nbytes // a.shape[-2] for a in (c.keys, c.values))
+def _attention_cost(window: bool) -> Callable[[Any, "_Costs", KVType], None]:
+    def cost(c: Any, costs: _Costs, kv_type: KVType) -> None:
+        if c.keys is not None:  # (batch 1, heads, allocated tokens, head dim) arrays, as stored in kv_type
+            stored = [kv_type.encode(a[:, :, :1]) for a in (c.keys, c.values)]
+            per_token = sum(a.nbytes for s in stored for a in s.parts)
             if window:
                 costs.windows.append((c.max_size, per_token))
             else:
@@ -66,13 +68,13 @@ def _attention_cost(window: bool) -> Callable[[Any, "_Costs"], None]:
     return cost
 
 
-def _state_cost(c: Any, costs: _Costs) -> None:
+def _state_cost(c: Any, costs: _Costs, kv_type: KVType) -> None:
     costs.recurrent += sum(a.nbytes for a in c.cache if a is not None)
 
 
-def _parts_cost(c: Any, costs: _Costs) -> None:
+def _parts_cost(c: Any, costs: _Costs, kv_type: KVType) -> None:
     for part in c.caches:
-        kind_of(part).cost(part, costs)
+        kind_of(part).cost(part, costs, kv_type)
 
 
 def _refuse_parts(proto: Any) -> str | None:
@@ -85,12 +87,12 @@ def _refuse_parts(proto: Any) -> str | None:
 KINDS: dict[type, CacheKind] = {
     KVCache: CacheKind(
         "full attention: a K/V region of per-slot context tokens in each slot",
-        lambda proto, n, capacity: FullAttentionStore(n, capacity),
+        lambda proto, n, capacity, kv_type: FullAttentionStore(n, capacity, kv_type),
         _attention_cost(window=False),
     ),
     RotatingKVCache: CacheKind(
         "sliding window: a ring of min(window, per-slot context) tokens in each slot, exact window mask",
-        lambda proto, n, capacity: WindowStore(n, capacity, proto.max_size),
+        lambda proto, n, capacity, kv_type: WindowStore(n, capacity, proto.max_size, kv_type),
         _attention_cost(window=True),
         lambda proto: f"a sliding window that keeps {proto.keep} first tokens (attention sinks by position)"
         if proto.keep
@@ -98,12 +100,12 @@ KINDS: dict[type, CacheKind] = {
     ),
     ArraysCache: CacheKind(
         "recurrent state (convolution, SSM, DeltaNet): one state per slot, reset on clear",
-        lambda proto, n, capacity: RecurrentStore(n, len(proto.cache)),
+        lambda proto, n, capacity, kv_type: RecurrentStore(n, len(proto.cache)),
         _state_cost,
     ),
     CacheList: CacheKind(
         "composite: each part held as its own kind",
-        lambda proto, n, capacity: CompositeStore([kind_of(p).store(p, n, capacity) for p in proto.caches]),
+        lambda proto, n, capacity, kv_type: CompositeStore([kind_of(p).store(p, n, capacity, kv_type) for p in proto.caches]),
         _parts_cost,
         _refuse_parts,
     ),
@@ -128,9 +130,9 @@ def cache_kind(proto: Any) -> str:
     return type(proto).__name__
 
 
-def store_for(proto: Any, n_slots: int, capacity: int) -> LayerStore:
-    """A slot store for one layer whose single-sequence cache would be `proto`."""
-    return kind_of(proto).store(proto, n_slots, capacity)
+def store_for(proto: Any, n_slots: int, capacity: int, kv_type: KVType) -> LayerStore:
+    """A slot store for one layer whose single-sequence cache would be `proto`, its K/V held as `kv_type`."""
+    return kind_of(proto).store(proto, n_slots, capacity, kv_type)
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,10 @@ class _Costs:
     recurrent: int = 0
 
 
-def footprint(cache: list[Any]) -> KVFootprint:
-    """The footprint of mlx-lm caches after a one-token forward (shapes only: nothing is evaluated)."""
+def footprint(cache: list[Any], kv_type: KVType = KVType()) -> KVFootprint:
+    """The footprint of mlx-lm caches after a one-token forward, attention K/V stored as `kv_type` (shapes only:
+    nothing is evaluated); UnsupportedKV where the heads cannot be stored so."""
     costs = _Costs()
     for c in cache:
-        kind_of(c).cost(c, costs)
+        kind_of(c).cost(c, costs, kv_type)
     return KVFootprint(costs.full, tuple(costs.windows), costs.recurrent)

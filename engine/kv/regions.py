@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import mlx.core as mx
 
+from mlxchat.engine.kv.kv_types import KVType, StoredKV
+
 
 class KVRegions:
-    """One layer's K/V buffers, `size` tokens a slot, allocated on the first write.
+    """One layer's K/V buffers, `size` tokens a slot, allocated on the first write, stored as `kv_type` says.
 
     A slot of `length` tokens holds its first min(length, size) positions at indices 0.. until a
     ring wraps; a full region never does (size = per-slot context).
     """
 
-    def __init__(self, n_slots: int, size: int) -> None:
+    def __init__(self, n_slots: int, size: int, kv_type: KVType) -> None:
         self.n_slots = n_slots
         self.size = size
-        self.keys: mx.array | None = None
-        self.values: mx.array | None = None
+        self.kv_type = kv_type
+        self.keys: StoredKV | None = None
+        self.values: StoredKV | None = None
         self._token_bytes = 0  # K + V of one token of one slot, once allocated (the snapshot asks it often)
 
     @property
     def arrays(self) -> list[mx.array]:
-        return [a for a in (self.keys, self.values) if a is not None]
+        return [a for stored in (self.keys, self.values) if stored is not None for a in stored.parts]
 
     def bytes_held(self, length: int) -> int:
         """Bytes one slot of `length` tokens fills (a ring stops growing at `size`)."""
@@ -36,26 +39,34 @@ class KVRegions:
     def undo(self, slot: int) -> None:
         pass  # a wasted decode write lands past the slot's length, or where no later query looks
 
-    def save(self, slot: int, length: int) -> tuple[mx.array, mx.array] | None:
-        """A copy of what the slot holds at `length` tokens (for the parked store)."""
+    def save(self, slot: int, length: int) -> tuple[tuple[mx.array, ...], tuple[mx.array, ...]] | None:
+        """A copy of what the slot holds at `length` tokens, K's parts and V's in their stored type (for the parked
+        store and the disk)."""
         if self.keys is None or self.values is None:
             return None
         held = min(length, self.size)
-        return mx.array(self.keys[slot : slot + 1, :, :held]), mx.array(self.values[slot : slot + 1, :, :held])
+        return tuple(b[slot : slot + 1, :, :held].map(mx.array).parts for b in (self.keys, self.values))  # type: ignore[return-value]
 
-    def load(self, slot: int, saved: tuple[mx.array, mx.array] | None, length: int) -> None:
+    def load(self, slot: int, saved: tuple[tuple[mx.array, ...], tuple[mx.array, ...]] | None, length: int) -> None:
         """Puts K/V from `save` back into the slot, as its first `length` tokens (at most what was saved)."""
         if saved is None:
             return
-        k, v = saved
-        self._ensure(k, v)
+        k, v = StoredKV(saved[0]), StoredKV(saved[1])
+        self._allocate(k, v)
         held = min(k.shape[2], length)
         self.keys[slot : slot + 1, :, :held] = k[:, :, :held]  # type: ignore[index]
         self.values[slot : slot + 1, :, :held] = v[:, :, :held]  # type: ignore[index]
 
     def _ensure(self, keys: mx.array, values: mx.array) -> None:
+        """Allocates the buffers for new K/V (slots, heads, tokens, dim) as the model computes them."""
         if self.keys is None:
-            _, h, _, kd = keys.shape
-            self.keys = mx.zeros((self.n_slots, h, self.size, kd), keys.dtype)
-            self.values = mx.zeros((self.n_slots, h, self.size, values.shape[-1]), values.dtype)
-            self._token_bytes = (self.keys.nbytes + self.values.nbytes) // (self.n_slots * self.size)
+            self._allocate(self.kv_type.encode(keys[:1, :, :1]), self.kv_type.encode(values[:1, :, :1]))
+
+    def _allocate(self, keys: StoredKV, values: StoredKV) -> None:
+        """Allocates the buffers after stored K/V of one slot, of their parts' types and widths."""
+        if self.keys is None:
+            self.keys, self.values = (
+                stored.map(lambda a: mx.zeros((self.n_slots, a.shape[1], self.size, a.shape[3]), a.dtype))
+                for stored in (keys, values)
+            )
+            self._token_bytes = sum(a.nbytes for a in self.arrays) // (self.n_slots * self.size)

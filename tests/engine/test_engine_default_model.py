@@ -9,7 +9,7 @@ from mlxchat.engine.events import SamplingParams
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.loading.models import LoadedModel, load_model
 from mlxchat.engine.local_engine import Engine
-from mlxchat.engine.plan import SlotRequest, plan_slots
+from mlxchat.engine.plan import SlotRequest
 from tests.markers import needs_default_model
 
 pytestmark = needs_default_model
@@ -25,7 +25,7 @@ QUESTIONS = [
 @pytest.fixture(scope="module", params=["auto", "float32"])
 def engine(request):
     loaded: LoadedModel = load_model(None, request.param, cache_dir=models_cache_dir())
-    plan = plan_slots(SlotRequest(parallel=4, ctx_size=4096), loaded.trained_ctx, loaded.kv_bytes_per_token)
+    plan = loaded.slot_plan(SlotRequest(parallel=4, ctx_size=4096))
     engine = Engine(loaded.model, loaded.tokenizer, plan)
     yield engine
     engine.shutdown()

@@ -29,12 +29,12 @@ def plan(parallel: int = 4, ctx_size: int = 512, kv_footprint=None) -> SlotPlan:
     return plan_slots(request, trained_ctx=None, kv_bytes_per_token=0, kv_footprint=kv_footprint)
 
 
-def alone(model, prompt: list[int], n: int = NEW) -> list[int]:
-    """mlx-lm on its own: the whole prompt through its own caches (make_prompt_cache), then greedy steps."""
+def alone(model, prompt: list[int], n: int = NEW, kv_dtype: str | None = None) -> list[int]:
+    """mlx-lm on its own: the whole prompt through its own caches (make_prompt_cache), then greedy steps; with
+    `kv_dtype`, each new key and value rounded to it before the cache keeps it (as the slots store them)."""
     import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache
 
-    cache = make_prompt_cache(model)
+    cache = rounded_caches(model, kv_dtype)
     logits = model(mx.array([prompt]), cache=cache)[:, -1]
     out = []
     for _ in range(n):
@@ -42,6 +42,33 @@ def alone(model, prompt: list[int], n: int = NEW) -> list[int]:
         out.append(token)
         logits = model(mx.array([[token]]), cache=cache)[:, -1]
     return out
+
+
+def rounded_caches(model, kv_dtype: str | None) -> list:
+    """mlx-lm's own caches for `model`; with `kv_dtype`, each new key and value stored as the slots would store it
+    (engine.kv.kv_types), then widened back: the values the slots hold, read as they read them."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from mlxchat.engine.kv.kv_types import KVType
+
+    caches = make_prompt_cache(model)
+    if kv_dtype is None:
+        return caches
+    kv = KVType(kv_dtype)
+
+    def rounded(x):
+        return kv.decode(kv.encode(x), x.dtype)
+
+    def wrap(cache) -> None:
+        for part in getattr(cache, "caches", ()):
+            wrap(part)
+        if hasattr(cache, "update_and_fetch") and hasattr(cache, "keys") and not hasattr(cache, "caches"):
+            store = cache.update_and_fetch
+            cache.update_and_fetch = lambda k, v: store(rounded(k), rounded(v))
+
+    for c in caches:
+        wrap(c)
+    return caches
 
 
 @pytest.fixture(scope="module")

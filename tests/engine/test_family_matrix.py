@@ -3,8 +3,9 @@
 For each module, tests/tiny_configs.py generates a tiny config from its ModelArgs; random weights
 and the tiny tokenizer are saved as a model folder. The engine's model is loaded from that folder
 by `load_model` on a worker thread, which also starts the engine (as app.session.start does); the
-reference is a separate object loaded by mlx-lm, generating each prompt alone. Three slots busy at
-once, prefill in 4-token chunks, then a second turn in one slot: every token must be mlx-lm's.
+reference is a separate object loaded by mlx-lm, generating each prompt alone, its K/V rounded to the type the
+slots store them in (kv_dtype "auto": float16 where the CPU kernels run). Three slots busy at once, prefill in
+4-token chunks, then a second turn in one slot: every token must be mlx-lm's.
 A family the engine refuses must be refused at load, naming what is missing.
 """
 
@@ -81,7 +82,8 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
     assert family not in REFUSED_AT_LOAD, f"{family} was refused at load and now loads: tests/family_outcomes.py"
     reference, _ = mlx_lm_load(folder)
     try:
-        expected = [alone(reference, p, NEW) for p in PROMPTS]
+        kv_dtype = engine.core.plan.kv_dtype  # the reference's K/V rounded as the slots store them
+        expected = [alone(reference, p, NEW, kv_dtype) for p in PROMPTS]
         handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
         dones = [h.result(120) for h in handles]
         assert [d.error for d in dones] == [None] * len(PROMPTS), family
@@ -91,7 +93,7 @@ def test_family_as_the_app_runs_it_equals_mlx_lm_alone_or_is_refused_at_load(fam
         turn = PROMPTS[2] + expected[2] + [5, 6, 7]
         second = engine.submit(2, tokens=turn, sampling=GREEDY).result(120)
         assert second.error is None, family
-        assert generated(engine, 2, turn) == alone(reference, turn, NEW)[:-1], f"{family}, second turn"
+        assert generated(engine, 2, turn) == alone(reference, turn, NEW, kv_dtype)[:-1], f"{family}, second turn"
     finally:
         engine.shutdown()
 

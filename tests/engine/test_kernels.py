@@ -57,7 +57,7 @@ def test_kernel_attention_equals_mlx(heads, kv_heads, n_new, rows, lengths):
     q = mx.random.normal((len(rows), heads, n_new, dim), key=mx.random.key(3))
     want = reference(q, k, v, rows, lengths, 0.25)
     for threads in (1, 2):
-        got = kernels.status().module.slot_attention(q, k, v, mx.array(rows), mx.array(lengths), 0.25, threads)
+        got = kernels.status().module.slot_attention(q, [k], [v], mx.array(rows), mx.array(lengths), 0.25, threads)
         assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item(), (threads, mx.abs(got - want).max().item())
 
 
@@ -67,14 +67,14 @@ def test_queries_keys_and_values_given_as_any_view_are_read_as_their_values():
     k = mx.random.normal((2, 2, 64, 16), key=mx.random.key(1))
     q = mx.random.normal((2, 4, 16, 3), key=mx.random.key(3)).swapaxes(2, 3)  # last axis strided
     want = reference(q, k, k, [1, 0], [40, 3], 0.25)
-    got = kernels.status().module.slot_attention(q, k, k, mx.array([1, 0]), mx.array([40, 3]), 0.25, 2)
+    got = kernels.status().module.slot_attention(q, [k], [k], mx.array([1, 0]), mx.array([40, 3]), 0.25, 2)
     assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item()
     # Keys and values whose last axis is strided, still lazy when the op is built (their strides are
     # known only once evaluated).
     kt = mx.random.normal((2, 2, 16, 64), key=mx.random.key(4))
     k, v = kt.swapaxes(2, 3), (kt * 2).swapaxes(2, 3)
     want = reference(q, mx.array(k.tolist()), mx.array(v.tolist()), [1, 0], [40, 3], 0.25)
-    got = kernels.status().module.slot_attention(q, kt.swapaxes(2, 3), (kt * 2).swapaxes(2, 3), mx.array([1, 0]),
+    got = kernels.status().module.slot_attention(q, [kt.swapaxes(2, 3)], [(kt * 2).swapaxes(2, 3)], mx.array([1, 0]),
                                                  mx.array([40, 3]), 0.25, 2)
     assert mx.allclose(got, want, atol=2e-5, rtol=1e-4).item(), mx.abs(got - want).max().item()
 
@@ -142,8 +142,8 @@ def test_a_rows_result_is_bit_identical_whatever_shares_its_pass():
     k = mx.random.normal((3, 2, 200, 32), key=mx.random.key(4))
     v = mx.random.normal((3, 2, 200, 32), key=mx.random.key(5))
     q = mx.random.normal((3, 4, 1, 32), key=mx.random.key(6))
-    alone_row = ext.slot_attention(q[1:2], k, v, mx.array([1]), mx.array([150]), 0.2, 1)
-    together = ext.slot_attention(q, k, v, mx.array([0, 1, 2]), mx.array([10, 150, 199]), 0.2, 2)
+    alone_row = ext.slot_attention(q[1:2], [k], [v], mx.array([1]), mx.array([150]), 0.2, 1)
+    together = ext.slot_attention(q, [k], [v], mx.array([0, 1, 2]), mx.array([10, 150, 199]), 0.2, 2)
     assert mx.array_equal(together[1:2], alone_row).item()
 
 
@@ -157,7 +157,7 @@ def test_a_long_chunk_does_not_store_scores_of_length_times_positions():
     mx.eval(k, q)
     mx.reset_peak_memory()
     before = mx.get_active_memory()
-    mx.eval(ext.slot_attention(q, k, k, mx.array([0]), mx.array([4000]), 0.125, 2))
+    mx.eval(ext.slot_attention(q, [k], [k], mx.array([0]), mx.array([4000]), 0.125, 2))
     assert mx.get_peak_memory() - before < 3 * q.nbytes
 
 
@@ -236,9 +236,9 @@ def test_arguments_a_kernel_cannot_serve_are_refused_and_the_process_goes_on():
         (lambda: ext.weights_matmul(mx.zeros((2, 64)), [mx.zeros((0, 64), dtype=mx.float16)], 16, 0, False, 1)[0],
          r"each weight must have rows \(N >= 1\)"),
         (lambda: ext.rms_norm(mx.zeros((3, 0)), mx.zeros((0,)), 1e-5), "D must be at least 1"),
-        (lambda: ext.slot_attention(mx.zeros((1, 4, 1, 8)), mx.zeros((1, 0, 4, 8)), mx.zeros((1, 0, 4, 8)),
+        (lambda: ext.slot_attention(mx.zeros((1, 4, 1, 8)), [mx.zeros((1, 0, 4, 8))], [mx.zeros((1, 0, 4, 8))],
                                     mx.array([0]), mx.array([4]), 1.0, 1), "heads and head dims must be at least 1"),
-        (lambda: ext.slot_attention(mx.zeros((1, 3, 1, 8)), mx.zeros((1, 2, 4, 8)), mx.zeros((1, 2, 4, 8)),
+        (lambda: ext.slot_attention(mx.zeros((1, 3, 1, 8)), [mx.zeros((1, 2, 4, 8))], [mx.zeros((1, 2, 4, 8))],
                                     mx.array([0]), mx.array([4]), 1.0, 1), "shapes do not match"),  # 3 heads over 2
         (lambda: ext.rope_rows(mx.zeros((4, 16)), 1, 0, mx.array([0], dtype=mx.int32), mx.ones((4,)), False, 1.0),
          r"rope_rows: x \(batch \* length, heads \* dim\) float32"),  # zero heads

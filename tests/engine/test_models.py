@@ -18,7 +18,7 @@ from mlxchat.engine.loading import models
 from mlxchat.engine.devices import device_kind, device_name
 from mlxchat.engine.loading.models import ModelLoadError, load_model, resolve_model
 from tests.tiny_gguf import write_tiny_gguf
-from tests.markers import needs_default_model
+from tests.markers import AUTO_KV, needs_default_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,8 +37,9 @@ def test_mlx_folder_loads(tiny_model_dir: Path) -> None:
     assert loaded.mlx_path == tiny_model_dir
     assert loaded.dtype == "float32"
     assert loaded.trained_ctx == 4096
-    # 2 layers x (K + V) x 2 KV heads x head dim 16 x 4 bytes.
-    assert loaded.kv_bytes_per_token == 2 * 2 * 2 * 16 * 4
+    # 2 layers x (K + V) x 2 KV heads x head dim 16 x 2 bytes (float16), or 4 (float32, as computed).
+    assert loaded.kv_dtype == AUTO_KV
+    assert loaded.kv_bytes_per_token == 2 * 2 * 2 * 16 * (2 if AUTO_KV else 4)
     assert loaded.weights_bytes == sum(v.nbytes for v in mx.load(str(tiny_model_dir / "model.safetensors")).values())
     assert loaded.tokenizer.encode("<|im_end|>") == [loaded.config["eos_token_id"]]
 
@@ -74,7 +75,7 @@ def test_weights_dtype(weights_dtype: str, dtype: str, kv_itemsize: int, tiny_q4
 
     assert loaded.dtype == dtype
     assert loaded.weights_bytes == sum(p.nbytes for p in params.values())
-    assert loaded.kv_bytes_per_token == 2 * 2 * 2 * 16 * kv_itemsize
+    assert loaded.kv_bytes_per_token == 2 * 2 * 2 * 16 * (2 if AUTO_KV else kv_itemsize)
     if dtype.startswith("q4"):
         assert len(quantized) == 2 * 7 + 2  # every projection, the embedding and lm_head
         # Where the kernels run, every one is multiplied by them; "auto" computes in float32, with the

@@ -39,8 +39,13 @@ def test_context_semantics(kwargs, parallel, per_slot, n_warnings, ok):
 
 def test_messages_say_what_to_change():
     assert plan(parallel=8, ctx_size=4096).warnings == (
-        "4096 / 8 = 512 tokens per slot is below 1024: a system prompt and a few turns may no longer fit",
+        "4096 / 8 = 512 tokens per slot is below 1024: a system prompt and a few turns may no longer fit (1024 per "
+        "slot for 8 slots takes 7.8 MiB of KV in the model's own type)",
     )
+    # The floor's cost is counted in the type the slots store K/V in.
+    narrow = plan_slots(SlotRequest(8, 4096), None, BYTES_PER_TOKEN // 2, kv_dtype="float16")
+    assert narrow.warnings[0].endswith("(1024 per slot for 8 slots takes 3.9 MiB of KV in float16)")
+    assert narrow.kv_summary == "2.0 MiB (250.0 KiB per slot) · float16, 500 B a token"
     assert "use fewer slots or a larger total context" in plan(parallel=8, ctx_size=1024).errors[0]
     assert plan(parallel=12).warnings == ("parallel = 12 is outside 1..8: using 8 slots",)
     assert plan().summary == "8192 / 4 = 2048 tokens per slot"

@@ -16,7 +16,11 @@ from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.widgets.slider import Slider
 from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.ui.screens.slots import SlotsScreen
+from tests.markers import AUTO_KV
 from tests.pilot import make_app, notes, ready, run, send, wait_for
+
+# The tiny llama's floor (8 slots of 1,024 tokens) and its plan's KV, in the type "auto" stores K/V in here.
+FLOOR_KV = "2.0 MiB of KV in float16" if AUTO_KV else "4.0 MiB of KV in the model's own type"
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +74,8 @@ def test_slider_and_total_update_the_evaluation_before_apply(tiny_model_dir: Pat
         await type_total(pilot, screen, "4096")
         assert text(screen, "#slots-summary") == "4096 / 8 = 512 tokens per slot"
         assert text(screen, "#slots-warnings") == (
-            "⚠ 4096 / 8 = 512 tokens per slot is below 1024: a system prompt and a few turns may no longer fit"
+            "⚠ 4096 / 8 = 512 tokens per slot is below 1024: a system prompt and a few turns may no longer fit (1024 "
+            f"per slot for 8 slots takes {FLOOR_KV})"
         )
         assert not screen.query_one("#slots-apply", Button).disabled  # a warning still lets one apply
         slider.focus()
@@ -87,7 +92,9 @@ def test_slider_and_total_update_the_evaluation_before_apply(tiny_model_dir: Pat
         await pilot.mouse_up(slider, offset=(track_end, 1))
         assert slider.value == 8
         # The KV figure is the evaluation's own: constant in N for one total.
-        assert text(screen, "#slots-kv").startswith("KV cache: 2.0 MiB (256.0 KiB per slot)")
+        kv = "1.0 MiB (128.0 KiB per slot) · float16, 256 B a token" if AUTO_KV else \
+            "2.0 MiB (256.0 KiB per slot) · the model's own type, 512 B a token"
+        assert text(screen, "#slots-kv") == f"KV cache: {kv}"
         for bad in ("", "0", "-5"):
             await type_total(pilot, screen, bad)
             assert "whole number of tokens above 0" in text(screen, "#slots-total-error")

@@ -120,7 +120,7 @@ class SlotsScreen(AppModalScreen[None]):
         fmt = format_bytes
         self.query_one("#slots-summary", Static).update(plan.summary if plan else "")
         self.query_one("#slots-kv", Static).update(
-            f"KV cache: {fmt(plan.kv_bytes)} ({fmt(plan.kv_bytes_per_slot)} per slot)" if plan else ""
+            f"KV cache: {plan.kv_summary}" if plan else ""
         )
         self.query_one("#slots-memory", Static).update(
             "Memory available: "

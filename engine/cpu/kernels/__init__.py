@@ -54,8 +54,8 @@ def status() -> KernelStatus:
 
 
 def _self_test(ext: Any) -> str | None:
-    """A small attention, a 4-bit matmul, a top-k and an RMSNorm against MLX's own, on this CPU; None when they
-    agree."""
+    """A small attention over K/V in each stored type, a 4-bit matmul, a top-k and an RMSNorm against MLX's own,
+    on this CPU; None when they agree."""
     import mlx.core as mx
 
     try:
@@ -71,14 +71,20 @@ def _self_test(ext: Any) -> str | None:
             weight = mx.random.normal((64,), key=mx.random.key(5))
             if not mx.allclose(ext.rms_norm(x, weight, 1e-5), mx.fast.rms_norm(x, weight, 1e-5), atol=1e-5).item():
                 return "its RMSNorm differs from MLX's"
-            keys = mx.random.normal((2, 2, 24, 8), key=mx.random.key(0))
-            values = mx.random.normal((2, 2, 24, 8), key=mx.random.key(1))
-            queries = mx.random.normal((1, 4, 3, 8), key=mx.random.key(2))
-            got = ext.slot_attention(queries, keys, values, mx.array([1]), mx.array([20]), 0.35, 1)
-            want = mx.fast.scaled_dot_product_attention(
-                queries, keys[1:, :, :20], values[1:, :, :20], scale=0.35, mask="causal"
-            )
-            error = mx.abs(got - want).max().item()
+            keys = mx.random.normal((2, 2, 24, 32), key=mx.random.key(0))
+            values = mx.random.normal((2, 2, 24, 32), key=mx.random.key(1))
+            queries = mx.random.normal((1, 4, 3, 32), key=mx.random.key(2))
+            error = 0.0
+            # Every way the slots may store K/V (engine.kv.kv_types), read as stored, against the widened values.
+            for stored in (lambda x: [x], lambda x: [x.astype(mx.float16)], lambda x: [x.astype(mx.bfloat16)],
+                           lambda x: list(mx.quantize(x, 32, 8))):
+                k, v = stored(keys), stored(values)
+                wide_k, wide_v = (p[0].astype(mx.float32) if len(p) == 1 else mx.dequantize(*p, 32, 8) for p in (k, v))
+                got = ext.slot_attention(queries, k, v, mx.array([1]), mx.array([20]), 0.35, 1)
+                want = mx.fast.scaled_dot_product_attention(
+                    queries, wide_k[1:, :, :20], wide_v[1:, :, :20], scale=0.35, mask="causal"
+                )
+                error = max(error, mx.abs(got - want).max().item())
     except Exception as exc:  # a module that cannot even run is reported, never used
         return f"{type(exc).__name__}: {exc}"
     return None if error < 1e-4 else f"its attention differs from MLX's by {error:.2e}"

@@ -17,176 +17,29 @@
 #include <stdexcept>
 #include <vector>
 
+#include "attention_loops.h"
 #include "pool.h"
-#include "vectors.h"
 
 namespace mlxchat {
 
 namespace {
 
-constexpr int QUERY_BLOCK = 16;  // queries of one head group that share each key block
-constexpr int KEY_BLOCK = 64;    // keys whose scores are live at once (per query row)
-constexpr int KEY_SEGMENT = 512;  // keys of one work item: a longer row is split across the cores
+#if MLXCHAT_F16C
+const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#endif
 
-// C (M x N) += A (M x K) . B (K x N), row-major with leading dimensions: tiles of R rows x 8V outputs
-// kept in registers (R x V vectors), so each loaded B vector serves R rows and the sums form R x V
-// independent chains. Every output sums over k in order, whatever the tile: the same bits for any M.
-template <int R, int V>
-__attribute__((always_inline)) inline void tile(const float* A, int64_t lda, const float* B, int64_t ldb, float* out,
-                                                int64_t ldc, int64_t K) {
-  v8 acc[R][V];
-  for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < V; ++v) acc[r][v] = load8(out + r * ldc + 8 * v);
-  }
-  for (int64_t k = 0; k < K; ++k) {
-    v8 b[V];
-    for (int v = 0; v < V; ++v) b[v] = load8(B + k * ldb + 8 * v);
-    for (int r = 0; r < R; ++r) {
-      const float a = A[r * lda + k];
-      for (int v = 0; v < V; ++v) acc[r][v] += a * b[v];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < V; ++v) store8(out + r * ldc + 8 * v, acc[r][v]);
-  }
-}
-
-// Columns [n0, n0 + 8V) of C for every row: R rows at a time, then one by one.
-template <int R, int V>
-__attribute__((always_inline)) inline void column_tiles(const float* A, int64_t lda, const float* B, int64_t ldb,
-                                                        float* out, int64_t ldc, int64_t M, int64_t K) {
-  int64_t m0 = 0;
-  for (; m0 + R <= M; m0 += R) tile<R, V>(A + m0 * lda, lda, B, ldb, out + m0 * ldc, ldc, K);
-  for (; m0 < M; ++m0) tile<1, V>(A + m0 * lda, lda, B, ldb, out + m0 * ldc, ldc, K);
-}
-
-__attribute__((always_inline)) inline void gemm_acc(const float* A, int64_t lda, const float* B, int64_t ldb,
-                                                    float* out, int64_t ldc, int64_t M, int64_t N, int64_t K) {
-  int64_t n0 = 0;
-  // A decode step's few rows (a head group's queries) need the wide tiles' independent sums; a prompt's
-  // many rows are quicker in taller ones (fewer B loads per multiply-add).
-  if (M <= 8) {
-    for (; n0 + 32 <= N; n0 += 32) column_tiles<2, 4>(A, lda, B + n0, ldb, out + n0, ldc, M, K);
-  } else {
-    for (; n0 + 16 <= N; n0 += 16) column_tiles<4, 2>(A, lda, B + n0, ldb, out + n0, ldc, M, K);
-  }
-  for (; n0 + 8 <= N; n0 += 8) column_tiles<4, 1>(A, lda, B + n0, ldb, out + n0, ldc, M, K);
-  for (; n0 < N; ++n0)
-    for (int64_t m = 0; m < M; ++m) {
-      float sum = out[m * ldc + n0];
-      for (int64_t k = 0; k < K; ++k) sum += A[m * lda + k] * B[k * ldb + n0];
-      out[m * ldc + n0] = sum;
-    }
-}
-
-struct Problem {
-  const float* q;
-  const float* k;
-  const float* v;
-  const int32_t* rows;  // row b reads slot rows[b] of k and v
-  const int32_t* lengths;
-  float* out;
-  int64_t B, H, Hkv, L, S, D, Dv, slots;
-  int64_t qs[3], ks[3], vs[3];  // strides of the first three axes (the last is contiguous)
-  float scale;
-};
-
-// One (row, kv head, block of queries) over the keys [k0, k1) of its visible range: its G heads x up to
-// QUERY_BLOCK queries attend together. With `partial` null the block covers every visible key and
-// writes its output; else it writes its running max, sum and unnormalized output there, for `merge`.
+// attend_typed for the type K and V are stored in: one clone per x86 level, each type's loops inlined in it.
 MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t k0, int64_t k1,
                                  float* partial, std::vector<float>& scratch) {
-  const int64_t G = p.H / p.Hkv, D = p.D, Dv = p.Dv;
-  const int64_t q1 = std::min(q0 + QUERY_BLOCK, p.L);
-  const int64_t rows = G * (q1 - q0);
-  // Bad indices (the Python side checks them) read nothing rather than out of bounds.
-  const bool valid_row = p.rows[b] >= 0 && p.rows[b] < p.slots;
-  const int64_t length = valid_row ? std::clamp<int64_t>(p.lengths[b], 0, p.S) : 0;
-  const int64_t first = length - p.L;  // position of query 0
-  scratch.resize(rows * (D + Dv + KEY_BLOCK + 2) + D * KEY_BLOCK);
-  float* Kt = scratch.data();
-  float* Q = Kt + D * KEY_BLOCK;
-  float* acc = Q + rows * D;
-  float* s = acc + rows * Dv;
-  float* m = s + rows * KEY_BLOCK;
-  float* l = m + rows;
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t i = q0; i < q1; ++i) {
-      const int64_t r = g * (q1 - q0) + (i - q0);
-      const float* src = p.q + b * p.qs[0] + (kh * G + g) * p.qs[1] + i * p.qs[2];
-      for (int64_t d = 0; d < D; ++d) Q[r * D + d] = src[d] * p.scale;
-      std::fill(acc + r * Dv, acc + (r + 1) * Dv, 0.0f);
-      m[r] = -std::numeric_limits<float>::infinity();
-      l[r] = 0.0f;
-    }
-  }
-  const float* K = p.k + (valid_row ? p.rows[b] : 0) * p.ks[0] + kh * p.ks[1];
-  const float* V = p.v + (valid_row ? p.rows[b] : 0) * p.vs[0] + kh * p.vs[1];
-  const int64_t key_end = std::min(k1, std::max<int64_t>(0, first + q1));  // the last query sees keys < first + q1
-  for (int64_t j0 = k0; j0 < key_end; j0 += KEY_BLOCK) {
-    const int64_t j1 = std::min(j0 + KEY_BLOCK, key_end), nj = j1 - j0;
-    // The block's keys transposed (D x KEY_BLOCK): a row's scores are then sums of whole vectors. Eight
-    // keys by eight dimensions at a time in registers: a decode step's few rows cannot amortize a
-    // transpose one float at a time (it cost as much as their scores).
-    int64_t j = 0;
-    for (; D % 8 == 0 && j + 8 <= nj; j += 8) {
-      for (int64_t d = 0; d < D; d += 8) {
-        v8 t[8];
-        for (int i = 0; i < 8; ++i) t[i] = load8(K + (j0 + j + i) * p.ks[2] + d);
-        transpose8(t);
-        for (int i = 0; i < 8; ++i) store8(Kt + (d + i) * KEY_BLOCK + j, t[i]);
-      }
-    }
-    for (; j < nj; ++j) {
-      const float* kj = K + (j0 + j) * p.ks[2];
-      for (int64_t d = 0; d < D; ++d) Kt[d * KEY_BLOCK + j] = kj[d];
-    }
-    // Scores of every row against the block's keys, as one small matrix product.
-    std::fill(s, s + rows * KEY_BLOCK, 0.0f);
-    gemm_acc(Q, D, Kt, KEY_BLOCK, s, KEY_BLOCK, rows, KEY_BLOCK, D);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t limit = first + q0 + (r % (q1 - q0)) + 1;  // keys < limit are visible to row r
-      float* sr = s + r * KEY_BLOCK;
-      float block_max = m[r];
-      for (int64_t j = 0; j < nj; ++j) {
-        if (j0 + j >= limit) sr[j] = -std::numeric_limits<float>::infinity();
-        block_max = std::max(block_max, sr[j]);
-      }
-      if (block_max == -std::numeric_limits<float>::infinity()) {  // nothing visible to this row yet
-        std::fill(sr, sr + nj, 0.0f);
-        continue;
-      }
-      const float correction = exp_poly(m[r] - block_max);
-      m[r] = block_max;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < nj; ++j) {
-        sr[j] = exp_poly(sr[j] - block_max);
-        sum += sr[j];
-      }
-      l[r] = l[r] * correction + sum;
-      float* ar = acc + r * Dv;
-#pragma omp simd
-      for (int64_t d = 0; d < Dv; ++d) ar[d] *= correction;
-    }
-    // The block's values weighted by the rows' probabilities, added to their outputs.
-    gemm_acc(s, KEY_BLOCK, V + j0 * p.vs[2], p.vs[2], acc, Dv, rows, Dv, nj);
-  }
-  if (partial != nullptr) {  // rows x (max, sum, Dv outputs)
-    for (int64_t r = 0; r < rows; ++r) {
-      partial[r * (Dv + 2)] = m[r];
-      partial[r * (Dv + 2) + 1] = l[r];
-      std::copy(acc + r * Dv, acc + (r + 1) * Dv, partial + r * (Dv + 2) + 2);
-    }
-    return;
-  }
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t i = q0; i < q1; ++i) {
-      const int64_t r = g * (q1 - q0) + (i - q0);
-      float* dst = p.out + ((b * p.H + kh * G + g) * p.L + i) * Dv;
-      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      for (int64_t d = 0; d < Dv; ++d) dst[d] = acc[r * Dv + d] * inv;
-    }
+  switch (p.k.kind) {
+    case Kind::f32: return attend_typed<Kind::f32>(p, b, kh, q0, k0, k1, partial, scratch);
+    case Kind::f16:
+#if MLXCHAT_F16C
+      if (f16c) return attend_block_f16c(p, b, kh, q0, k0, k1, partial, scratch);
+#endif
+      return attend_typed<Kind::f16>(p, b, kh, q0, k0, k1, partial, scratch);
+    case Kind::bf16: return attend_typed<Kind::bf16>(p, b, kh, q0, k0, k1, partial, scratch);
+    case Kind::q8: return attend_typed<Kind::q8>(p, b, kh, q0, k0, k1, partial, scratch);
   }
 }
 
@@ -265,57 +118,107 @@ void run(const Problem& p, int threads) {
   for (const auto& mg : merges) merge(p, mg.b, mg.kh, mg.q0, mg.segments, partials.data() + mg.offset);
 }
 
+// An array's bytes in row-major order: its own where the last axis is contiguous, else gathered into `copy`
+// (a lazy view's strides are known only once evaluated). Strides in bytes of its first three axes.
+const uint8_t* last_axis_contiguous(const mx::array& a, std::vector<uint8_t>& copy, int64_t* strides) {
+  const int64_t size = a.itemsize();
+  if (a.strides()[3] == 1) {
+    for (int i = 0; i < 3; ++i) strides[i] = a.strides()[i] * size;
+    return a.data<uint8_t>();
+  }
+  copy.resize(a.nbytes());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::memcpy(copy.data() + i * size, a.data<uint8_t>() + mx::elem_to_loc(static_cast<int>(i), a) * size, size);
+  }
+  strides[2] = a.shape(3) * size, strides[1] = a.shape(2) * strides[2], strides[0] = a.shape(1) * strides[1];
+  return copy.data();
+}
+
+Kind kind_of(mx::Dtype t) {
+  return t == mx::float16 ? Kind::f16 : t == mx::bfloat16 ? Kind::bf16 : t == mx::uint32 ? Kind::q8 : Kind::f32;
+}
+
 }  // namespace
 
 template <>
 void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
-  const auto &q = inputs[0], &k = inputs[1], &v = inputs[2], &rows = inputs[3], &lengths = inputs[4];
+  // q, rows, lengths, then K's parts and V's: one array each for a float type, (values, scales, biases) for q8.
   auto& encoder = begin(inputs, outputs);
   auto& out = outputs[0];
-  Problem p{q.data<float>(), k.data<float>(), v.data<float>(), rows.data<int32_t>(), lengths.data<int32_t>(), out.data<float>(),
-            q.shape(0), q.shape(1), k.shape(1), q.shape(2), k.shape(2), q.shape(3), v.shape(3), k.shape(0),
-            {q.strides()[0], q.strides()[1], q.strides()[2]},
-            {k.strides()[0], k.strides()[1], k.strides()[2]},
-            {v.strides()[0], v.strides()[1], v.strides()[2]},
-            params_.scale};
-  encoder.dispatch([p, q, k, v, threads = params_.threads]() mutable {
-    // An input whose last axis is not contiguous is gathered first: known only now, evaluated (a lazy
-    // view's strides are not its own until then). Queries are usually a fresh output, K and V the slot
-    // buffers or views of them, whose last axis is contiguous.
-    auto gather = [](const mx::array& a, std::vector<float>& copy, const float*& data, int64_t* strides) {
-      if (a.strides()[3] == 1) return;
-      data = row_major(a, copy);
-      strides[0] = a.shape(1) * a.shape(2) * a.shape(3), strides[1] = a.shape(2) * a.shape(3), strides[2] = a.shape(3);
-    };
-    std::vector<float> gathered[3];
-    gather(q, gathered[0], p.q, p.qs);
-    gather(k, gathered[1], p.k, p.ks);
-    gather(v, gathered[2], p.v, p.vs);
+  const auto &q = inputs[0], &k = inputs[3];
+  const size_t parts = (inputs.size() - 3) / 2;
+  Problem p{q.data<float>(), {kind_of(k.dtype())}, {kind_of(k.dtype())}, inputs[1].data<int32_t>(),
+            inputs[2].data<int32_t>(), out.data<float>(), q.shape(0), q.shape(1), k.shape(1), q.shape(2), k.shape(2),
+            q.shape(3), out.shape(3), k.shape(0), {q.strides()[0], q.strides()[1], q.strides()[2]}, params_.scale};
+  encoder.dispatch([p, inputs, parts, threads = params_.threads]() mutable {
+    std::vector<float> q_copy;
+    if (inputs[0].strides()[3] != 1) {
+      const auto& q = inputs[0];
+      p.q = row_major(q, q_copy);
+      p.qs[0] = q.shape(1) * q.shape(2) * q.shape(3), p.qs[1] = q.shape(2) * q.shape(3), p.qs[2] = q.shape(3);
+    }
+    std::vector<uint8_t> copies[6];
+    for (int which = 0; which < 2; ++which) {
+      Stored& st = which == 0 ? p.k : p.v;
+      const size_t first = 3 + which * parts;
+      st.data = last_axis_contiguous(inputs[first], copies[3 * which], st.s);
+      if (parts == 3) {
+        int64_t bytes[3];
+        st.scales = reinterpret_cast<const float*>(last_axis_contiguous(inputs[first + 1], copies[3 * which + 1], bytes));
+        for (int i = 0; i < 3; ++i) st.gs[i] = bytes[i] / 4;
+        st.biases = reinterpret_cast<const float*>(last_axis_contiguous(inputs[first + 2], copies[3 * which + 2], bytes));
+        st.group = inputs[first].shape(3) * 4 / inputs[first + 1].shape(3);
+      }
+    }
     run(p, threads);
   });
 }
 
-mx::array slot_attention(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& rows,
-                         const mx::array& lengths, float scale, int threads) {
-  if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4 || rows.ndim() != 1 || lengths.ndim() != 1) {
-    throw std::invalid_argument("slot_attention: q, k, v are (B, heads, length, dim); rows, lengths are (B,)");
+mx::array slot_attention(const mx::array& q, const std::vector<mx::array>& k, const std::vector<mx::array>& v,
+                         const mx::array& rows, const mx::array& lengths, float scale, int threads) {
+  if (k.empty() || k.size() != v.size() || (k.size() != 1 && k.size() != 3)) {
+    throw std::invalid_argument("slot_attention: k and v are one array each, or (values, scales, biases) each");
   }
-  if (q.dtype() != mx::float32 || k.dtype() != mx::float32 || v.dtype() != mx::float32) {
-    throw std::invalid_argument("slot_attention: float32 only");
+  for (const auto& a : {q, k[0], v[0]}) {
+    if (a.ndim() != 4) throw std::invalid_argument("slot_attention: q, k, v are (B, heads, length, dim)");
   }
+  if (rows.ndim() != 1 || lengths.ndim() != 1) throw std::invalid_argument("slot_attention: rows, lengths are (B,)");
+  if (q.dtype() != mx::float32) throw std::invalid_argument("slot_attention: q is float32");
+  const bool q8 = k.size() == 3;
+  const auto stored = k[0].dtype();
+  // K and V's dims: the q8 values are packed four to a uint32.
+  const int dim = k[0].shape(3) * (q8 ? 4 : 1), dim_v = v[0].shape(3) * (q8 ? 4 : 1);
+  if (q8) {
+    for (const auto* parts : {&k, &v}) {
+      const auto &w = (*parts)[0], &scales = (*parts)[1], &biases = (*parts)[2];
+      if (w.dtype() != mx::uint32 || scales.dtype() != mx::float32 || biases.dtype() != mx::float32 ||
+          scales.ndim() != 4 || scales.shape() != biases.shape() || scales.shape(3) < 1 ||
+          (w.shape(3) * 4) % scales.shape(3) != 0 || (w.shape(3) * 4 / scales.shape(3)) < 8 ||
+          !std::has_single_bit(static_cast<uint64_t>(w.shape(3) * 4 / scales.shape(3))) ||
+          !std::equal(w.shape().begin(), w.shape().end() - 1, scales.shape().begin())) {
+        throw std::invalid_argument(
+            "slot_attention: 8-bit K/V are uint32 values with float32 scales and biases per group of 2**n >= 8 dims");
+      }
+    }
+  } else if (stored != v[0].dtype() || (stored != mx::float32 && stored != mx::float16 && stored != mx::bfloat16)) {
+    throw std::invalid_argument("slot_attention: k and v are float32, float16 or bfloat16, both alike");
+  }
+  const auto& k0 = k[0];
+  const auto& v0 = v[0];
   // (0 KV heads divided by zero, in this check and in the kernel: SIGFPE killed the process)
-  if (q.shape(1) < 1 || k.shape(1) < 1 || q.shape(3) < 1 || v.shape(3) < 1) {
+  if (q.shape(1) < 1 || k0.shape(1) < 1 || q.shape(3) < 1 || dim_v < 1) {
     throw std::invalid_argument("slot_attention: heads and head dims must be at least 1");
   }
-  if (k.shape(0) != v.shape(0) || rows.shape(0) != q.shape(0) || lengths.shape(0) != q.shape(0) ||
-      k.shape(1) != v.shape(1) || q.shape(1) % k.shape(1) != 0 || k.shape(2) != v.shape(2) ||
-      q.shape(3) != k.shape(3)) {
+  if (k0.shape(0) != v0.shape(0) || rows.shape(0) != q.shape(0) || lengths.shape(0) != q.shape(0) ||
+      k0.shape(1) != v0.shape(1) || q.shape(1) % k0.shape(1) != 0 || k0.shape(2) != v0.shape(2) || q.shape(3) != dim) {
     throw std::invalid_argument("slot_attention: shapes do not match");
   }
   auto stream = mx::default_stream(mx::Device::cpu);
-  return mx::array({q.shape(0), q.shape(1), q.shape(2), v.shape(3)}, mx::float32,
-                   std::make_shared<SlotAttention>(stream, AttentionParams{scale, threads}),
-                   {q, k, v, mx::astype(rows, mx::int32, stream), mx::astype(lengths, mx::int32, stream)});
+  std::vector<mx::array> inputs = {q, mx::astype(rows, mx::int32, stream), mx::astype(lengths, mx::int32, stream)};
+  inputs.insert(inputs.end(), k.begin(), k.end());
+  inputs.insert(inputs.end(), v.begin(), v.end());
+  return mx::array({q.shape(0), q.shape(1), q.shape(2), dim_v}, mx::float32,
+                   std::make_shared<SlotAttention>(stream, AttentionParams{scale, threads}), std::move(inputs));
 }
 
 }  // namespace mlxchat

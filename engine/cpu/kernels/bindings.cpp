@@ -34,7 +34,8 @@ std::string isa() {
 NB_MODULE(_ext, m) {
   m.doc() = "mlxchat's compiled CPU kernels";
   m.def("slot_attention", &mlxchat::slot_attention, "q"_a, "k"_a, "v"_a, "rows"_a, "lengths"_a, "scale"_a, "threads"_a,
-        "Causal attention of row b's new queries over the first lengths[b] keys of slot rows[b] (float32, CPU).");
+        "Causal attention of row b's new queries over the first lengths[b] keys of slot rows[b] (CPU): q float32, "
+        "k and v each [float32 | float16 | bfloat16 array] or [uint32 values, float32 scales, float32 biases] (8-bit).");
   m.def(
       "weights_matmul",
       [](const mx::array& x, const std::vector<mx::array>& weights, int bits, int group_size, bool swiglu, int threads) {

@@ -1,0 +1,235 @@
+"""K/V stored as kv_dtype says (engine.kv.kv_types): the kernel reads each type as stored, every family gives in
+four slots what mlx-lm gives alone over the same stored values, and the bytes are counted as stored.
+
+The reference for a narrower type is mlx-lm alone with each new key and value rounded to that type before its
+cache keeps them (test_families.rounded_caches): the values the slots hold, widened as the slots widen them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlxchat.engine.cpu import kernels
+from mlxchat.engine.events import SamplingParams
+from mlxchat.engine.local_engine import Engine
+from tests.engine.test_families import PROMPTS, generated, plan, rounded_caches
+from tests.engine.test_families import alone as families_alone
+from tests.tiny_families import FAMILIES, build_family
+
+NARROW = ("float16", "bfloat16", "q8")
+NEW = 8
+GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True)
+needs_kernels = pytest.mark.skipif(not kernels.status().active, reason="the compiled kernels are not built")
+
+
+def q8_wide(family: str) -> dict[str, Any]:
+    """Overrides that give `family`'s attention heads 32 dims, the narrowest q8 stores (the tiny ones have 16)."""
+    config = FAMILIES[family]
+    if family == "deepseek_v3":  # MLA caches its latent and the keys' rotary part
+        return {"kv_lora_rank": 32, "qk_rope_head_dim": 32}
+    wide = {"num_attention_heads": 2, "num_key_value_heads": 1} | {k: 32 for k in ("head_dim", "global_head_dim")
+                                                                      if k in config}
+    if family == "phi3_longrope":  # a factor per rotary frequency
+        wide["rope_scaling"] = dict(config["rope_scaling"], short_factor=[1.0 + i / 16 for i in range(16)],
+                                    long_factor=[1.0 + i / 8 for i in range(16)])
+    return wide
+
+
+def model_for(family: str, kv_dtype: str) -> Any:
+    return build_family(family, **(q8_wide(family) if kv_dtype == "q8" else {}))
+
+
+def alone(model: Any, prompt: list[int], kv_dtype: str) -> list[int]:
+    return families_alone(model, prompt, NEW, kv_dtype)
+
+
+@needs_kernels
+@pytest.mark.parametrize("kv_dtype", NARROW)
+@pytest.mark.parametrize(
+    "heads, kv_heads, n_new, rows, lengths",
+    [(4, 4, 1, [0, 1, 2], [5, 17, 64]), (6, 2, 1, [3, 0], [130, 1]), (4, 2, 37, [1], [300])],
+)
+def test_the_kernel_reads_each_type_as_stored(kv_dtype, heads, kv_heads, n_new, rows, lengths):
+    import mlx.core as mx
+
+    from mlxchat.engine.kv.kv_types import KVType
+
+    kv = KVType(kv_dtype)
+    k = kv.encode(mx.random.normal((4, kv_heads, 320, 64), key=mx.random.key(1)))
+    v = kv.encode(mx.random.normal((4, kv_heads, 320, 64), key=mx.random.key(2)))
+    q = mx.random.normal((len(rows), heads, n_new, 64), key=mx.random.key(3))
+    ext = kernels.status().module
+    wide_k, wide_v = kv.decode(k, mx.float32), kv.decode(v, mx.float32)
+    for threads in (1, 2):
+        got = ext.slot_attention(q, list(k.parts), list(v.parts), mx.array(rows), mx.array(lengths), 0.25, threads)
+        want = ext.slot_attention(q, [wide_k], [wide_v], mx.array(rows), mx.array(lengths), 0.25, threads)
+        # The float types widen exactly: the same bits as over the widened copy. q8's q * scale + bias is fused
+        # in the kernel, rounded once where MLX's dequantize rounds twice.
+        same = mx.array_equal(got, want) if kv_dtype != "q8" else mx.allclose(got, want, atol=1e-5, rtol=1e-5)
+        assert same.item(), (kv_dtype, mx.abs(got - want).max().item())
+    # A row's result is the same whatever shares its pass.
+    alone_row = ext.slot_attention(q[:1], list(k.parts), list(v.parts), mx.array(rows[:1]), mx.array(lengths[:1]),
+                                   0.25, 1)
+    assert mx.array_equal(got[:1], alone_row).item()
+
+
+@needs_kernels
+def test_stored_types_the_kernel_cannot_read_are_refused():
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    q = mx.zeros((1, 2, 1, 32))
+    w, scales, biases = mx.quantize(mx.zeros((1, 2, 4, 32)), group_size=32, bits=8)
+    half = mx.zeros((1, 2, 4, 32), dtype=mx.float16)
+    cases = [
+        ([half], [half.astype(mx.bfloat16)], "k and v are float32, float16 or bfloat16, both alike"),
+        ([w, scales], [w, scales], r"one array each, or \(values, scales, biases\)"),
+        ([w, scales.astype(mx.float16), biases], [w, scales, biases], "float32 scales and biases"),
+        ([half.astype(mx.int32)], [half.astype(mx.int32)], "k and v are float32, float16 or bfloat16"),
+    ]
+    for k, v, message in cases:
+        with pytest.raises(ValueError, match=message):
+            mx.eval(ext.slot_attention(q, k, v, mx.array([0]), mx.array([4]), 1.0, 1))
+
+
+@pytest.mark.parametrize("kv_dtype", NARROW)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_batched_pass_logits_over_stored_kv_equal_mlx_lm_alone(family, kv_dtype):
+    """As test_families' logits test: rows at different offsets, a padded chunk and a decode pass, K/V stored."""
+    import mlx.core as mx
+
+    from mlxchat.engine.kv import attention
+    from mlxchat.engine.kv.slot_store import SlotKVStore
+
+    model = model_for(family, kv_dtype)
+    store = SlotKVStore.for_model(model, 4, 64, attention.install(model), kv_dtype)
+    histories = [list(p) for p in PROMPTS]
+    for row, prompt in enumerate(PROMPTS):
+        model(mx.array([prompt]), cache=store.batch([row], len(prompt)))
+        store.commit([row], [len(prompt)])
+    for counts in ([4, 2, 4, 3], [1, 1, 1, 1]):
+        chunks = [[(11 * r + k) % 300 + 2 for k in range(n)] for r, n in enumerate(counts)]
+        width = max(counts)
+        inputs = mx.array([c + c[-1:] * (width - len(c)) for c in chunks])
+        logits = model(inputs, cache=store.batch([0, 1, 2, 3], width, counts))
+        store.commit([0, 1, 2, 3], counts)
+        for row, chunk in enumerate(chunks):
+            histories[row] += chunk
+            want = model(mx.array([histories[row]]), cache=rounded_caches(model, kv_dtype))[0, -len(chunk) :]
+            got = logits[row, : len(chunk)]
+            # Rows at other offsets compute K/V a rounding apart; stored, the narrower type can round them to
+            # neighbours (q8: a group's scale moves with its largest value). A wrong key is far beyond these.
+            tolerance = {"float16": 1e-3, "bfloat16": 4e-3, "q8": 5e-3}[kv_dtype]
+            assert mx.allclose(got, want, atol=tolerance, rtol=tolerance).item(), (
+                f"{family}, {kv_dtype}, row {row}: max diff {mx.abs(got - want).max().item()}"
+            )
+    held = {a.dtype for a in store.arrays} - {mx.float32}  # (recurrent states and q8's scales stay float32)
+    assert held <= {mx.float16, mx.bfloat16, mx.uint32} and (held or family == "mamba2")
+
+
+@pytest.mark.parametrize("kv_dtype", NARROW)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family_in_four_slots_over_stored_kv_equals_mlx_lm_alone(family, kv_dtype, tokenizer):
+    model = model_for(family, kv_dtype)
+    expected = [alone(model, p, kv_dtype) for p in PROMPTS]
+    engine = Engine(model, tokenizer, plan_of(kv_dtype), prefill_chunk=4)
+    try:
+        handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
+        assert [h.result(60).error for h in handles] == [None] * 4
+        for i, (p, want) in enumerate(zip(PROMPTS, expected)):
+            assert generated(engine, i, p) == want[:-1], f"{family}, {kv_dtype}, slot {i}"
+    finally:
+        engine.shutdown()
+
+
+def plan_of(kv_dtype: str, parallel: int = 4) -> Any:
+    from dataclasses import replace
+
+    return replace(plan(parallel=parallel), kv_dtype=kv_dtype)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from mlx_lm.utils import load_tokenizer
+
+    return load_tokenizer(tiny_model_dir)
+
+
+def test_heads_q8_cannot_group_are_refused_at_load(tiny_model_dir: Path):
+    from mlxchat.engine.loading.models import ModelLoadError, load_model
+
+    with pytest.raises(ModelLoadError, match=r'kv_dtype = "q8" stores K/V in groups of 32 or 64 values, and this '
+                                             r"model's attention heads have 16: use float16 or bfloat16"):
+        load_model(str(tiny_model_dir), kv_dtype="q8")
+    with pytest.raises(ModelLoadError, match="kv_dtype 'int4' is not one of: auto, float32, float16, bfloat16, q8"):
+        load_model(str(tiny_model_dir), kv_dtype="int4")
+
+
+@pytest.mark.parametrize("kv_dtype", ["bfloat16", "q8"])
+def test_parked_and_saved_kv_keep_their_type(kv_dtype, tokenizer, tmp_path):
+    """A chat parked, then written to disk at quit, comes back in its stored type: no prefill, the same tokens."""
+    import json
+    import struct
+
+    from mlxchat.engine.kv.disk import DiskTier
+
+    model = model_for("llama", kv_dtype)
+    chat_a, chat_b = PROMPTS[3], [(11 * j) % 200 + 40 for j in range(30)]
+    key = f"tiny llama|kv {kv_dtype}"
+    engine = Engine(model, tokenizer, plan_of(kv_dtype, parallel=1), disk=DiskTier(tmp_path, 2**30, key))
+    try:
+        engine.submit(0, tokens=chat_a, sampling=GREEDY).result(60)
+        engine.clear(0)
+        engine.submit(0, tokens=chat_b, sampling=GREEDY).result(60)
+        again = chat_a + alone(model, chat_a, kv_dtype) + [5, 6, 7, 8]
+        done = engine.submit(0, tokens=again, sampling=GREEDY).result(60)
+        assert (done.stats.restored_from, done.stats.prefilled_tokens) == ("parked", 1 + 4)  # (the last reply token)
+        assert generated(engine, 0, again) == alone(model, again, kv_dtype)[:-1]
+    finally:
+        engine.shutdown()  # every slot's KV to disk
+    saved = sorted(tmp_path.glob("*/*.safetensors"))
+    assert saved
+    head = saved[0].read_bytes()
+    header = json.loads(head[8 : 8 + struct.unpack("<Q", head[:8])[0]])
+    stored = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+    assert stored == ({"U32", "F32"} if kv_dtype == "q8" else {"BF16"})
+
+    restarted = Engine(model, tokenizer, plan_of(kv_dtype, parallel=1), disk=DiskTier(tmp_path, 2**30, key))
+    try:
+        done = restarted.submit(0, tokens=again + [9], sampling=GREEDY).result(60)
+        assert done.stats.restored_from == "disk" and done.stats.prefilled_tokens < 8
+        assert generated(restarted, 0, again + [9]) == alone(model, again + [9], kv_dtype)[:-1]
+    finally:
+        restarted.shutdown()
+
+
+def test_each_type_is_counted_as_stored(tiny_model_dir: Path, tokenizer):
+    """The bytes a token takes, by load_model, the plan and the engine's buffers; saved KV of another type is
+    another model key (its files are not read)."""
+    import mlx.core as mx
+
+    from mlxchat.engine.kv.kv_types import KVType
+    from mlxchat.engine.loading.models import kv_footprint, load_model
+    from mlxchat.engine.plan import SlotRequest
+
+    # tiny llama: 2 layers x (K + V) x 2 KV heads x 16 dims.
+    per_token = {t: load_model(str(tiny_model_dir), kv_dtype=t) for t in ("float32", "float16", "bfloat16")}
+    assert {t: m.kv_bytes_per_token for t, m in per_token.items()} == {
+        "float32": 2 * 2 * 2 * 16 * 4, "float16": 2 * 2 * 2 * 16 * 2, "bfloat16": 2 * 2 * 2 * 16 * 2}
+    assert len({m.kv_key for m in per_token.values()}) == 3
+    plan = per_token["float16"].slot_plan(SlotRequest(4, 1024, per_slot_floor=64, per_slot_min=32))
+    assert (plan.kv_dtype, plan.kv_bytes) == ("float16", 1024 * 2 * 2 * 2 * 16 * 2)
+    assert plan.kv_summary == "256.0 KiB (64.0 KiB per slot) · float16, 256 B a token"
+    # q8 on 32-dim heads: one byte a value, a float32 scale and bias per group of 32.
+    model = model_for("llama", "q8")  # 2 layers, 1 KV head of 32
+    assert kv_footprint(model, KVType("q8")).bytes_per_token == 2 * 2 * (32 + 2 * 4)
+    engine = Engine(model, tokenizer, plan_of("q8"))
+    try:
+        engine.submit(0, tokens=PROMPTS[0], sampling=GREEDY).result(60)
+        assert engine.snapshot().kv_bytes_allocated == 512 * 2 * 2 * (32 + 2 * 4)  # 4 slots of 128
+        assert {a.dtype for a in engine.core.store.arrays} == {mx.uint32, mx.float32}
+    finally:
+        engine.shutdown()
