@@ -48,6 +48,19 @@ def kernel_attention(
     return ext.slot_attention(queries, list(keys), list(values), row_array, length_array, scale, threads)
 
 
+def kernel_kv_write(
+    keys: tuple[mx.array, ...], values: tuple[mx.array, ...], new_keys: mx.array, new_values: mx.array, at: mx.array
+) -> tuple[mx.array, mx.array] | None:
+    """The K/V buffers (one array each) with the decode rows `at` (B, heads) set to the new (B, heads, 1, dim) K/V,
+    rounded to the buffers' type, by the compiled kernel: one operation, in place; None where it cannot run (not
+    built, not on the CPU, K/V not float32, a buffer stored in parts), for the caller to scatter with MLX."""
+    if (not kernel_runs() or len(keys) != 1 or len(values) != 1 or new_keys.dtype != mx.float32
+            or new_values.dtype != mx.float32 or keys[0].dtype not in KERNEL_DTYPES):
+        return None
+    ext = kernels.status().module
+    return ext.kv_write(keys[0], new_keys, at), ext.kv_write(values[0], new_values, at)
+
+
 def matmul_attention(
     queries: mx.array, keys: mx.array, values: mx.array, *, scale: float, mask: Any = None, sinks: Any = None
 ) -> mx.array:

@@ -233,3 +233,57 @@ def test_each_type_is_counted_as_stored(tiny_model_dir: Path, tokenizer):
         assert {a.dtype for a in engine.core.store.arrays} == {mx.uint32, mx.float32}
     finally:
         engine.shutdown()
+
+
+@needs_kernels
+@pytest.mark.parametrize("stored", ["float32", "float16", "bfloat16"])
+def test_a_decode_write_equals_mlx_cast_and_scatter_and_takes_the_buffer_over(stored):
+    """The kernel's write of a decode pass's rows: the bits MLX's astype and scatter give (ties, subnormals, infinities
+    and NaN included), rows out of the buffer left alone, and no second buffer where nothing else holds the first."""
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    dtype = getattr(mx, stored)
+    slots, heads, capacity, dim = 3, 2, 40, 24
+    buffers = [mx.random.normal((slots, heads, capacity, dim), key=mx.random.key(i)).astype(dtype) for i in (1, 2)]
+    special = mx.array([1 + 2**-11, 1 + 3 * 2**-11, 2**-20, -(2**-24), 70000.0, float("inf"), float("nan"), 1 + 2**-8])
+    new = [mx.random.normal((2, heads, 1, dim), key=mx.random.key(i)) for i in (3, 4)]
+    new[0] = mx.where(mx.arange(dim) < 8, mx.pad(special, (0, dim - 8)), new[0])  # rounding's edge cases
+    at = (mx.array([[2], [0]]) * heads + mx.arange(heads)) * capacity + mx.array([[7], [39]])
+    at = mx.where(mx.array([[True, True], [True, False]]), at, slots * heads * capacity)  # one row out of range
+    want = []
+    kept = mx.array([0, 1, 2])  # (B x heads rows: the last is out of range)
+    for buffer, rows in zip(buffers, new):
+        flat = mx.array(buffer).reshape(-1, dim)
+        flat[at.flatten()[kept]] = rows.reshape(-1, dim)[kept].astype(dtype)
+        want.append(flat.reshape(buffer.shape))
+    mx.eval(buffers, new, want)
+    got = [ext.kv_write(buffer, rows, at) for buffer, rows in zip(buffers, new)]
+    for g, w in zip(got, want):  # compared as bits: NaN too
+        assert g.dtype == dtype and mx.array_equal(g.view(mx.uint8), w.view(mx.uint8)).item()
+    # Nothing else holds the buffers: the write reuses their memory.
+    big = [mx.zeros((8, 4, 4096, 64), dtype) + 1]  # (mx.zeros alone is one broadcast value)
+    row = mx.ones((1, 4, 1, 64))
+    mx.eval(big, row)
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    written = ext.kv_write(big.pop(), row, mx.arange(4).reshape(1, 4))
+    mx.eval(written)
+    assert mx.get_peak_memory() - before < written.nbytes / 4
+
+
+@needs_kernels
+def test_writes_the_kernel_cannot_serve_are_refused():
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    buffer, row = mx.zeros((2, 2, 8, 16)), mx.zeros((1, 2, 1, 16))
+    cases = [
+        ((buffer.astype(mx.int32), row, mx.zeros((1, 2))), "float32, float16 or bfloat16"),
+        ((buffer, row.astype(mx.float16), mx.zeros((1, 2))), r"\(B, heads, 1, dim\) float32"),
+        ((buffer, row, mx.zeros((1, 3))), r"at is \(B, heads\)"),
+        ((buffer, mx.zeros((1, 2, 2, 16)), mx.zeros((1, 2))), r"\(B, heads, 1, dim\)"),
+    ]
+    for args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            mx.eval(ext.kv_write(*args))

@@ -1,5 +1,5 @@
 // The attention kernel's loops (attention.cpp), shared by the translation units that compile them for different
-// x86 levels: attention.cpp's per-level clones, and attention_f16c.cpp, where F16C widens float16 K/V.
+// x86 levels: attention.cpp's per-level clones, and f16c.cpp, where F16C widens float16 K/V.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 
 #include "vectors.h"
 
-// x86 with GCC: float16 K/V have a translation unit of their own (attention_f16c.cpp), built for AVX2, FMA and
+// x86 with GCC: float16 K/V have a translation unit of their own (f16c.cpp), built for AVX2, FMA and
 // F16C, where the CPU has them (GCC 12 widens a _Float16 vector one lane at a time, even where F16C could).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_F16C 1
@@ -90,7 +90,7 @@ struct Rows {
     } else {
       v8s h;
       std::memcpy(&h, at, sizeof h);
-#if defined(MLXCHAT_F16C_UNIT)  // (attention_f16c.cpp, built for F16C)
+#if defined(MLXCHAT_F16C_UNIT)  // (f16c.cpp, built for F16C)
       if constexpr (T == Kind::f16) return _mm256_cvtph_ps(reinterpret_cast<__m128i>(h));
 #else
       if constexpr (T == Kind::f16) return widen_halves(h);

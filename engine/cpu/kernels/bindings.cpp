@@ -4,6 +4,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "attention.h"
+#include "kv_write.h"
 #include "layer_ops.h"
 #include "matmul.h"
 #include "top_k.h"
@@ -44,6 +45,9 @@ NB_MODULE(_ext, m) {
       "x"_a, "weights"_a, "bits"_a, "group_size"_a, "swiglu"_a, "threads"_a,
       "x (M, K) @ W.T for each weight W as stored: 4- or 8-bit, given as (values, scales, biases), or float16 "
       "or bfloat16 (bits 16), given alone. With swiglu, gate and up give silu(x @ gate.T) * (x @ up.T).");
+  m.def("kv_write", &mlxchat::kv_write, "buffer"_a, "rows"_a, "at"_a,
+        "The K or V buffer (slots, heads, capacity, dim) with its rows at (B, heads) replaced by rows (B, heads, 1, "
+        "dim) float32, rounded to the buffer's type (CPU; in place where MLX holds the buffer nowhere else).");
   m.def("rms_norm", &mlxchat::rms_norm, "x"_a, "weight"_a, "eps"_a,
         "x * rsqrt(mean(x ** 2, -1) + eps) * weight, row by row (float32, CPU): mx.fast.rms_norm as one operation.");
   m.def("swiglu", &mlxchat::swiglu, "gate"_a, "up"_a, "silu(gate) * up (float32, CPU), as one operation.");

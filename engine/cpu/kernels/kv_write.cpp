@@ -1,0 +1,108 @@
+// A decode pass's new K/V rows into the slot buffers (kv_write.h): the buffer's memory is taken over where MLX
+// holds no other reference to it, as MLX's own scatter does, so a step writes B x heads rows, not the buffer.
+
+#include "kv_write.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "vectors.h"
+
+namespace mlxchat {
+
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#endif
+
+// As MLX's bfloat16 from a float: its NaN for any NaN, else rounded to nearest, ties to even.
+uint16_t to_bfloat16(float x) {
+  if (std::isnan(x)) return 0x7FC0;
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  u += (u >> 16 & 1) + 0x7FFFu;
+  return static_cast<uint16_t>(u >> 16);
+}
+
+void write_row(mx::Dtype stored, const float* src, uint8_t* dst, int64_t n) {
+  if (stored == mx::float32) {
+    std::memcpy(dst, src, 4 * n);
+  } else if (stored == mx::bfloat16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t h = to_bfloat16(src[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+  } else {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    if (f16c) return halves_f16c(src, reinterpret_cast<uint16_t*>(dst), n);
+#endif
+    for (int64_t i = 0; i < n; ++i) {  // (the compiler's conversion: rounded to nearest even, as MLX's astype)
+      const _Float16 h = static_cast<_Float16>(src[i]);
+      uint16_t bits;
+      std::memcpy(&bits, &h, 2);
+      bits = std::isnan(src[i]) ? half_nan(src[i]) : bits;
+      std::memcpy(dst + 2 * i, &bits, 2);
+    }
+  }
+}
+
+// `buffer`'s elements in row-major order into `out` (which holds nothing yet).
+void copy_row_major(const mx::array& buffer, mx::array& out) {
+  const size_t size = buffer.itemsize();
+  if (buffer.flags().row_contiguous) {
+    std::memcpy(out.data<uint8_t>(), buffer.data<uint8_t>(), buffer.nbytes());
+    return;
+  }
+  for (size_t i = 0; i < buffer.size(); ++i) {
+    std::memcpy(out.data<uint8_t>() + i * size,
+                buffer.data<uint8_t>() + mx::elem_to_loc(static_cast<int64_t>(i), buffer) * size, size);
+  }
+}
+
+}  // namespace
+
+template <>
+void KVWrite::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  const auto& buffer = inputs[0];
+  auto& out = outputs[0];
+  // Whether the buffer can be taken over is asked first: the encoder holds its inputs, and a buffer held twice
+  // is never donatable (nor is one input to a primitive of two outputs: each holds it).
+  const bool taken = buffer.is_donatable() && buffer.flags().row_contiguous;
+  if (taken) {
+    out.copy_shared_buffer(buffer);
+  } else {
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+  }
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  for (const auto& a : inputs) encoder.set_input_array(a);
+  encoder.set_output_array(out);
+  encoder.dispatch([inputs, out, taken]() mutable {
+    if (!taken) copy_row_major(inputs[0], out);
+    std::vector<int32_t> at_copy;
+    std::vector<float> copy;
+    const int32_t* at = row_major(inputs[2], at_copy);
+    const float* rows = row_major(inputs[1], copy);
+    const int64_t dim = out.shape(3), size = out.itemsize(), held = static_cast<int64_t>(out.size()) / dim;
+    for (int64_t r = 0; r < static_cast<int64_t>(inputs[2].size()); ++r) {
+      if (at[r] >= 0 && at[r] < held) write_row(out.dtype(), rows + r * dim, out.data<uint8_t>() + at[r] * dim * size, dim);
+    }
+  });
+}
+
+mx::array kv_write(const mx::array& buffer, const mx::array& rows, const mx::array& at) {
+  if (buffer.ndim() != 4 || buffer.shape(3) < 1 ||
+      (buffer.dtype() != mx::float32 && buffer.dtype() != mx::float16 && buffer.dtype() != mx::bfloat16)) {
+    throw std::invalid_argument("kv_write: the buffer is (slots, heads, capacity, dim) float32, float16 or bfloat16");
+  }
+  if (rows.dtype() != mx::float32 || rows.ndim() != 4 || rows.shape(2) != 1 || rows.shape(3) != buffer.shape(3) ||
+      at.ndim() != 2 || rows.shape(0) != at.shape(0) || rows.shape(1) != at.shape(1)) {
+    throw std::invalid_argument("kv_write: rows are (B, heads, 1, dim) float32 of the buffer's dim, at is (B, heads)");
+  }
+  auto stream = mx::default_stream(mx::Device::cpu);
+  return mx::array(buffer.shape(), buffer.dtype(), std::make_shared<KVWrite>(stream, KVWriteParams{}),
+                   {buffer, rows, mx::astype(at, mx::int32, stream)});
+}
+
+}  // namespace mlxchat

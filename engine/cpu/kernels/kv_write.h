@@ -1,0 +1,32 @@
+// A decode pass's new keys and values written into the slots' K/V buffers, in place, in their stored type
+// (kv_write.cpp): one operation for K and one for V where MLX's slice, cast, reshapes and scatter took five each.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "primitive.h"
+
+namespace mlxchat {
+
+// buffer: (slots, heads, capacity, dim) K or V, float32, float16 or bfloat16; rows: (B, heads, 1, dim) float32;
+// at: (B, heads) int32, the flat (slot, head, position) row each new row goes to. Returns the buffer with those
+// rows replaced, rounded to nearest as MLX's astype rounds (in the input buffer's memory where nothing else holds
+// it). A row outside the buffer is not written.
+mx::array kv_write(const mx::array& buffer, const mx::array& rows, const mx::array& at);
+
+struct KVWriteParams {
+  static constexpr const char* name = "KVWrite";
+  bool operator==(const KVWriteParams&) const = default;
+};
+
+using KVWrite = CpuPrimitive<KVWriteParams>;
+
+// Rows of float32 to float16, n values each, as MLX's astype rounds them (f16c.cpp: F16C, for CPUs that have it).
+void halves_f16c(const float* src, uint16_t* dst, int64_t n);
+
+// The float16 MLX makes of a NaN: its sign and one quiet NaN (F16C would keep the payload's top bits).
+inline uint16_t half_nan(float x) { return static_cast<uint16_t>((std::bit_cast<uint32_t>(x) >> 16 & 0x8000u) | 0x7D00u); }
+
+}  // namespace mlxchat
