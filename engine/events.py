@@ -153,6 +153,7 @@ class EngineSnapshot:
     disk: str = ""  # the saved-KV tier on disk in a line ("" when it is off)
     disk_notes: tuple[str, ...] = ()  # saved KV files ignored and removed, and why, oldest first
     widest_pass: int = 0  # the most slots one decode pass has carried since the engine started (batching at work)
+    kv_dtype: str | None = None  # how the slots store K/V (None: as the model computes them, or a server's)
 
     @property
     def parked_bytes(self) -> int:

@@ -78,4 +78,5 @@ def engine_snapshot(
         disk=prefixes.disk.describe() if prefixes.disk else "",
         disk_notes=prefixes.disk.said() if prefixes.disk else (),
         widest_pass=widest_pass,
+        kv_dtype=store.kv_type.name,
     )

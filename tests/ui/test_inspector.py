@@ -198,7 +198,7 @@ def fixed_snapshot() -> EngineSnapshot:
         active_bytes=640 * MIB, peak_bytes=702 * MIB, aggregate_tok_s=31.4, per_slot=2048, slots=slots,
         batching="batched replies match each prompt's alone (float32, full precision)",
         parked=(ParkedSnapshot("Chat 5", 1210, 1210 * per_token), ParkedSnapshot("Chat 4", 96, 96 * per_token)),
-        park_budget_bytes=1024 * MIB,
+        park_budget_bytes=1024 * MIB, kv_dtype="float16",
     )
 
 

@@ -140,7 +140,8 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table
     grid.add_row(
         "dtype", snapshot.dtype,
         "Weights", format_bytes(snapshot.weights_bytes),
-        "KV", f"{format_bytes(snapshot.kv_bytes_used)} used / {format_bytes(snapshot.kv_bytes_allocated)}",
+        "KV", f"{format_bytes(snapshot.kv_bytes_used)} used / {format_bytes(snapshot.kv_bytes_allocated)}"
+        + (f" · {snapshot.kv_dtype}" if snapshot.kv_dtype else ""),
     )
     grid.add_row(
         "Speed", f"{snapshot.aggregate_tok_s:.1f} tok/s, all slots",
