@@ -99,6 +99,21 @@ def test_stored_types_the_kernel_cannot_read_are_refused():
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_batched_pass_logits_over_stored_kv_equal_mlx_lm_alone(family, kv_dtype):
     """As test_families' logits test: rows at different offsets, a padded chunk and a decode pass, K/V stored."""
+    check_batched_logits(family, kv_dtype)
+
+
+@pytest.mark.parametrize("kv_dtype", NARROW)
+@pytest.mark.parametrize("family", ["llama", "gemma3_text", "deepseek_v3"])
+def test_without_the_kernel_mlx_reads_each_stored_type(family, kv_dtype, monkeypatch):
+    """Where the compiled attention does not run (Metal, CUDA, no compiler), MLX's own attention reads the stored
+    K/V: widened float types, mlx-lm's quantized attention for q8; writes go through MLX's scatter."""
+    from mlxchat.engine.cpu import attention
+
+    monkeypatch.setattr(attention, "kernel_runs", lambda: False)
+    check_batched_logits(family, kv_dtype)
+
+
+def check_batched_logits(family: str, kv_dtype: str) -> None:
     import mlx.core as mx
 
     from mlxchat.engine.kv import attention
