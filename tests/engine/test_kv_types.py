@@ -302,3 +302,22 @@ def test_writes_the_kernel_cannot_serve_are_refused():
     for args, message in cases:
         with pytest.raises(ValueError, match=message):
             mx.eval(ext.kv_write(*args))
+
+
+@pytest.mark.parametrize("kv_dtype", NARROW)
+def test_a_repartition_keeps_a_slots_stored_kv(kv_dtype, tokenizer):
+    """Full and window layers (gemma3_text) copied to another plan in their stored type: the next turn reads them."""
+    from dataclasses import replace
+
+    model = model_for("gemma3_text", kv_dtype)
+    engine = Engine(model, tokenizer, plan_of(kv_dtype), prefill_chunk=4)
+    try:
+        engine.submit(0, tokens=PROMPTS[2], sampling=GREEDY).result(60)
+        bigger = replace(plan(parallel=2, ctx_size=512), kv_dtype=kv_dtype)
+        assert engine.repartition(bigger).result(60)[0] is True
+        again = PROMPTS[2] + alone(model, PROMPTS[2], kv_dtype) + [5, 6, 7]
+        done = engine.submit(0, tokens=again, sampling=GREEDY).result(60)
+        assert done.stats.cached_tokens == len(PROMPTS[2]) + NEW - 1
+        assert generated(engine, 0, again) == alone(model, again, kv_dtype)[:-1]
+    finally:
+        engine.shutdown()
