@@ -124,14 +124,18 @@ def test_batched_pass_logits_equal_mlx_lm_alone(family):
     """Greedy tokens can hide a small attention error; logits cannot. Four slots hold 5 to 34 tokens,
     then one pass adds a 4-token chunk to each (right-padded rows at different offsets) and one
     decode pass a token: every real position's logits must equal mlx-lm's alone, to float32 rounding."""
+    batched_logits_equal_alone(build_family(family), family, None, 1e-4)
+
+
+def batched_logits_equal_alone(model, family: str, kv_dtype: str | None, tolerance: float):
+    """The logits test above for `model`, its slots storing K/V as `kv_dtype`, against mlx-lm alone over K/V rounded
+    alike, to `tolerance`; returns the slots' store."""
     import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache
 
     from mlxchat.engine.kv import attention
     from mlxchat.engine.kv.slot_store import SlotKVStore
 
-    model = build_family(family)
-    store = SlotKVStore.for_model(model, 4, 64, attention.install(model))
+    store = SlotKVStore.for_model(model, 4, 64, attention.install(model), kv_dtype)
     histories = [list(p) for p in PROMPTS]
     for row, prompt in enumerate(PROMPTS):
         model(mx.array([prompt]), cache=store.batch([row], len(prompt)))
@@ -144,11 +148,12 @@ def test_batched_pass_logits_equal_mlx_lm_alone(family):
         store.commit([0, 1, 2, 3], counts)
         for row, chunk in enumerate(chunks):
             histories[row] += chunk
-            want = model(mx.array([histories[row]]), cache=make_prompt_cache(model))[0, -len(chunk) :]
+            want = model(mx.array([histories[row]]), cache=rounded_caches(model, kv_dtype))[0, -len(chunk) :]
             got = logits[row, : len(chunk)]
-            assert mx.allclose(got, want, atol=1e-4, rtol=1e-4).item(), (
-                f"{family}, row {row}: max diff {mx.abs(got - want).max().item()}"
+            assert mx.allclose(got, want, atol=tolerance, rtol=tolerance).item(), (
+                f"{family}, {kv_dtype}, row {row}: max diff {mx.abs(got - want).max().item()}"
             )
+    return store
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -15,7 +15,7 @@ import pytest
 from mlxchat.engine.cpu import kernels
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.local_engine import Engine
-from tests.engine.test_families import PROMPTS, generated, plan, rounded_caches
+from tests.engine.test_families import PROMPTS, batched_logits_equal_alone, generated, plan
 from tests.engine.test_families import alone as families_alone
 from tests.tiny_families import FAMILIES, build_family
 
@@ -107,40 +107,17 @@ def test_batched_pass_logits_over_stored_kv_equal_mlx_lm_alone(family, kv_dtype)
 def test_without_the_kernel_mlx_reads_each_stored_type(family, kv_dtype, monkeypatch):
     """Where the compiled attention does not run (Metal, CUDA, no compiler), MLX's own attention reads the stored
     K/V: widened float types, mlx-lm's quantized attention for q8; writes go through MLX's scatter."""
-    from mlxchat.engine.cpu import attention
-
-    monkeypatch.setattr(attention, "kernel_runs", lambda: False)
+    monkeypatch.setattr(kernels, "active_here", lambda: False)
     check_batched_logits(family, kv_dtype)
 
 
 def check_batched_logits(family: str, kv_dtype: str) -> None:
     import mlx.core as mx
 
-    from mlxchat.engine.kv import attention
-    from mlxchat.engine.kv.slot_store import SlotKVStore
-
-    model = model_for(family, kv_dtype)
-    store = SlotKVStore.for_model(model, 4, 64, attention.install(model), kv_dtype)
-    histories = [list(p) for p in PROMPTS]
-    for row, prompt in enumerate(PROMPTS):
-        model(mx.array([prompt]), cache=store.batch([row], len(prompt)))
-        store.commit([row], [len(prompt)])
-    for counts in ([4, 2, 4, 3], [1, 1, 1, 1]):
-        chunks = [[(11 * r + k) % 300 + 2 for k in range(n)] for r, n in enumerate(counts)]
-        width = max(counts)
-        inputs = mx.array([c + c[-1:] * (width - len(c)) for c in chunks])
-        logits = model(inputs, cache=store.batch([0, 1, 2, 3], width, counts))
-        store.commit([0, 1, 2, 3], counts)
-        for row, chunk in enumerate(chunks):
-            histories[row] += chunk
-            want = model(mx.array([histories[row]]), cache=rounded_caches(model, kv_dtype))[0, -len(chunk) :]
-            got = logits[row, : len(chunk)]
-            # Rows at other offsets compute K/V a rounding apart; stored, the narrower type can round them to
-            # neighbours (q8: a group's scale moves with its largest value). A wrong key is far beyond these.
-            tolerance = {"float16": 1e-3, "bfloat16": 4e-3, "q8": 5e-3}[kv_dtype]
-            assert mx.allclose(got, want, atol=tolerance, rtol=tolerance).item(), (
-                f"{family}, {kv_dtype}, row {row}: max diff {mx.abs(got - want).max().item()}"
-            )
+    # Rows at other offsets compute K/V a rounding apart; stored, the narrower type can round them to
+    # neighbours (q8: a group's scale moves with its largest value). A wrong key is far beyond these.
+    tolerance = {"float16": 1e-3, "bfloat16": 4e-3, "q8": 5e-3}[kv_dtype]
+    store = batched_logits_equal_alone(model_for(family, kv_dtype), family, kv_dtype, tolerance)
     held = {a.dtype for a in store.arrays} - {mx.float32}  # (recurrent states and q8's scales stay float32)
     assert held <= {mx.float16, mx.bfloat16, mx.uint32} and (held or family == "mamba2")
 
