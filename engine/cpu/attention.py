@@ -17,11 +17,6 @@ THREADED_WORK = 1 << 18
 KERNEL_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 
 
-def kernel_runs() -> bool:
-    """Whether the compiled attention kernel serves this process's default device (the CPU, its kernels built)."""
-    return kernels.status().active and mx.default_device().type == mx.cpu
-
-
 def kernel_attention(
     queries: mx.array,
     keys: tuple[mx.array, ...],
@@ -36,7 +31,7 @@ def kernel_attention(
     biases), by the compiled kernel; None where it cannot run (not built, queries or scales not float32, not
     on the CPU), for the caller to use MLX's own operations. `slot_arrays()`: rows and lengths as int32
     arrays, where the caller keeps them."""
-    if not kernel_runs() or queries.dtype != mx.float32 or keys[-1].dtype not in (
+    if not kernels.active_here() or queries.dtype != mx.float32 or keys[-1].dtype not in (
         KERNEL_DTYPES if len(keys) == 1 else (mx.float32,)
     ):
         return None
@@ -54,7 +49,7 @@ def kernel_kv_write(
     """The K/V buffers (one array each) with the decode rows `at` (B, heads) set to the new (B, heads, 1, dim) K/V,
     rounded to the buffers' type, by the compiled kernel: one operation, in place; None where it cannot run (not
     built, not on the CPU, K/V not float32, a buffer stored in parts), for the caller to scatter with MLX."""
-    if (not kernel_runs() or len(keys) != 1 or len(values) != 1 or new_keys.dtype != mx.float32
+    if (not kernels.active_here() or len(keys) != 1 or len(values) != 1 or new_keys.dtype != mx.float32
             or new_values.dtype != mx.float32 or keys[0].dtype not in KERNEL_DTYPES):
         return None
     ext = kernels.status().module

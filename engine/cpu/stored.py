@@ -174,7 +174,7 @@ def _adopt(module: nn.Module, cls: type) -> nn.Module:
 def install(model: nn.Module, halves: bool = False) -> int:
     """Swaps every quantized layer the kernel supports for its kernel-backed twin, when the kernels run on
     this CPU, and with `halves` every float16 or bfloat16 one too; returns how many were swapped."""
-    if not kernels.status().active or mx.default_device().type != mx.cpu:
+    if not kernels.active_here():
         return 0
     twins = {nn.QuantizedLinear: StoredLinear, nn.QuantizedEmbedding: StoredEmbedding}
     half_twins = {nn.Linear: StoredHalfLinear, nn.Embedding: StoredHalfEmbedding} if halves else {}

@@ -15,8 +15,8 @@ def kernel_top_k(logits: mx.array, k: int) -> tuple[mx.array, mx.array] | None:
     """Each row's k largest logits (R, vocab) -> (values, token ids), largest first, by the compiled kernel;
     None where it cannot run (not built, not float32, not on the CPU) or would not be quicker (k over MOST),
     for the caller to use MLX's own operations."""
-    ext = kernels.status().module
-    if ext is None or mx.default_device().type != mx.cpu or logits.dtype != mx.float32 or k > MOST:
+    if not kernels.active_here() or logits.dtype != mx.float32 or k > MOST:
         return None
+    ext = kernels.status().module
     values, ids = ext.top_k(logits, k, kernels.THREADS)  # one thread for one row: the pool runs it in place
     return values, ids

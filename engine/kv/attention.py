@@ -59,7 +59,8 @@ def attend_per_slot(
         k, v = keys[first : first + hi - lo, :, :longest], values[first : first + hi - lo, :, :longest]
         if kv_type.quantized and sinks is None:
             group = q8_group(k.parts[0].shape[-1] * 4)
-            outs.append(quantized_scaled_dot_product_attention(queries[lo:hi], k.parts, v.parts, scale, mask, group, BITS))
+            outs.append(quantized_scaled_dot_product_attention(queries[lo:hi], k.parts, v.parts, scale, mask, group,
+                                                               BITS))
             continue
         k, v = kv_type.decode(k, queries.dtype), kv_type.decode(v, queries.dtype)
         outs.append(attention(queries[lo:hi], k, v, scale=scale, mask=mask, sinks=sinks))

@@ -6,9 +6,8 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlxchat.engine.cpu.attention import kernel_kv_write
 from mlxchat.engine.kv.attention import attend_per_slot, rows_upto
-from mlxchat.engine.kv.kv_types import KVType, StoredKV
+from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.kv.layout import PassLayout
 from mlxchat.engine.kv.regions import KVRegions
 
@@ -71,20 +70,12 @@ class FullAttentionPass:
     def write(self, keys: mx.array, values: mx.array) -> None:
         """Writes the pass's new K/V into the slot regions (for code that attends with `attend`)."""
         store, lay = self.store, self.layout
-        store._ensure(keys, values)
         self.dtype = keys.dtype
         if lay.n_new == 1:
-            idx = lay.scatter_index(keys.shape[1], store.capacity)
-            # One kernel operation where the cast, slices and scatters below take ten (a decode step has 30 layers).
-            written = kernel_kv_write(store.keys.parts, store.values.parts, keys, values, idx)  # type: ignore[union-attr]
-            if written is not None:
-                store.keys, store.values = StoredKV(written[:1]), StoredKV(written[1:])
-                return
-        k, v = store.kv_type.encode(keys), store.kv_type.encode(values)
-        if lay.n_new == 1:
-            store.keys = store.keys.scatter(idx, k[:, :, 0])  # type: ignore[union-attr]
-            store.values = store.values.scatter(idx, v[:, :, 0])  # type: ignore[union-attr]
+            store.write_rows(lay.scatter_index(keys.shape[1], store.capacity), keys, values)
         else:
+            store._ensure(keys, values)
+            k, v = store.kv_type.encode(keys), store.kv_type.encode(values)
             for i, (row, start) in enumerate(zip(lay.rows, lay.starts)):
                 end = start + lay.n_new
                 store.keys[row : row + 1, :, start:end] = k[i : i + 1]  # type: ignore[index]

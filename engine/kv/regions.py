@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
+from mlxchat.engine.cpu.attention import kernel_kv_write
 from mlxchat.engine.kv.kv_types import KVType, StoredKV
 
 
@@ -45,7 +46,8 @@ class KVRegions:
         if self.keys is None or self.values is None:
             return None
         held = min(length, self.size)
-        return tuple(b[slot : slot + 1, :, :held].map(mx.array).parts for b in (self.keys, self.values))  # type: ignore[return-value]
+        k, v = (b[slot : slot + 1, :, :held].map(mx.array) for b in (self.keys, self.values))
+        return k.parts, v.parts
 
     def load(self, slot: int, saved: tuple[tuple[mx.array, ...], tuple[mx.array, ...]] | None, length: int) -> None:
         """Puts K/V from `save` back into the slot, as its first `length` tokens (at most what was saved)."""
@@ -56,6 +58,20 @@ class KVRegions:
         held = min(k.shape[2], length)
         self.keys[slot : slot + 1, :, :held] = k[:, :, :held]  # type: ignore[index]
         self.values[slot : slot + 1, :, :held] = v[:, :, :held]  # type: ignore[index]
+
+    def write_rows(self, flat_index: mx.array, keys: mx.array, values: mx.array) -> None:
+        """A decode pass's new K/V (B, heads, 1, dim), as the model computes them, into the (slot, head, position)
+        rows `flat_index` (B, heads): by one kernel operation each, in place, where it runs (MLX's cast, slices,
+        reshapes and scatter took five each, in every layer of every step), else cast and scattered by MLX."""
+        self._ensure(keys, values)
+        assert self.keys is not None and self.values is not None
+        written = kernel_kv_write(self.keys.parts, self.values.parts, keys, values, flat_index)
+        if written is not None:
+            self.keys, self.values = StoredKV(written[:1]), StoredKV(written[1:])
+            return
+        k, v = self.kv_type.encode(keys), self.kv_type.encode(values)
+        self.keys = self.keys.scatter(flat_index, k[:, :, 0])
+        self.values = self.values.scatter(flat_index, v[:, :, 0])
 
     def _ensure(self, keys: mx.array, values: mx.array) -> None:
         """Allocates the buffers for new K/V (slots, heads, tokens, dim) as the model computes them."""

@@ -72,18 +72,16 @@ class WindowPass:
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         store, lay = self.store, self.layout
         kv_type = store.kv_type
-        store._ensure(keys, values)
         rows = mx.array(lay.rows)
-        new_k, new_v = kv_type.encode(keys), kv_type.encode(values)
         if self.decode:
-            # One scatter per buffer for all rows, as the full-attention store does.
+            # One write per buffer for all rows, as the full-attention store does.
             heads = keys.shape[1]
             at = mx.array([s % store.size for s in lay.starts])[:, None]
-            idx = (rows[:, None] * heads + mx.arange(heads)[None]) * store.size + at
-            store.keys = store.keys.scatter(idx, new_k[:, :, 0])  # type: ignore[union-attr]
-            store.values = store.values.scatter(idx, new_v[:, :, 0])  # type: ignore[union-attr]
+            store.write_rows((rows[:, None] * heads + mx.arange(heads)[None]) * store.size + at, keys, values)
             return tuple(rows_upto(b, lay.rows, store.size, kv_type, keys.dtype)  # type: ignore[return-value]
                          for b in (store.keys, store.values))
+        store._ensure(keys, values)
+        new_k, new_v = kv_type.encode(keys), kv_type.encode(values)
         # The ring as it was, then the pass's keys as stored and read back (as a later pass will read them).
         ring_k, ring_v = (kv_type.decode(b[rows], keys.dtype) for b in (store.keys, store.values))  # type: ignore[index]
         for i, (row, start, count) in enumerate(zip(lay.rows, lay.starts, lay.counts)):

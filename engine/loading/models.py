@@ -301,10 +301,10 @@ def load_model(
 
 def _kv_type(setting: str) -> KVType:
     """What `kv_dtype` stands for on this device (the compiled attention reads every stored type on a CPU)."""
-    from mlxchat.engine.cpu.attention import kernel_runs
+    from mlxchat.engine.cpu import kernels
     from mlxchat.engine.kv.kv_types import resolve
 
     try:
-        return resolve(setting, kernel_runs())
+        return resolve(setting, kernels.active_here())
     except ValueError as e:
         raise ModelLoadError(str(e)) from None

@@ -53,6 +53,13 @@ def status() -> KernelStatus:
                               f"{_ext.isa()} code path", _ext)
 
 
+def active_here() -> bool:
+    """Whether the kernels run in this process and serve its default device (the CPU: they have no GPU code)."""
+    import mlx.core as mx
+
+    return status().active and mx.default_device().type == mx.cpu
+
+
 def _self_test(ext: Any) -> str | None:
     """A small attention over K/V in each stored type, a 4-bit matmul, a top-k and an RMSNorm against MLX's own,
     on this CPU; None when they agree."""
