@@ -24,10 +24,6 @@ namespace mlxchat {
 
 namespace {
 
-#if MLXCHAT_F16C
-const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-#endif
-
 // attend_typed for the type K and V are stored in: one clone per x86 level, each type's loops inlined in it.
 MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t k0, int64_t k1,
                                  float* partial, std::vector<float>& scratch) {
@@ -35,7 +31,7 @@ MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_
     case Kind::f32: return attend_typed<Kind::f32>(p, b, kh, q0, k0, k1, partial, scratch);
     case Kind::f16:
 #if MLXCHAT_F16C
-      if (f16c) return attend_block_f16c(p, b, kh, q0, k0, k1, partial, scratch);
+      if (f16c_unit_runs()) return attend_block_f16c(p, b, kh, q0, k0, k1, partial, scratch);
 #endif
       return attend_typed<Kind::f16>(p, b, kh, q0, k0, k1, partial, scratch);
     case Kind::bf16: return attend_typed<Kind::bf16>(p, b, kh, q0, k0, k1, partial, scratch);

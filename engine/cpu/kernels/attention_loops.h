@@ -12,8 +12,8 @@
 
 #include "vectors.h"
 
-// x86 with GCC: float16 K/V have a translation unit of their own (f16c.cpp), built for AVX2, FMA and
-// F16C, where the CPU has them (GCC 12 widens a _Float16 vector one lane at a time, even where F16C could).
+// x86 with GCC: float16 K/V have a translation unit of their own (f16c.cpp), built for x86-64-v3 (AVX2, FMA,
+// F16C), where the CPU runs it (GCC 12 widens a _Float16 vector one lane at a time, even where F16C could).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_F16C 1
 #include <immintrin.h>
@@ -54,7 +54,7 @@ struct Problem {
 };
 
 #if MLXCHAT_F16C
-// attend_block for float16 K/V, widened by F16C: for CPUs with AVX2, FMA and F16C only.
+// attend_block for float16 K/V, widened by F16C: where f16c_unit_runs() only.
 void attend_block_f16c(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t k0, int64_t k1, float* partial,
                        std::vector<float>& scratch);
 #endif

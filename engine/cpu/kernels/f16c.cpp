@@ -16,6 +16,16 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
+
+namespace mlxchat {
+
+bool f16c_unit_runs() {  // (before the pragma: built for any x86)
+  static const bool runs = __builtin_cpu_supports("x86-64-v3");
+  return runs;
+}
+
+}  // namespace mlxchat
+
 #pragma GCC target("arch=x86-64-v3")
 #define MLXCHAT_F16C_UNIT 1  // (the pragma does not define __F16C__)
 

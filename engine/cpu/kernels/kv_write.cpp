@@ -14,10 +14,6 @@ namespace mlxchat {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-#endif
-
 // As MLX's bfloat16 from a float: its NaN for any NaN, else rounded to nearest, ties to even.
 uint16_t to_bfloat16(float x) {
   if (std::isnan(x)) return 0x7FC0;
@@ -36,7 +32,7 @@ void write_row(mx::Dtype stored, const float* src, uint8_t* dst, int64_t n) {
     }
   } else {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-    if (f16c) return halves_f16c(src, reinterpret_cast<uint16_t*>(dst), n);
+    if (f16c_unit_runs()) return halves_f16c(src, reinterpret_cast<uint16_t*>(dst), n);
 #endif
     for (int64_t i = 0; i < n; ++i) {  // (the compiler's conversion: rounded to nearest even, as MLX's astype)
       const _Float16 h = static_cast<_Float16>(src[i]);

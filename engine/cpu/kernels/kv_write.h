@@ -23,7 +23,7 @@ struct KVWriteParams {
 
 using KVWrite = CpuPrimitive<KVWriteParams>;
 
-// Rows of float32 to float16, n values each, as MLX's astype rounds them (f16c.cpp: F16C, for CPUs that have it).
+// Rows of float32 to float16, n values each, as MLX's astype rounds them (f16c.cpp: where f16c_unit_runs() only).
 void halves_f16c(const float* src, uint16_t* dst, int64_t n);
 
 // The float16 MLX makes of a NaN: its sign and one quiet NaN (F16C would keep the payload's top bits).

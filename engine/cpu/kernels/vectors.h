@@ -10,6 +10,10 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+namespace mlxchat {
+// Whether this CPU runs f16c.cpp's code, built for x86-64-v3 (AVX2, FMA, F16C, BMI...): asked once.
+bool f16c_unit_runs();
+}  // namespace mlxchat
 #else
 #define MLXCHAT_CLONES
 #endif
