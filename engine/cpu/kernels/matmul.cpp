@@ -56,7 +56,10 @@ void run(Problem p, const mx::array& x, int threads) {
       pack_lanes(p.x, m0, std::min<int64_t>(ROW_TILE, p.M - m0), p.K, X);
     });
   }
-  const auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
+  auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
+#if MLXCHAT_Q4_LOOKUP
+  if (is_q4(p.kind) && q4_lookup_runs()) run_task = run_q4_lookup;
+#endif
   parallel_for(p.first_task.back(), threads, [&p, X, run_task](int64_t task) {
     thread_local std::vector<float> scratch;
     run_task(p, X, task, scratch);

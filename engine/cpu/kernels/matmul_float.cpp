@@ -3,5 +3,5 @@
 
 MLXCHAT_CLONES void mlxchat::matmul::run_float(const Problem& p, const float* X, int64_t task,
                                                std::vector<float>& scratch) {
-  run_kinds<Kind::f16, Kind::bf16>(p, X, task, scratch);
+  run_kinds<false, Kind::f16, Kind::bf16>(p, X, task, scratch);
 }

@@ -2,5 +2,5 @@
 #include "matmul_tasks.h"
 
 MLXCHAT_CLONES void mlxchat::matmul::run_q8(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch) {
-  run_kinds<Kind::q8, Kind::q8_f16, Kind::q8_bf16>(p, X, task, scratch);
+  run_kinds<false, Kind::q8, Kind::q8_f16, Kind::q8_bf16>(p, X, task, scratch);
 }

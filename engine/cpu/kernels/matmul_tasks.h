@@ -8,6 +8,10 @@
 // block of W to float32 once (in cache) and tiles of rows x columns take outer products with it, as a
 // BLAS does. Either way each (row, column) sums 8 lanes, each in the same order, and adds them in the
 // same order, whatever the number of rows: a row's result does not depend on the rows beside it.
+//
+// Every template below takes LOOKUP: whether 4-bit weights are looked up in a table of their group's 16 values
+// (AVX-512VL's permute of two registers, run_q4_lookup) rather than converted and scaled one by one. The table
+// holds q * scale + bias as the conversion computes it, so both give the same bits.
 #pragma once
 
 #include <algorithm>
@@ -93,7 +97,7 @@ __attribute__((always_inline)) inline v8 widen(const void* row, int64_t k) {
 
 // Calls use(i, vectors) for each 8 weights i * 8.. of rows n..n + C - 1 of W, widened to float32: the one
 // place weights are widened, so that every path multiplies by the same values.
-template <Kind KIND, int C, class Use>
+template <Kind KIND, bool LOOKUP, int C, class Use>
 __attribute__((always_inline)) inline void each_vector(const Problem& p, const Matrix& w, int64_t n, Use use) {
   const int64_t K = p.K;
   v8 v[C];
@@ -121,9 +125,30 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
       s[c] = scalar<float_of(KIND)>(w.scales, (n + c) * groups + g);
       b[c] = scalar<float_of(KIND)>(w.biases, (n + c) * groups + g);
     }
-    for (int64_t k = g * group; k < (g + 1) * group; k += 8) {
-      for (int c = 0; c < C; ++c) v[c] = widen<KIND>(rows[c], k) * s[c] + b[c];
-      use(k >> 3, v);
+    if constexpr (LOOKUP) {
+      // Each lane's 4 bits pick one of 16 values; the permute reads the low 4 bits of each lane, so the word
+      // needs only shifting. One permute stands for a conversion and a multiply-add: the shared cores' ports
+      // that do both were what the one-row pass waited on.
+      static_assert(is_q4(KIND));
+      const v8 low = {0, 1, 2, 3, 4, 5, 6, 7};
+      const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
+      v8 lo[C], hi[C];
+      for (int c = 0; c < C; ++c) {
+        lo[c] = low * s[c] + b[c];
+        hi[c] = (low + 8.0f) * s[c] + b[c];
+      }
+      for (int64_t k = g * group; k < (g + 1) * group; k += 8) {
+        for (int c = 0; c < C; ++c) {
+          const uint32_t word = rows[c][k >> 3];
+          v[c] = __builtin_shuffle(lo[c], hi[c], (v8i)(((v8u){} + word) >> shifts));
+        }
+        use(k >> 3, v);
+      }
+    } else {
+      for (int64_t k = g * group; k < (g + 1) * group; k += 8) {
+        for (int c = 0; c < C; ++c) v[c] = widen<KIND>(rows[c], k) * s[c] + b[c];
+        use(k >> 3, v);
+      }
     }
   }
 }
@@ -132,11 +157,11 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
 // registers and used at once by every row (few rows: widening to memory would cost more than the products).
 // C columns at once give a few rows enough independent sums to hide the adds' latency. Each (row, column)
 // sums as outer_tile does, so its result is the same bits either way.
-template <Kind KIND, int R, int C>
+template <Kind KIND, bool LOOKUP, int R, int C>
 __attribute__((always_inline)) inline void fused_columns(const Problem& p, const Matrix& w, int64_t n, const float* X,
                                                          float* y, int64_t ldy) {
   v8 acc[R][C] = {};
-  each_vector<KIND, C>(p, w, n, [&](int64_t i, const v8* v) {
+  each_vector<KIND, LOOKUP, C>(p, w, n, [&](int64_t i, const v8* v) {
     const float* x = X + i * R * 8;
     for (int r = 0; r < R; ++r) {
       const v8 xv = load8(x + r * 8);
@@ -149,22 +174,23 @@ __attribute__((always_inline)) inline void fused_columns(const Problem& p, const
 }
 
 // Columns [n0, n1) for the R rows of one panel: C at a time, then one by one.
-template <Kind KIND, int R>
+template <Kind KIND, bool LOOKUP, int R>
 __attribute__((always_inline)) inline void fused_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                        const float* X, float* Y, int64_t ldy) {
   // R x C sums, and C widened vectors with their scales, fit in 16 registers. Four columns at 1 or 2 rows
   // spilled the scales: the step's matmuls took 10.7-10.9 ms at 1 row and 13.5-13.9 at 2, against 9.7
-  // and 11.1-11.8 with two (SmolLM2, AMD EPYC, 2 cores).
-  constexpr int C = R <= 4 ? 2 : 1;
+  // and 11.1-11.8 with two (SmolLM2, AMD EPYC, 2 cores). Looked up, a column holds two tables, not a scale and a
+  // bias, in AVX-512's 32 registers: four columns at 1 or 2 rows, more sums for the ports to work on at once.
+  constexpr int C = LOOKUP && R <= 2 ? 4 : R <= 4 ? 2 : 1;
   int64_t n = n0;
-  for (; n + C <= n1; n += C) fused_columns<KIND, R, C>(p, w, n, X, Y + (n - n0), ldy);
-  for (; n < n1; ++n) fused_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+  for (; n + C <= n1; n += C) fused_columns<KIND, LOOKUP, R, C>(p, w, n, X, Y + (n - n0), ldy);
+  for (; n < n1; ++n) fused_columns<KIND, LOOKUP, R, 1>(p, w, n, X, Y + (n - n0), ldy);
 }
 
 // Rows [n0, n1) of W as float32 for outer_tile, in tiles of TILE_COLUMNS columns (the last padded with zeros):
 // tile t at t * TILE_COLUMNS * K holds weight 8i + l of its column c at (l * K / 8 + i) * TILE_COLUMNS + c.
 // Eight columns at a time, their vectors transposed in registers, so that a lane's 8 columns go out in one store.
-template <Kind KIND>
+template <Kind KIND, bool LOOKUP>
 __attribute__((always_inline)) inline const float* widen_lanes(const Problem& p, const Matrix& w, int64_t n0,
                                                                int64_t n1, float* out) {
   const int64_t K = p.K, vectors = K / 8, width = n1 - n0;
@@ -172,7 +198,7 @@ __attribute__((always_inline)) inline const float* widen_lanes(const Problem& p,
   int64_t n = n0;
   for (; n + 8 <= n1; n += 8) {
     float* tile = out + (n - n0) / TILE_COLUMNS * TILE_COLUMNS * K + (n - n0) % TILE_COLUMNS;
-    each_vector<KIND, 8>(p, w, n, [&](int64_t i, const v8* v) {
+    each_vector<KIND, LOOKUP, 8>(p, w, n, [&](int64_t i, const v8* v) {
       v8 lanes[8];
       std::copy_n(v, 8, lanes);
       transpose8(lanes);
@@ -181,7 +207,7 @@ __attribute__((always_inline)) inline const float* widen_lanes(const Problem& p,
   }
   for (; n < n1; ++n) {
     float* tile = out + (n - n0) / TILE_COLUMNS * TILE_COLUMNS * K + (n - n0) % TILE_COLUMNS;
-    each_vector<KIND, 1>(p, w, n, [&](int64_t i, const v8* v) {
+    each_vector<KIND, LOOKUP, 1>(p, w, n, [&](int64_t i, const v8* v) {
       for (int l = 0; l < 8; ++l) tile[(l * vectors + i) * TILE_COLUMNS] = v[0][l];
     });
   }
@@ -194,26 +220,26 @@ void outer_products(const float* X, int64_t M, int64_t K, const float* W, int64_
 
 // Y (M x (n1 - n0), leading dimension ldy) = X . W[n0:n1].T: few rows widen in registers, more widen the
 // block once into `buffer` for all their panels.
-template <Kind KIND>
+template <Kind KIND, bool LOOKUP>
 __attribute__((always_inline)) inline void columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                    const float* X, float* Y, int64_t ldy, float* buffer) {
   if (p.M > FUSED_ROWS) {
-    outer_products(X, p.M, p.K, widen_lanes<KIND>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
+    outer_products(X, p.M, p.K, widen_lanes<KIND, LOOKUP>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
     return;
   }
   switch (p.M) {
-    case 8: return fused_block<KIND, 8>(p, w, n0, n1, X, Y, ldy);
-    case 7: return fused_block<KIND, 7>(p, w, n0, n1, X, Y, ldy);
-    case 6: return fused_block<KIND, 6>(p, w, n0, n1, X, Y, ldy);
-    case 5: return fused_block<KIND, 5>(p, w, n0, n1, X, Y, ldy);
-    case 4: return fused_block<KIND, 4>(p, w, n0, n1, X, Y, ldy);
-    case 3: return fused_block<KIND, 3>(p, w, n0, n1, X, Y, ldy);
-    case 2: return fused_block<KIND, 2>(p, w, n0, n1, X, Y, ldy);
-    default: return fused_block<KIND, 1>(p, w, n0, n1, X, Y, ldy);
+    case 8: return fused_block<KIND, LOOKUP, 8>(p, w, n0, n1, X, Y, ldy);
+    case 7: return fused_block<KIND, LOOKUP, 7>(p, w, n0, n1, X, Y, ldy);
+    case 6: return fused_block<KIND, LOOKUP, 6>(p, w, n0, n1, X, Y, ldy);
+    case 5: return fused_block<KIND, LOOKUP, 5>(p, w, n0, n1, X, Y, ldy);
+    case 4: return fused_block<KIND, LOOKUP, 4>(p, w, n0, n1, X, Y, ldy);
+    case 3: return fused_block<KIND, LOOKUP, 3>(p, w, n0, n1, X, Y, ldy);
+    case 2: return fused_block<KIND, LOOKUP, 2>(p, w, n0, n1, X, Y, ldy);
+    default: return fused_block<KIND, LOOKUP, 1>(p, w, n0, n1, X, Y, ldy);
   }
 }
 
-template <Kind KIND>
+template <Kind KIND, bool LOOKUP>
 __attribute__((always_inline)) inline void block(const Problem& p, const float* X, int64_t task,
                                                  std::vector<float>& scratch) {
   const int64_t index = std::upper_bound(p.first_task.begin(), p.first_task.end(), task) - p.first_task.begin() - 1;
@@ -222,15 +248,15 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
   const int64_t panel = p.M > FUSED_ROWS ? COLUMNS * p.K : 0;
   if (!p.swiglu) {
     scratch.resize(panel);
-    columns<KIND>(p, w, n0, n1, X, w.out + n0, w.N, scratch.data());
+    columns<KIND, LOOKUP>(p, w, n0, n1, X, w.out + n0, w.N, scratch.data());
     return;
   }
   // silu(x . gate) * (x . up), for the same columns of both.
   scratch.resize(panel + 2 * p.M * COLUMNS);
   float* gate = scratch.data() + panel;
   float* up = gate + p.M * COLUMNS;
-  columns<KIND>(p, w, n0, n1, X, gate, COLUMNS, scratch.data());
-  columns<KIND>(p, p.matrices[1], n0, n1, X, up, COLUMNS, scratch.data());
+  columns<KIND, LOOKUP>(p, w, n0, n1, X, gate, COLUMNS, scratch.data());
+  columns<KIND, LOOKUP>(p, p.matrices[1], n0, n1, X, up, COLUMNS, scratch.data());
   for (int64_t m = 0; m < p.M; ++m) {
     for (int64_t c = 0; c < width; ++c) {
       w.out[m * w.N + n0 + c] = swiglu_of(gate[m * COLUMNS + c], up[m * COLUMNS + c]);
@@ -239,15 +265,21 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
 }
 
 // Task `task` of `p`, for whichever of KINDS p holds: the body of each file's runner.
-template <Kind... KINDS>
+template <bool LOOKUP, Kind... KINDS>
 __attribute__((always_inline)) inline void run_kinds(const Problem& p, const float* X, int64_t task,
                                                      std::vector<float>& scratch) {
-  ((p.kind == KINDS ? block<KINDS>(p, X, task, scratch) : void()), ...);
+  ((p.kind == KINDS ? block<KINDS, LOOKUP>(p, X, task, scratch) : void()), ...);
 }
 
 // The task runners, one per family of kinds (each file cloned per x86 level).
 void run_q4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_q8(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_float(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MLXCHAT_Q4_LOOKUP 1
+// run_q4 with 4-bit weights looked up, built for x86-64-v4 (AVX-512): where q4_lookup_runs() only.
+void run_q4_lookup(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+bool q4_lookup_runs();
+#endif
 
 }  // namespace mlxchat::matmul
