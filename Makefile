@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-sanitize bench clean
+.PHONY: setup run test test-sanitize test-kv-matrix bench clean
 
 setup: $(STAMP)
 	@sh scripts/install_blas.sh
@@ -35,6 +35,11 @@ test: setup
 # end-to-end decode (scripts/test_sanitize.sh; about 2.5 minutes here, so not in `make test`).
 test-sanitize: setup
 	sh scripts/test_sanitize.sh
+
+# Every mlx-lm module's tiny model under each K/V storage type (tests/engine/test_family_matrix.py; `make test`
+# runs it with the default type only: about 1.5 minutes more here).
+test-kv-matrix: setup
+	MLXCHAT_MATRIX_KV_DTYPES=float32,float16,bfloat16,q8 $(BIN)/python -m pytest -q tests/engine/test_family_matrix.py
 
 bench: setup
 	$(BIN)/mlxchat bench $(ARGS)
