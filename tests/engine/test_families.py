@@ -83,6 +83,16 @@ def generated(engine: Engine, slot: int, prompt: list[int]) -> list[int]:
     return engine.call(lambda: list(engine.core.slots[slot].history[len(prompt) :])).result(10)
 
 
+def each_slot_equals_alone(engine: Engine, prompts: list[list[int]], expected: list[list[int]],
+                           sampling: SamplingParams, label: str) -> None:
+    """Sends prompts[i] to slot i, all at once: every reply ends without error, and each slot generated expected[i]
+    (mlx-lm alone's tokens) but the last."""
+    handles = [engine.submit(i, tokens=p, sampling=sampling) for i, p in enumerate(prompts)]
+    assert [h.result(60).error for h in handles] == [None] * len(prompts)
+    for i, (p, want) in enumerate(zip(prompts, expected)):
+        assert generated(engine, i, p) == want[:-1], f"{label}, slot {i}"
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_family_in_four_slots_equals_mlx_lm_alone(family, tokenizer):
     model = build_family(family)
@@ -170,10 +180,7 @@ def test_quantized_family_as_stored_equals_mlx_lm_alone(family, tokenizer):
     expected = [alone(model, p) for p in PROMPTS]
     engine = Engine(model, tokenizer, plan(), prefill_chunk=4)
     try:
-        handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
-        assert [h.result(60).error for h in handles] == [None] * 4
-        for i, (p, want) in enumerate(zip(PROMPTS, expected)):
-            assert generated(engine, i, p) == want[:-1], f"{family}, slot {i}"
+        each_slot_equals_alone(engine, PROMPTS, expected, GREEDY, family)
     finally:
         engine.shutdown()
 

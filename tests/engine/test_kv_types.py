@@ -15,7 +15,7 @@ import pytest
 from mlxchat.engine.cpu import kernels
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.local_engine import Engine
-from tests.engine.test_families import PROMPTS, batched_logits_equal_alone, generated, plan
+from tests.engine.test_families import PROMPTS, batched_logits_equal_alone, each_slot_equals_alone, generated, plan
 from tests.engine.test_families import alone as families_alone
 from tests.tiny_families import FAMILIES, build_family
 
@@ -129,10 +129,7 @@ def test_family_in_four_slots_over_stored_kv_equals_mlx_lm_alone(family, kv_dtyp
     expected = [alone(model, p, kv_dtype) for p in PROMPTS]
     engine = Engine(model, tokenizer, plan_of(kv_dtype), prefill_chunk=4)
     try:
-        handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
-        assert [h.result(60).error for h in handles] == [None] * 4
-        for i, (p, want) in enumerate(zip(PROMPTS, expected)):
-            assert generated(engine, i, p) == want[:-1], f"{family}, {kv_dtype}, slot {i}"
+        each_slot_equals_alone(engine, PROMPTS, expected, GREEDY, f"{family}, {kv_dtype}")
     finally:
         engine.shutdown()
 
