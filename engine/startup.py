@@ -41,6 +41,7 @@ class EngineConfig:
     disk_kv_mb: int
     nice: int  # the engine threads' priority below the UI's
     prefill_stall: float
+    int8_activations: bool = False  # quantized layers multiply rows rounded to int8
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def start_local(
 
     try:
         loaded = load_model(config.model, config.weights_dtype, progress=progress, cache_dir=config.models_dir,
-                            kv_dtype=config.kv_dtype)
+                            kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
     except ModelLoadError as exc:
         raise StartError(str(exc), "family" if isinstance(exc.__cause__, UnsupportedFamily) else "model") from None
     facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint, loaded.kv_dtype)

@@ -56,4 +56,4 @@ def load_configured(settings: Settings) -> LoadedModel:
 
     with ConsoleProgress() as progress:
         return load_model(settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir(),
-                          kv_dtype=settings.kv_dtype)
+                          kv_dtype=settings.kv_dtype, int8_activations=settings.int8_activations)

@@ -49,6 +49,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         disk_kv_mb=settings.disk_kv_mb,
         nice=settings.engine_nice,
         prefill_stall=settings.prefill_stall,
+        int8_activations=settings.int8_activations,
     )
 
 

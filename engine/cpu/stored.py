@@ -13,7 +13,8 @@ code calls them unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -63,6 +64,7 @@ class Call:
             self._format = (16, 0, swiglu)
         self._columns = sum(layer["weight"].shape[0] for layer in layers)
         self._biases = [None] if swiglu else [layer.get("bias") for layer in layers]
+        self._first = first  # whose int8_rows says how its rows are multiplied, call by call
 
     def holds(self, layer: Any) -> bool:
         """Whether this call (of one layer) still holds `layer`'s current arrays."""
@@ -73,7 +75,8 @@ class Call:
         """For float32 rows x (M, K): the outputs (M, N)."""
         work = x.shape[0] * x.shape[1] * self._columns
         outs = kernels.status().module.weights_matmul(
-            x, self._arrays, *self._format, kernels.THREADS if work >= THREADED_WORK else 1
+            x, self._arrays, *self._format, kernels.THREADS if work >= THREADED_WORK else 1,
+            int(self._first.int8_rows),
         )
         return [out if bias is None else out + bias for out, bias in zip(outs, self._biases)]
 
@@ -104,6 +107,9 @@ def _is_quantized(layer: Any) -> bool:
 class _Kernel:
     """What a layer multiplied by the compiled kernel has: its own Call, made again whenever its arrays were
     replaced (e.g. cast to float32)."""
+
+    # Whether its rows are rounded to int8 before the product (quantized layers, `round_rows_to_int8`).
+    int8_rows = False
 
     @property
     def call(self) -> Call:
@@ -209,6 +215,29 @@ def compute_in_float32(model: nn.Module) -> None:
         if isinstance(module, _KernelEmbedding):
             module.widen_to = mx.float32
     mx.eval(model.parameters())
+
+
+def round_rows_to_int8(model: nn.Module) -> int:
+    """Has every quantized layer `install` swapped multiply its rows rounded to int8 in blocks of 32 (the
+    `int8_activations` setting): faster, and no longer the float32 product. Returns how many layers do."""
+    layers = [m for _, m in model.named_modules() if isinstance(m, (StoredLinear, StoredEmbedding))]
+    for layer in layers:
+        layer.int8_rows = True
+    return len(layers)
+
+
+@contextmanager
+def float_rows(model: nn.Module) -> Iterator[None]:
+    """Within it, every layer multiplies its rows as float32 (the load's batch check: int8 rows turn the last bits
+    of two float paths into different integers, so they would hide whether the slots serve the model as it is)."""
+    rounded = [m for _, m in model.named_modules() if isinstance(m, _Kernel) and m.int8_rows]
+    for layer in rounded:
+        layer.int8_rows = False
+    try:
+        yield
+    finally:
+        for layer in rounded:
+            layer.int8_rows = True
 
 
 def holds_stored(model: nn.Module) -> bool:

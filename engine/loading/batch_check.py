@@ -58,6 +58,13 @@ def ready_for_slots(model: Any, padded_prefill: bool | None) -> bool:
 
 def check_batching(model: Any) -> BatchCheck:
     """Runs the check on the calling thread; raises UnsupportedFamily with the reason when slots cannot serve it."""
+    from mlxchat.engine.cpu import stored
+
+    with stored.float_rows(model):
+        return _check(model)
+
+
+def _check(model: Any) -> BatchCheck:
     try:
         wanted = _alone(model)
     except Exception as exc:

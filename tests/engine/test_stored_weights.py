@@ -128,9 +128,9 @@ def bfloat16_copy(model_dir: Path, to: Path) -> Path:
     return to
 
 
-def assert_batched_replies_equal_alone(model: Path, tmp_path: Path) -> None:
+def assert_batched_replies_equal_alone(model: Path, tmp_path: Path, int8_activations: bool = False) -> None:
     """The model started as the app starts it: every reply of rows sharing passes is the one it gets alone."""
-    engine = start_as_the_app(model, tmp_path / "cache")
+    engine = start_as_the_app(model, tmp_path / "cache", int8_activations=int8_activations)
     greedy = SamplingParams(max_tokens=8, ignore_eos=True)
     try:
         alone = []

@@ -39,9 +39,27 @@ void pack_lanes(const float* X, int64_t m0, int64_t R, int64_t K, float* out) {
   }
 }
 
-void run(Problem p, const mx::array& x, int threads) {
+// The int8 path: the rows rounded once, then every task over them (with `vector`, AVX-512 VNNI's where it runs).
+void run_int8(const Problem& p, int threads, bool vector) {
+  thread_local std::vector<int8_t> values;
+  thread_local std::vector<float> scales;
+  Rows8 rows{nullptr, nullptr, int8_chunks(p.kind, p.K), is_q4(p.kind) ? 128 : 64};
+  values.resize(p.M * rows.chunks * rows.bytes);
+  scales.resize(p.M * rows.chunks * 32);
+  rows.q = values.data();
+  rows.dx = scales.data();
+  quantize_rows(p.x, p.M, p.K, p.kind, rows);
+  vector = vector && int8_vector_runs();
+  parallel_for(p.first_task.back(), threads, [&p, &rows, vector](int64_t task) {
+    thread_local std::vector<float> scratch;
+    int8_block(p, rows, task, scratch, vector);
+  });
+}
+
+void run(Problem p, const mx::array& x, int threads, int int8) {
   std::vector<float> gathered;
   p.x = row_major(x, gathered);
+  if (int8 != INT8_OFF && !is_float(p.kind)) return run_int8(p, threads, int8 == INT8_ON);
   // Kept from call to call (the stream's one thread runs them in turn): a prompt's rows are megabytes,
   // and a fresh vector would zero them before they are written. The pool's threads get its address: by
   // name, each would read a thread_local of its own.
@@ -80,7 +98,7 @@ template <>
 void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   auto& encoder = begin(inputs, outputs);
   const auto& x = inputs[0];
-  const auto& [format, swiglu, threads] = params_;
+  const auto& [format, swiglu, threads, int8] = params_;
   const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
   Problem p{nullptr, x.shape(0), x.shape(1), kind_of(format, inputs[per == 1 ? 1 : 2].dtype()), format.group_size,
             swiglu, {}, {0}};
@@ -93,11 +111,11 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
     if (swiglu && i == 1) break;  // the up projection shares the gate's tasks
     p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
   }
-  encoder.dispatch([p = std::move(p), x, threads]() { run(p, x, threads); });
+  encoder.dispatch([p = std::move(p), x, threads, int8]() { run(p, x, threads, int8); });
 }
 
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
-                                      bool swiglu, int threads) {
+                                      bool swiglu, int threads, int int8) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); };
   if (x.ndim() != 2 || x.dtype() != mx::float32) fail("x must be (M, K) float32");
   // (M = 0 once sent one row's work into an empty output: a heap overflow under ASan)
@@ -109,6 +127,7 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
   if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
     fail("the group size must be a multiple of 8 that divides K");
   }
+  if (int8 != INT8_OFF && int8 != INT8_ON && int8 != INT8_PORTABLE) fail("int8 must be 0, 1 or 2");
   if (weights.empty()) fail("no weights given");
   if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
   const size_t count = weights.size() / per;
@@ -141,7 +160,7 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
     if (!swiglu || i == 0) shapes.push_back({x.shape(0), static_cast<int>(N)});
   }
   return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),
-                                std::make_shared<WeightsMatmul>(stream, MatmulParams{format, swiglu, threads}), inputs);
+                                std::make_shared<WeightsMatmul>(stream, MatmulParams{format, swiglu, threads, int8}), inputs);
 }
 
 }  // namespace mlxchat

@@ -239,12 +239,20 @@ __attribute__((always_inline)) inline void columns(const Problem& p, const Matri
   }
 }
 
+// Columns [n0, n1) of the SwiGLU's output, from the gate's and the up projection's (COLUMNS apart per row).
+__attribute__((always_inline)) inline void swiglu_columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
+                                                          const float* gate, const float* up) {
+  for (int64_t m = 0; m < p.M; ++m) {
+    for (int64_t c = 0; c < n1 - n0; ++c) w.out[m * w.N + n0 + c] = swiglu_of(gate[m * COLUMNS + c], up[m * COLUMNS + c]);
+  }
+}
+
 template <Kind KIND, bool LOOKUP>
 __attribute__((always_inline)) inline void block(const Problem& p, const float* X, int64_t task,
                                                  std::vector<float>& scratch) {
   const int64_t index = std::upper_bound(p.first_task.begin(), p.first_task.end(), task) - p.first_task.begin() - 1;
   const Matrix& w = p.matrices[index];
-  const int64_t n0 = (task - p.first_task[index]) * COLUMNS, n1 = std::min(n0 + COLUMNS, w.N), width = n1 - n0;
+  const int64_t n0 = (task - p.first_task[index]) * COLUMNS, n1 = std::min(n0 + COLUMNS, w.N);
   const int64_t panel = p.M > FUSED_ROWS ? COLUMNS * p.K : 0;
   if (!p.swiglu) {
     scratch.resize(panel);
@@ -257,11 +265,7 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
   float* up = gate + p.M * COLUMNS;
   columns<KIND, LOOKUP>(p, w, n0, n1, X, gate, COLUMNS, scratch.data());
   columns<KIND, LOOKUP>(p, p.matrices[1], n0, n1, X, up, COLUMNS, scratch.data());
-  for (int64_t m = 0; m < p.M; ++m) {
-    for (int64_t c = 0; c < width; ++c) {
-      w.out[m * w.N + n0 + c] = swiglu_of(gate[m * COLUMNS + c], up[m * COLUMNS + c]);
-    }
-  }
+  swiglu_columns(p, w, n0, n1, gate, up);
 }
 
 // Task `task` of `p`, for whichever of KINDS p holds: the body of each file's runner.
@@ -275,6 +279,25 @@ __attribute__((always_inline)) inline void run_kinds(const Problem& p, const flo
 void run_q4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_q8(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_float(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+
+// Rows rounded to int8 for the int8 path (matmul_int8.cpp), by chunks of 64 weight bytes: a chunk's 64 values at 8
+// bits, its 128 at 4 bits (its even values, then its odd ones: the weights' low and high nibbles), and for each
+// of its 16 lanes the scale dx of the lane's block of 32 and dx times the sum of the lane's rounded values.
+struct Rows8 {
+  int8_t* q;
+  float* dx;  // (M, chunks, 16), and xs after it
+  int64_t chunks;
+  int bytes;  // of one row's chunk: 64, or 128 at 4 bits
+  int8_t* row(int64_t m, int64_t c) const { return q + (m * chunks + c) * bytes; }
+  float* scales(int64_t m, int64_t c) const { return dx + (m * chunks + c) * 32; }
+  float* sums(int64_t m, int64_t c) const { return dx + (m * chunks + c) * 32 + 16; }
+};
+int64_t int8_chunks(Kind kind, int64_t K);
+void quantize_rows(const float* X, int64_t M, int64_t K, Kind kind, Rows8& rows);
+// Task `task` of p over int8 rows: with `vector`, the AVX-512 VNNI path, where int8_vector_runs().
+void int8_block(const Problem& p, const Rows8& rows, int64_t task, std::vector<float>& scratch, bool vector);
+bool int8_vector_runs();
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_Q4_LOOKUP 1
 // run_q4 with 4-bit weights looked up, built for x86-64-v4 (AVX-512): where q4_lookup_runs() only.
