@@ -29,14 +29,17 @@ def use_exact_matmuls(exact: bool) -> str:
     return ""
 
 
-def batching_note(kind: str, dtype: str, kernels: bool = False) -> str:
+def batching_note(kind: str, dtype: str, kernels: bool = False, int8: bool = False) -> str:
     """Whether a batched reply is the same as the prompt's reply alone on this device and dtype, in words.
 
     `kernels`: the quantized layers are multiplied by mlxchat's compiled matmul (engine.cpu.stored), whose
-    rows do not depend on the rows beside them."""
+    rows do not depend on the rows beside them; `int8`: by rows rounded to int8 (int8_activations)."""
     tf32 = kind == "cuda" and os.environ.get(TF32_VARIABLE, "1") != "0"
     if dtype == "float32" and not tf32:
         return "batched replies match each prompt's alone (float32, full precision)"
+    if kernels and int8:
+        return ("batched replies match each prompt's alone (int8 activations through mlxchat's kernels), "
+                "and differ from the float32 model's (int8_activations = true)")
     if kernels:
         return f"batched replies match each prompt's alone ({dtype} through mlxchat's kernels, float32 sums)"
     why = "TF32 matmuls (exact = false)" if dtype == "float32" else f"{dtype} on {'the CPU' if kind == 'cpu' else 'a GPU'}"

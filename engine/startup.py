@@ -122,7 +122,7 @@ def start_local(
         blas=blas_in_use().kind,
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
-        batching=batching_note(device_kind(), loaded.dtype, loaded.kernel_matmuls),
+        batching=batching_note(device_kind(), loaded.dtype, loaded.kernel_matmuls, loaded.int8_activations),
     )
     tuned = load_tuning(loaded.model, config.tuning_file)
     try:

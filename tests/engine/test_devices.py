@@ -42,6 +42,8 @@ def test_batching_note_says_where_batched_replies_can_differ(monkeypatch) -> Non
     assert "q4 (group 32) on a GPU" in batching_note("metal", "q4 (group 32)")
     # Quantized layers through the compiled kernels: a row's sums do not depend on the rows beside it.
     assert batching_note("cpu", "q4/q8 (group 32)", kernels=True).startswith("batched replies match")
+    int8 = batching_note("cpu", "q4/q8 (group 32), int8 activations", kernels=True, int8=True)
+    assert int8.startswith("batched replies match") and "differ from the float32 model's" in int8
     assert "q4/q8 (group 32) on the CPU" in batching_note("cpu", "q4/q8 (group 32)")
     monkeypatch.delenv(TF32_VARIABLE)
     assert "TF32" in batching_note("cuda", "float32")
