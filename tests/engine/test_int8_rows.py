@@ -20,7 +20,9 @@ from tests.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.skipif(not kernels.status().active, reason="the compiled kernels are not built here")
 
-ON, PORTABLE = 1, 2  # the kernel's int8 argument: the fastest path here, and the portable loops
+ON, PORTABLE, AVX2 = 1, 2, 3  # the kernel's int8 argument: the fastest path here, the portable loops, AVX2's
+# (AVX2's where the CPU has it: x86-64-v3 is AVX2, FMA and F16C, which that path needs)
+PATHS = (ON, PORTABLE, AVX2) if kernels.status().active and "x86-64-v" in kernels.status().module.isa() else (ON, PORTABLE)
 
 
 def rounded_then_float64(x: mx.array, q: list[mx.array], bits: int, group: int) -> np.ndarray:
@@ -42,7 +44,7 @@ def test_int8_rows_are_the_rounding_then_exact_products(bits, group, scales, gro
     q = quantized(37, k, bits, group, scales)
     x = mx.random.normal((11, k), key=mx.random.key(1))
     want = rounded_then_float64(x, q, bits, group)
-    for int8 in (ON, PORTABLE):
+    for int8 in PATHS:
         got = np.array(ext().weights_matmul(x, q, bits, group, False, 2, int8)[0])
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max(), int8
     # ...which is not the float32 product: the setting is opt-in for that reason.
@@ -52,12 +54,13 @@ def test_int8_rows_are_the_rounding_then_exact_products(bits, group, scales, gro
 
 @pytest.mark.parametrize("bits, scales", [(4, mx.float16), (8, mx.bfloat16)])
 def test_an_int8_rows_bits_do_not_depend_on_its_neighbours_nor_on_the_path(bits, scales):
-    # The vector path takes rows 8 at a time and columns 1, 2 or 4 at a time by the rows' count: each count crosses one.
+    # The vector paths take rows 8 (AVX-512) or 4 (AVX2) at a time and columns 1, 2 or 4 at a time by the rows'
+    # count: each count crosses one.
     q = quantized(45, 192, bits, 64, scales)
     x = mx.random.normal((20, 192), key=mx.random.key(2))
     alone = [ext().weights_matmul(x[r : r + 1], q, bits, 64, False, 1, ON)[0] for r in range(20)]
     for rows in range(2, 21):
-        for int8 in (ON, PORTABLE):
+        for int8 in PATHS:
             together = ext().weights_matmul(x[:rows], q, bits, 64, False, 2, int8)[0]
             assert mx.array_equal(together, mx.concatenate(alone[:rows])).item(), (rows, int8)
 
@@ -78,8 +81,8 @@ def test_rows_that_are_not_finite_give_nan_and_zero_rows_give_zero():
 
 
 def test_an_unknown_int8_mode_is_refused():
-    with pytest.raises(ValueError, match="int8 must be 0, 1 or 2"):
-        ext().weights_matmul(mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16), 4, 32, False, 1, 3)
+    with pytest.raises(ValueError, match="int8 must be 0, 1, 2 or 3"):
+        ext().weights_matmul(mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16), 4, 32, False, 1, 4)
 
 
 def test_a_model_loaded_with_int8_activations_gives_batched_replies_equal_alone(tiny_model_dir: Path,

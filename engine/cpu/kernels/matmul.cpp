@@ -39,8 +39,8 @@ void pack_lanes(const float* X, int64_t m0, int64_t R, int64_t K, float* out) {
   }
 }
 
-// The int8 path: the rows rounded once, then every task over them (with `vector`, AVX-512 VNNI's where it runs).
-void run_int8(const Problem& p, int threads, bool vector) {
+// The int8 rows: rounded once, then every task over them on `path`.
+void run_int8(const Problem& p, int threads, Int8Path path) {
   thread_local std::vector<int8_t> values;
   thread_local std::vector<float> scales;
   Rows8 rows{nullptr, nullptr, int8_chunks(p.kind, p.K), is_q4(p.kind) ? 128 : 64};
@@ -49,17 +49,20 @@ void run_int8(const Problem& p, int threads, bool vector) {
   rows.q = values.data();
   rows.dx = scales.data();
   quantize_rows(p.x, p.M, p.K, p.kind, rows);
-  vector = vector && int8_vector_runs();
-  parallel_for(p.first_task.back(), threads, [&p, &rows, vector](int64_t task) {
+  parallel_for(p.first_task.back(), threads, [&p, &rows, path](int64_t task) {
     thread_local std::vector<float> scratch;
-    int8_block(p, rows, task, scratch, vector);
+    int8_block(p, rows, task, scratch, path);
   });
 }
 
 void run(Problem p, const mx::array& x, int threads, int int8) {
   std::vector<float> gathered;
   p.x = row_major(x, gathered);
-  if (int8 != INT8_OFF && !is_float(p.kind)) return run_int8(p, threads, int8 == INT8_ON);
+  if (int8 != INT8_OFF && !is_float(p.kind)) {
+    return run_int8(p, threads, int8_path(int8 == INT8_PORTABLE ? Int8Path::portable
+                                          : int8 == INT8_AVX2   ? Int8Path::avx2
+                                                                : Int8Path::fastest));
+  }
   // Kept from call to call (the stream's one thread runs them in turn): a prompt's rows are megabytes,
   // and a fresh vector would zero them before they are written. The pool's threads get its address: by
   // name, each would read a thread_local of its own.
@@ -127,7 +130,8 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
   if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
     fail("the group size must be a multiple of 8 that divides K");
   }
-  if (int8 != INT8_OFF && int8 != INT8_ON && int8 != INT8_PORTABLE) fail("int8 must be 0, 1 or 2");
+  if (int8 < INT8_OFF || int8 > INT8_AVX2) fail("int8 must be 0, 1, 2 or 3");
+  if (int8 == INT8_AVX2 && int8_path(Int8Path::fastest) == Int8Path::portable) fail("int8 3 needs a CPU with AVX2");
   if (weights.empty()) fail("no weights given");
   if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
   const size_t count = weights.size() / per;

@@ -23,9 +23,9 @@ struct WeightFormat {
 // weights[i] alone. A row's result is
 // the same bits whatever other rows share the call. With `swiglu`, the two weights (gate, up) give one
 // output, silu(x @ gate.T) * (x @ up.T). With `int8` INT8_ON, 4- and 8-bit weights multiply x rounded to int8 in
-// blocks of 32 (matmul_int8.cpp): faster, and no longer the float32 product; INT8_PORTABLE does the same on the
-// portable loops whatever the CPU, which the tests compare with the vector path's bits.
-enum Int8Rows { INT8_OFF = 0, INT8_ON = 1, INT8_PORTABLE = 2 };
+// blocks of 32 (matmul_int8.cpp): faster, and no longer the float32 product. INT8_PORTABLE and INT8_AVX2 do the same
+// on those loops whatever else the CPU has, which the tests compare with the fastest path's bits.
+enum Int8Rows { INT8_OFF = 0, INT8_ON = 1, INT8_PORTABLE = 2, INT8_AVX2 = 3 };
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
                                       bool swiglu, int threads, int int8 = INT8_OFF);
 

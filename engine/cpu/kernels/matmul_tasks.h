@@ -294,9 +294,12 @@ struct Rows8 {
 };
 int64_t int8_chunks(Kind kind, int64_t K);
 void quantize_rows(const float* X, int64_t M, int64_t K, Kind kind, Rows8& rows);
-// Task `task` of p over int8 rows: with `vector`, the AVX-512 VNNI path, where int8_vector_runs().
-void int8_block(const Problem& p, const Rows8& rows, int64_t task, std::vector<float>& scratch, bool vector);
-bool int8_vector_runs();
+// Which loops multiply int8 rows: every path gives the same bits (matmul_int8.h). `fastest`: AVX-512 VNNI's where the
+// CPU has it, else AVX2's, else the portable ones; int8_path() says which that is.
+enum class Int8Path { fastest, portable, avx2, vnni };
+Int8Path int8_path(Int8Path asked);
+// Task `task` of p over int8 rows, on `path` (not fastest: int8_path's answer).
+void int8_block(const Problem& p, const Rows8& rows, int64_t task, std::vector<float>& scratch, Int8Path path);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_Q4_LOOKUP 1
