@@ -1,5 +1,5 @@
 // The int8 rows' vector paths (matmul_int8.h): AVX-512 VNNI, 4 products a lane in one instruction (vpdpbusd),
-// and AVX2, the same sums in three (vpmaddubsw pairs, vpmaddwd fours). Each built for its own CPUs and picked at
+// and AVX2, the same sums in a few (vpmaddubsw, vpmaddwd). Each built for its own CPUs and picked at
 // run time; both give the portable loops' bits.
 #include <algorithm>
 #include <cstdint>
@@ -180,9 +180,13 @@ MLXCHAT_AVX2_TARGET void tile_avx2(const Problem& p, const Matrix& w, const Rows
         const __m256i pick = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes.pick[at.half()] + 8 * half));
         const __m256 s = _mm256_permutevar8x32_ps(s4, pick);
         const __m256 b = _mm256_permutevar8x32_ps(b4, pick);
-        // Nibbles, at 8 bits too: unsigned bytes times signed ones in pairs (vpmaddubsw) must stay under 2**15.
-        const __m256i lo = _mm256_and_si256(packed, low);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+        // 4 bits: nibbles times the row's bytes in pairs (vpmaddubsw, under 2**15), then fours (vpmaddwd). 8 bits:
+        // bytes widened to 16 bits (255 * 127 * 2 is past vpmaddubsw's range), pairs (vpmaddwd), then fours (vphaddd,
+        // whose order across the register's halves one permute puts back).
+        const __m256i lo = is_q4(KIND) ? _mm256_and_si256(packed, low)
+                                       : _mm256_cvtepu8_epi16(_mm256_castsi256_si128(packed));
+        const __m256i hi = is_q4(KIND) ? _mm256_and_si256(_mm256_srli_epi16(packed, 4), low)
+                                       : _mm256_cvtepu8_epi16(_mm256_extracti128_si256(packed, 1));
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           const int8_t* x = rows.row(r0 + r, c);
@@ -194,9 +198,10 @@ MLXCHAT_AVX2_TARGET void tile_avx2(const Problem& p, const Matrix& w, const Rows
             ints = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, even), _mm256_maddubs_epi16(hi, odd)),
                                      ones);
           } else {
-            const __m256i xs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * half));
-            ints = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xs), ones),
-                                    _mm256_slli_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, xs), ones), 4));
+            const __m128i* xs = reinterpret_cast<const __m128i*>(x + 32 * half);
+            const __m256i first = _mm256_madd_epi16(lo, _mm256_cvtepi8_epi16(_mm_loadu_si128(xs)));
+            const __m256i second = _mm256_madd_epi16(hi, _mm256_cvtepi8_epi16(_mm_loadu_si128(xs + 1)));
+            ints = _mm256_permute4x64_epi64(_mm256_hadd_epi32(first, second), 0xD8);
           }
           const __m256 scale = _mm256_mul_ps(s, _mm256_loadu_ps(dx));
           sums[r][j][half] = _mm256_fmadd_ps(b, _mm256_loadu_ps(dx + LANES),
