@@ -48,7 +48,11 @@ void run_int8(const Problem& p, int threads, Int8Path path) {
   scales.resize(p.M * rows.chunks * 32);
   rows.q = values.data();
   rows.dx = scales.data();
-  quantize_rows(p.x, p.M, p.K, p.kind, rows);
+  // A prompt's rows are rounded on every core (one by one, they took longer than a layer's products).
+  constexpr int64_t ROUNDED = 8;
+  parallel_for((p.M + ROUNDED - 1) / ROUNDED, p.M > ROUNDED ? threads : 1, [&p, &rows](int64_t block) {
+    quantize_rows(p.x, block * ROUNDED, std::min(p.M, (block + 1) * ROUNDED), p.K, p.kind, rows);
+  });
   parallel_for(p.first_task.back(), threads, [&p, &rows, path](int64_t task) {
     thread_local std::vector<float> scratch;
     int8_block(p, rows, task, scratch, path);

@@ -98,10 +98,10 @@ Int8Path int8_path(Int8Path asked) {
 
 int64_t int8_chunks(Kind kind, int64_t K) { return (K + chunk_values(kind) - 1) / chunk_values(kind); }
 
-MLXCHAT_CLONES void quantize_rows(const float* X, int64_t M, int64_t K, Kind kind, Rows8& rows) {
+MLXCHAT_CLONES void quantize_rows(const float* X, int64_t m0, int64_t m1, int64_t K, Kind kind, Rows8& rows) {
   const int E = per_lane(kind);
   const int64_t values = chunk_values(kind);
-  for (int64_t m = 0; m < M; ++m) {
+  for (int64_t m = m0; m < m1; ++m) {
     const float* x = X + m * K;
     for (int64_t c = 0; c < rows.chunks; ++c) {
       int8_t* xq = rows.row(m, c);

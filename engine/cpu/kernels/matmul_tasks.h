@@ -293,7 +293,8 @@ struct Rows8 {
   float* sums(int64_t m, int64_t c) const { return dx + (m * chunks + c) * 32 + 16; }
 };
 int64_t int8_chunks(Kind kind, int64_t K);
-void quantize_rows(const float* X, int64_t M, int64_t K, Kind kind, Rows8& rows);
+// Rows m0..m1 of X (M x K) rounded into `rows`.
+void quantize_rows(const float* X, int64_t m0, int64_t m1, int64_t K, Kind kind, Rows8& rows);
 // Which loops multiply int8 rows: every path gives the same bits (matmul_int8.h). `fastest`: AVX-512 VNNI's where the
 // CPU has it, else AVX2's, else the portable ones; int8_path() says which that is.
 enum class Int8Path { fastest, portable, avx2, vnni };
