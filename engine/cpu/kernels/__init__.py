@@ -50,7 +50,7 @@ def status() -> KernelStatus:
     if problem:
         return KernelStatus(False, f"failed their self-test ({problem}): MLX's own operations run")
     return KernelStatus(True, f"compiled attention, norms, RoPE, matmul over stored weights and top-k sampling, "
-                              f"{_ext.isa()} code path", _ext)
+                              f"{_ext.isa()} code path; int8 activations on the {_ext.int8_path()} path", _ext)
 
 
 def active_here() -> bool:

@@ -7,6 +7,7 @@
 #include "kv_write.h"
 #include "layer_ops.h"
 #include "matmul.h"
+#include "matmul_tasks.h"
 #include "top_k.h"
 
 namespace nb = nanobind;
@@ -28,6 +29,13 @@ std::string isa() {
 #else
   return "portable";
 #endif
+}
+
+// Which loops multiply int8 rows (int8_activations) on this CPU.
+std::string int8_path() {
+  using mlxchat::matmul::Int8Path;
+  const Int8Path path = mlxchat::matmul::int8_path(Int8Path::fastest);
+  return path == Int8Path::vnni ? "AVX-512 VNNI" : path == Int8Path::avx2 ? "AVX2" : "portable";
 }
 
 }  // namespace
@@ -59,5 +67,6 @@ NB_MODULE(_ext, m) {
         "Each row's k largest values of x (B, V) and their indices (uint32), largest first, of equal values the "
         "lower index first (float32, CPU).");
   m.def("isa", &isa, "The instruction set the kernels' code path was chosen for.");
+  m.def("int8_path", &int8_path, "The loops that multiply int8 rows here: AVX-512 VNNI, AVX2 or portable.");
   m.attr("mlx_version") = MLXCHAT_MLX_VERSION;
 }
