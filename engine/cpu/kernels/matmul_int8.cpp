@@ -120,7 +120,10 @@ MLXCHAT_CLONES void quantize_rows(const float* X, int64_t m0, int64_t m1, int64_
         const float d = finite ? amax / 127.0f : NAN, inverse = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
         for (int64_t t = 0; t < 32; ++t) {
           const int64_t k = k0 + t, at = k - c * values;
-          const int8_t q = k < K ? static_cast<int8_t>(std::clamp(std::nearbyint(x[k] * inverse), -127.0f, 127.0f)) : 0;
+          // (a NaN or infinite x times 0 is NaN, whose conversion to an integer is undefined: such blocks are 0)
+          const int8_t q = k < K && finite
+                               ? static_cast<int8_t>(std::clamp(std::nearbyint(x[k] * inverse), -127.0f, 127.0f))
+                               : 0;
           // At 4 bits a chunk's even values come first, then its odd ones (the weights' low and high nibbles).
           xq[E == 8 ? at % 2 * CHUNK_BYTES + at / 2 : at] = q;
         }
