@@ -16,13 +16,15 @@ from mlxchat.engine.cpu import kernels, stored
 from mlxchat.engine.loading.models import INT8_REFUSED, load_model
 from mlxchat.engine.loading.progress import ModelLoadError
 from tests.engine.test_stored_weights import assert_batched_replies_equal_alone, ext, quantized, widened
+from tests.tiny_families import FAMILIES, build_family
 from tests.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.skipif(not kernels.status().active, reason="the compiled kernels are not built here")
 
 ON, PORTABLE, AVX2 = 1, 2, 3  # the kernel's int8 argument: the fastest path here, the portable loops, AVX2's
 # (AVX2's where the CPU has it: x86-64-v3 is AVX2, FMA and F16C, which that path needs)
-PATHS = (ON, PORTABLE, AVX2) if kernels.status().active and "x86-64-v" in kernels.status().module.isa() else (ON, PORTABLE)
+HAS_AVX2 = kernels.status().active and "x86-64-v" in kernels.status().module.isa()
+PATHS = (ON, PORTABLE, AVX2) if HAS_AVX2 else (ON, PORTABLE)
 
 
 def rounded_then_float64(x: mx.array, q: list[mx.array], bits: int, group: int) -> np.ndarray:
@@ -102,3 +104,34 @@ def test_int8_activations_on_a_float_model_is_refused_saying_what_to_change(tiny
     with pytest.raises(ModelLoadError) as refused:
         load_model(str(tiny_model_dir), cache_dir=models_cache_dir(), int8_activations=True)
     assert str(refused.value) == INT8_REFUSED and "set int8_activations = false" in INT8_REFUSED
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_family_with_int8_rows_gives_batched_replies_equal_alone(family, tiny_model_dir):
+    """Every layer kind the engine runs (q/k norms, windows, convolutions, MLA, experts, recurrent states): 4-bit
+    layers as stored with int8 rows, each slot's reply beside the others' equals its reply alone, prompts read 4
+    tokens a pass."""
+    import mlx.nn as nn
+    from mlx_lm.utils import load_tokenizer
+
+    from mlxchat.engine.local_engine import Engine
+    from tests.engine.test_families import GREEDY, PROMPTS, generated, plan
+
+    model = build_family(family)
+    nn.quantize(model, group_size=32, bits=4,
+                class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0)
+    stored.install(model)
+    stored.compute_in_float32(model)
+    assert stored.round_rows_to_int8(model)
+    engine = Engine(model, load_tokenizer(tiny_model_dir), plan(), prefill_chunk=4)
+    try:
+        alone = []
+        for prompt in PROMPTS:
+            assert engine.submit(0, tokens=prompt, sampling=GREEDY).result(60).error is None
+            alone.append(generated(engine, 0, prompt))
+            engine.clear(0, park=False)
+        handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
+        assert [h.result(60).error for h in handles] == [None] * len(PROMPTS)
+        assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
+    finally:
+        engine.shutdown()

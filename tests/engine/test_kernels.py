@@ -25,7 +25,8 @@ def test_the_kernels_are_built_and_pass_their_self_test_on_this_machine():
     assert status.active, status.detail
     assert "compiled attention" in status.detail and "code path" in status.detail
     # Which loops int8 rows take is said too: the CPU's best (every path gives the same bits, test_int8_rows).
-    assert status.module.int8_path() in status.detail and status.module.int8_path() in ("AVX-512 VNNI", "AVX2", "portable")
+    path = status.module.int8_path()
+    assert path in status.detail and path in ("AVX-512 VNNI", "AVX2", "portable")
 
 
 def reference(q, k, v, rows, lengths, scale):
