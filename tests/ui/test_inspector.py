@@ -241,7 +241,8 @@ def test_keys_stop_and_clear_slots_and_the_rows_follow_a_repartition(endless_mod
         app.session.apply_plan(app.session.evaluate(replace(app.settings.slot_request(), parallel=2)), app)
         await wait_for(pilot, lambda: table.row_count == 2, "the rows of the new plan")
         assert table.cursor_row == 1 and len(slots(app)) == 2
-        assert len(screen.query_one(SlotRates).query("Sparkline")) == 2
+        # (the rates' lines are removed and mounted again: both take a refresh of their own, the table's does not wait)
+        await wait_for(pilot, lambda: len(screen.query_one(SlotRates).query("Sparkline")) == 2, "the rates' lines")
 
     run(make_app(endless_model_dir, parallel=4, ctx_size=8192, sampling={"max_tokens": 200}), scenario)
 
