@@ -168,7 +168,8 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
     if (!swiglu || i == 0) shapes.push_back({x.shape(0), static_cast<int>(N)});
   }
   return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),
-                                std::make_shared<WeightsMatmul>(stream, MatmulParams{format, swiglu, threads, int8}), inputs);
+                                std::make_shared<WeightsMatmul>(stream, MatmulParams{format, swiglu, threads, int8}),
+                                inputs);
 }
 
 }  // namespace mlxchat

@@ -34,16 +34,15 @@ inline void by_lane(const void* values, int64_t row_groups, int64_t groups, int 
   }
 }
 
-// Column n for rows r0..r0 + R on the portable path: plain loops, in the order matmul_int8.h gives.
+// Column n for every row on the portable path: plain loops, in the order matmul_int8.h gives.
 template <Kind KIND>
-void column_portable(const Problem& p, const Matrix& w, const Rows8& rows, int64_t n, int64_t r0, int R,
-                     float* y, int64_t ldy) {
+void column_portable(const Problem& p, const Matrix& w, const Rows8& rows, int64_t n, float* y, int64_t ldy) {
   constexpr int E = per_lane(KIND);
-  const int64_t groups = p.K / p.group_size, bytes = p.K * (is_q4(KIND) ? 4 : 8) / 8;
+  const int64_t groups = p.K / p.group_size, bytes = column_bytes(KIND, p.K);
   const uint8_t* column = static_cast<const uint8_t*>(w.values) + n * bytes;
   constexpr int ROWS = 8;
-  for (int64_t t0 = 0; t0 < R; t0 += ROWS) {
-    const int T = static_cast<int>(std::min<int64_t>(ROWS, R - t0));
+  for (int64_t t0 = 0; t0 < p.M; t0 += ROWS) {
+    const int T = static_cast<int>(std::min<int64_t>(ROWS, p.M - t0));
     float sums[ROWS][LANES] = {};
     for (int64_t c = 0; c < rows.chunks; ++c) {
       float s[LANES], b[LANES];
@@ -61,9 +60,9 @@ void column_portable(const Problem& p, const Matrix& w, const Rows8& rows, int64
         }
       }
       for (int r = 0; r < T; ++r) {
-        const int8_t* xq = rows.row(r0 + t0 + r, c);
-        const float* dx = rows.scales(r0 + t0 + r, c);
-        const float* xs = rows.sums(r0 + t0 + r, c);
+        const int8_t* xq = rows.row(t0 + r, c);
+        const float* dx = rows.scales(t0 + r, c);
+        const float* xs = rows.sums(t0 + r, c);
         for (int i = 0; i < LANES; ++i) {
           int32_t ints = 0;
           for (int t = 0; t < 4; ++t) {
@@ -82,7 +81,7 @@ template <Kind... KINDS>
 void columns_portable(const Problem& p, const Matrix& w, const Rows8& rows, int64_t n0, int64_t n1, float* Y,
                       int64_t ldy) {
   auto one = [&](auto kind) {
-    for (int64_t n = n0; n < n1; ++n) column_portable<decltype(kind)::value>(p, w, rows, n, 0, p.M, Y + (n - n0), ldy);
+    for (int64_t n = n0; n < n1; ++n) column_portable<decltype(kind)::value>(p, w, rows, n, Y + (n - n0), ldy);
   };
   ((p.kind == KINDS ? one(std::integral_constant<Kind, KINDS>{}) : void()), ...);
 }

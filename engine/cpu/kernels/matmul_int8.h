@@ -21,6 +21,8 @@ constexpr int64_t CHUNK_BYTES = 64;  // of packed weights, and of int8 rows (twi
 
 constexpr int per_lane(Kind k) { return is_q4(k) ? 8 : 4; }
 constexpr int64_t chunk_values(Kind k) { return LANES * per_lane(k); }
+// The packed bytes of one column of K weights.
+constexpr int64_t column_bytes(Kind k, int64_t K) { return K * (is_q4(k) ? 4 : 8) / 8; }
 
 // Y (M x (n1 - n0), leading dimension ldy) = rows . W[n0:n1].T for p's kind, on each vector path: where
 // vnni_runs() / avx2_runs() only.

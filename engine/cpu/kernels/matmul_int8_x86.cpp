@@ -48,6 +48,15 @@ struct Chunks {
   }
 };
 
+// The 16 lanes' sum, lanes 0-7 in `low` and 8-15 in `high`, in the portable lanes_sum's order (halves, then
+// quarters, then q0 + q2 and q1 + q3): both paths end with it.
+MLXCHAT_AVX2_TARGET inline float sum_lanes(__m256 low, __m256 high) {
+  const __m256 h = _mm256_add_ps(low, high);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 pairs = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
+}
+
 // ---- AVX-512 VNNI: a chunk is one register.
 
 // A chunk's groups' scales or biases as float32, lanes 0-3 (0 past `count`).
@@ -61,17 +70,14 @@ MLXCHAT_VNNI_TARGET inline __m128 groups_vnni(const void* values, int64_t at, in
 }
 
 MLXCHAT_VNNI_TARGET inline float sum_vnni(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 pairs = _mm_add_ps(q, _mm_movehl_ps(q, q));  // q0 + q2, q1 + q3
-  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
+  return sum_lanes(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
 
 // C columns n.. for rows r0..r0 + R.
 template <Kind KIND, int R, int C>
 MLXCHAT_VNNI_TARGET void tile_vnni(const Problem& p, const Matrix& w, const Rows8& rows, const LaneGroups& lanes,
                                    int64_t n, int64_t r0, float* y, int64_t ldy) {
-  const int64_t bytes = p.K * (is_q4(KIND) ? 4 : 8) / 8;
+  const int64_t bytes = column_bytes(KIND, p.K);
   const uint8_t* column[C];
   for (int j = 0; j < C; ++j) column[j] = static_cast<const uint8_t*>(w.values) + (n + j) * bytes;
   __m512 sums[R][C];
@@ -142,17 +148,10 @@ MLXCHAT_AVX2_TARGET inline __m128 groups_avx2(const void* values, int64_t at, in
   }
 }
 
-MLXCHAT_AVX2_TARGET inline float sum_avx2(__m256 low, __m256 high) {
-  const __m256 h = _mm256_add_ps(low, high);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 pairs = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
-}
-
 template <Kind KIND, int R, int C>
 MLXCHAT_AVX2_TARGET void tile_avx2(const Problem& p, const Matrix& w, const Rows8& rows, const LaneGroups& lanes,
                                    int64_t n, int64_t r0, float* y, int64_t ldy) {
-  const int64_t bytes = p.K * (is_q4(KIND) ? 4 : 8) / 8;
+  const int64_t bytes = column_bytes(KIND, p.K);
   const uint8_t* column[C];
   for (int j = 0; j < C; ++j) column[j] = static_cast<const uint8_t*>(w.values) + (n + j) * bytes;
   __m256 sums[R][C][2];
@@ -211,7 +210,7 @@ MLXCHAT_AVX2_TARGET void tile_avx2(const Problem& p, const Matrix& w, const Rows
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < C; ++j) y[r * ldy + j] = sum_avx2(sums[r][j][0], sums[r][j][1]);
+    for (int j = 0; j < C; ++j) y[r * ldy + j] = sum_lanes(sums[r][j][0], sums[r][j][1]);
   }
 }
 
