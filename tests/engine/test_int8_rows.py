@@ -15,7 +15,13 @@ from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.cpu import kernels, stored
 from mlxchat.engine.loading.models import INT8_REFUSED, load_model
 from mlxchat.engine.loading.progress import ModelLoadError
-from tests.engine.test_stored_weights import assert_batched_replies_equal_alone, ext, quantized, widened
+from tests.engine.test_stored_weights import (
+    assert_batched_replies_equal_alone,
+    assert_replies_beside_others_equal_alone,
+    ext,
+    quantized,
+    widened,
+)
 from tests.tiny_families import FAMILIES, build_family
 from tests.tiny_gguf import write_tiny_gguf
 
@@ -115,7 +121,7 @@ def test_every_family_with_int8_rows_gives_batched_replies_equal_alone(family, t
     from mlx_lm.utils import load_tokenizer
 
     from mlxchat.engine.local_engine import Engine
-    from tests.engine.test_families import GREEDY, PROMPTS, generated, plan
+    from tests.engine.test_families import GREEDY, PROMPTS, plan
 
     model = build_family(family)
     nn.quantize(model, group_size=32, bits=4,
@@ -124,14 +130,4 @@ def test_every_family_with_int8_rows_gives_batched_replies_equal_alone(family, t
     stored.compute_in_float32(model)
     assert stored.round_rows_to_int8(model)
     engine = Engine(model, load_tokenizer(tiny_model_dir), plan(), prefill_chunk=4)
-    try:
-        alone = []
-        for prompt in PROMPTS:
-            assert engine.submit(0, tokens=prompt, sampling=GREEDY).result(60).error is None
-            alone.append(generated(engine, 0, prompt))
-            engine.clear(0, park=False)
-        handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
-        assert [h.result(60).error for h in handles] == [None] * len(PROMPTS)
-        assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
-    finally:
-        engine.shutdown()
+    assert_replies_beside_others_equal_alone(engine, PROMPTS, GREEDY, 60)

@@ -128,21 +128,26 @@ def bfloat16_copy(model_dir: Path, to: Path) -> Path:
     return to
 
 
+def assert_replies_beside_others_equal_alone(engine, prompts: list[list[int]], sampling: SamplingParams,
+                                             timeout: float) -> None:
+    """Each prompt's reply in slot 0 alone, then all at once in slots 0..n: every reply is the one it got alone."""
+    try:
+        alone = []
+        for p in prompts:
+            assert engine.submit(0, tokens=p, sampling=sampling).result(timeout).error is None
+            alone.append(generated(engine, 0, p))
+            engine.clear(0, park=False)
+        handles = [engine.submit(i, tokens=p, sampling=sampling) for i, p in enumerate(prompts)]
+        assert [h.result(timeout).error for h in handles] == [None] * len(prompts)
+        assert [generated(engine, i, p) for i, p in enumerate(prompts)] == alone
+    finally:
+        engine.shutdown()
+
+
 def assert_batched_replies_equal_alone(model: Path, tmp_path: Path, int8_activations: bool = False) -> None:
     """The model started as the app starts it: every reply of rows sharing passes is the one it gets alone."""
     engine = start_as_the_app(model, tmp_path / "cache", int8_activations=int8_activations)
-    greedy = SamplingParams(max_tokens=8, ignore_eos=True)
-    try:
-        alone = []
-        for p in PROMPTS:
-            assert engine.submit(0, tokens=p, sampling=greedy).result(120).error is None
-            alone.append(generated(engine, 0, p))
-            engine.clear(0, park=False)
-        handles = [engine.submit(i, tokens=p, sampling=greedy) for i, p in enumerate(PROMPTS)]
-        assert [h.result(120).error for h in handles] == [None] * len(PROMPTS)
-        assert [generated(engine, i, p) for i, p in enumerate(PROMPTS)] == alone
-    finally:
-        engine.shutdown()
+    assert_replies_beside_others_equal_alone(engine, PROMPTS, SamplingParams(max_tokens=8, ignore_eos=True), 120)
 
 
 @pytest.mark.parametrize("form", ["Q4_1 GGUF", "bfloat16"])
