@@ -19,11 +19,41 @@ from mlxchat.engine.cpu import activations, kernels
 
 def norm(module: Any) -> Callable[[mx.array], mx.array]:
     """`module` itself, or the compiled RMSNorm where it computes the same (nn.RMSNorm, float32 weight)."""
+    compiled = _compiled_norm(module)
+    if compiled is None:
+        return module
+    ext, weight, eps = compiled
+    return lambda x: ext.rms_norm(x, weight, eps) if x.dtype == mx.float32 else module(x)
+
+
+def add_norm(module: Any) -> Callable[[mx.array, mx.array], tuple[mx.array, mx.array]]:
+    """(h, delta) -> (h + delta, module(h + delta)): a layer's residual add and the next norm, one compiled operation
+    where `norm` would compile the norm (one fewer in each of the two per layer of every step's graph)."""
+    compiled = _compiled_norm(module)
+
+    def apart(h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
+        h = h + delta
+        return h, module(h)
+
+    if compiled is None:
+        return apart
+    ext, weight, eps = compiled
+
+    def fused(h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
+        if h.dtype != mx.float32 or delta.dtype != mx.float32 or h.shape != delta.shape:
+            return apart(h, delta)
+        total, normed = ext.add_rms_norm(h, delta, weight, eps)
+        return total, normed
+
+    return fused
+
+
+def _compiled_norm(module: Any) -> tuple[Any, mx.array, float] | None:
+    """(the kernels' module, weight, eps) where the compiled RMSNorm computes what `module` does, else None."""
     ext = kernels.status().module
     if ext is None or type(module) is not nn.RMSNorm or module.weight.dtype != mx.float32:
-        return module
-    weight, eps = module.weight, module.eps
-    return lambda x: ext.rms_norm(x, weight, eps) if x.dtype == mx.float32 else module(x)
+        return None
+    return ext, module.weight, module.eps
 
 
 def swiglu(gate: mx.array, up: mx.array) -> mx.array:
@@ -56,13 +86,29 @@ class Rope:
         if self._inverse is not None:
             mx.eval(self._inverse)
 
-    def __call__(self, rows: mx.array, batch: int, heads: int, offset: int | mx.array, offsets: Callable[[], mx.array]
-                 ) -> mx.array:
-        """RoPE of `rows` (batch * L, heads * dim), sequence b at positions offset[b]...; `offsets()`: the
-        offsets as an int32 array, made once per pass."""
-        if self._inverse is not None and rows.dtype == mx.float32:
+    def __call__(self, rows: list[mx.array], batch: int, heads: list[int], offset: int | mx.array,
+                 offsets: Callable[[], mx.array]) -> list[mx.array]:
+        """RoPE of each `rows[i]` (batch * L, heads[i] * dim) -> (batch, heads[i], L, dim), sequence b at positions
+        offset[b]...; `offsets()`: the offsets as an int32 array, made once per pass. Compiled, all of them (a
+        layer's queries and keys) are one operation."""
+        if self._inverse is not None and all(x.dtype == mx.float32 for x in rows):
             return kernels.status().module.rope_rows(
                 rows, batch, heads, offsets(), self._inverse, self.module.traditional, self._scale
             )
-        x = rows.reshape(batch, rows.shape[0] // batch, heads, -1).transpose(0, 2, 1, 3)
-        return self.module(x, offset=offset)
+        return [self.module(as_heads(x, batch, n), offset=offset) for x, n in zip(rows, heads)]
+
+
+def as_heads(rows: mx.array, batch: int, heads: int) -> mx.array:
+    """Rows (batch * L, heads * dim) as (batch, heads, L, dim): for one token a sequence, a reshape alone."""
+    length = rows.shape[0] // batch
+    if length == 1:
+        return rows.reshape(batch, heads, 1, -1)
+    return rows.reshape(batch, length, heads, -1).transpose(0, 2, 1, 3)
+
+
+def as_rows(x: mx.array) -> mx.array:
+    """(batch, heads, L, dim) as rows (batch * L, heads * dim): as_heads undone."""
+    batch, heads, length, dim = x.shape
+    if length == 1:
+        return x.reshape(batch, heads * dim)
+    return x.transpose(0, 2, 1, 3).reshape(batch * length, heads * dim)

@@ -157,10 +157,14 @@ class CpuLlama:
         else:
             self._head = _Weight(head.weight)
             self._layers = [_FloatLayer(layer, self._spread) for layer in self.inner.layers]
-        # Each layer's norms and RoPE, compiled where they run (one operation each, not tens).
-        self._norms = [(layer_ops.norm(layer.input_layernorm), layer_ops.norm(layer.post_attention_layernorm))
-                       for layer in self.inner.layers]
-        self._final_norm = layer_ops.norm(self.inner.norm)
+        # Each layer's norms and RoPE, compiled where they run (one operation each, not tens). A norm takes the
+        # residual add before it: after attention the layer's second norm, after the MLP the next layer's first
+        # (after the last, the final norm).
+        layers = self.inner.layers
+        self._first_norm = layer_ops.norm(layers[0].input_layernorm)
+        nexts = [layer.input_layernorm for layer in layers[1:]] + [self.inner.norm]
+        self._adds = [(layer_ops.add_norm(layer.post_attention_layernorm), layer_ops.add_norm(after))
+                      for layer, after in zip(layers, nexts)]
         self._ropes = [layer_ops.Rope(layer.self_attn.rope) for layer in self.inner.layers]
 
     def body(self, inputs: mx.array, caches: list[Any]) -> mx.array:
@@ -179,14 +183,14 @@ class CpuLlama:
         # Every group's tokens as rows (tokens, hidden): what the matmuls take, with no reshape around them.
         h = mx.concatenate([inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size)
                             for inputs, _ in groups], axis=0)
-        for i, (layer, weights, (first, second)) in enumerate(zip(inner.layers, self._layers, self._norms)):
+        normed = self._first_norm(h)
+        for i, (layer, weights, (after_attention, after_mlp)) in enumerate(zip(inner.layers, self._layers, self._adds)):
             caches = [layer_caches[i] for _, layer_caches in groups]
-            h = h + self._attend(layer.self_attn, self._ropes[i], first(h), caches, shapes, weights)
-            h = h + weights.mlp(second(h), self._other)
-        h = self._final_norm(h)
+            h, normed = after_attention(h, self._attend(layer.self_attn, self._ropes[i], normed, caches, shapes, weights))
+            h, normed = after_mlp(h, weights.mlp(normed, self._other))
         out, start = [], 0
-        for b, n in shapes:
-            out.append(h[start : start + b * n].reshape(b, n, -1))
+        for b, n in shapes:  # the final norm's output
+            out.append(normed[start : start + b * n].reshape(b, n, -1))
             start += b * n
         return out
 
@@ -207,12 +211,9 @@ class CpuLlama:
             # One group takes the arrays whole: no slice to build and evaluate in each of the layers.
             part = [a if len(shapes) == 1 else a[start : start + b * n] for a in (queries_all, keys_all, values_all)]
             start += b * n
-            offsets = cache.layout.offsets
-            grouped.append(rope(part[0], b, attn.n_heads, cache.offset, offsets))
-            with mx.stream(self._other):
-                values = part[2].reshape(b, n, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
-                keys = rope(part[1], b, attn.n_kv_heads, cache.offset, offsets)
-            writes.append((cache, keys, values))
+            queries, keys = rope(part[:2], b, [attn.n_heads, attn.n_kv_heads], cache.offset, cache.layout.offsets)
+            grouped.append(queries)
+            writes.append((cache, keys, layer_ops.as_heads(part[2], b, attn.n_kv_heads)))
         # Every group's K/V is written before any attends: each write can then update the buffer in
         # place (an earlier version still read by attention would make MLX copy the whole buffer).
         # The prompt chunk's first: a mixed pass with 3 decode rows and 8 prompt tokens at 2,500 keys
@@ -230,6 +231,6 @@ class CpuLlama:
                 out = mx.concatenate([first, second], axis=0)
             else:
                 out = cache.attend(queries, attn.scale, None)
-            outs.append(out.transpose(0, 2, 1, 3).reshape(b * n, -1))
+            outs.append(layer_ops.as_rows(out))
         out = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
         return weights.out(out, self._other)

@@ -93,6 +93,18 @@ def test_rms_norm_equals_mlx_for_rows_and_views():
         assert mx.allclose(got, want, atol=1e-5, rtol=1e-5).item(), mx.abs(got - want).max().item()
 
 
+def test_add_rms_norm_gives_the_bits_of_the_add_and_the_norm_apart():
+    import mlx.core as mx
+
+    ext = kernels.status().module
+    h = mx.random.normal((5, 96), key=mx.random.key(14)) * 3
+    delta = mx.random.normal((96, 5), key=mx.random.key(15)).T  # a view, as attention's output can be
+    weight = mx.random.normal((96,), key=mx.random.key(16))
+    total, normed = ext.add_rms_norm(h, delta, weight, 1e-5)
+    assert mx.array_equal(total, h + delta).item()
+    assert mx.array_equal(normed, ext.rms_norm(h + delta, weight, 1e-5)).item()
+
+
 def test_swiglu_equals_mlx_lm_s_over_the_whole_range_of_exp():
     import mlx.core as mx
     import mlx.nn as nn
@@ -116,8 +128,11 @@ def test_rope_over_rows_equals_mlx(traditional, dims, scale):
     as_heads = rows.reshape(batch, length, heads, dim).transpose(0, 2, 1, 3)
     for offset in (7, mx.array([0, 40, 3000])):
         offsets = mx.array([offset] * batch if isinstance(offset, int) else offset, mx.int32)
-        got = Rope(module)(rows, batch, heads, offset, lambda: offsets)
+        keys = rows[:, : 2 * dim] * 3  # a layer's queries and keys, as one operation
+        got, got_keys = Rope(module)([rows, keys], batch, [heads, 2], offset, lambda: offsets)
         assert mx.allclose(got, module(as_heads, offset=offset), atol=2e-5, rtol=1e-5).item()
+        assert mx.array_equal(got_keys, Rope(module)([keys], batch, [2], offset, lambda: offsets)[0]).item()
+        assert mx.allclose(got_keys, module(as_heads[:, :2] * 3, offset=offset), atol=6e-5, rtol=1e-5).item()
 
 
 def test_llama3_rope_goes_through_the_kernel_and_others_keep_their_module():
@@ -130,7 +145,7 @@ def test_llama3_rope_goes_through_the_kernel_and_others_keep_their_module():
                         scaling_config={"factor": 8.0, "original_max_position_embeddings": 8192})
     rows = mx.random.normal((2 * 3, 2 * 32), key=mx.random.key(11))
     offsets = mx.array([5, 9000], mx.int32)
-    got = Rope(llama3)(rows, 2, 2, offsets, lambda: offsets)
+    got = Rope(llama3)([rows], 2, [2], offsets, lambda: offsets)[0]
     want = llama3(rows.reshape(2, 3, 2, 32).transpose(0, 2, 1, 3), offset=offsets)
     assert mx.allclose(got, want, atol=2e-4, rtol=1e-5).item(), mx.abs(got - want).max().item()
     scaled = SuScaledRoPE(32, max_position_embeddings=4096, original_max_position_embeddings=1024,
@@ -243,8 +258,11 @@ def test_arguments_a_kernel_cannot_serve_are_refused_and_the_process_goes_on():
                                     mx.array([0]), mx.array([4]), 1.0, 1), "heads and head dims must be at least 1"),
         (lambda: ext.slot_attention(mx.zeros((1, 3, 1, 8)), [mx.zeros((1, 2, 4, 8))], [mx.zeros((1, 2, 4, 8))],
                                     mx.array([0]), mx.array([4]), 1.0, 1), "shapes do not match"),  # 3 heads over 2
-        (lambda: ext.rope_rows(mx.zeros((4, 16)), 1, 0, mx.array([0], dtype=mx.int32), mx.ones((4,)), False, 1.0),
+        (lambda: ext.rope_rows([mx.zeros((4, 16))], 1, [0], mx.array([0], dtype=mx.int32), mx.ones((4,)), False, 1.0),
          r"rope_rows: x \(batch \* length, heads \* dim\) float32"),  # zero heads
+        (lambda: ext.rope_rows([mx.zeros((4, 16)), mx.zeros((4, 8))], 1, [2, 2], mx.array([0], dtype=mx.int32),
+                               mx.ones((4,)), False, 1.0), "one length and dim for all"),
+        (lambda: ext.add_rms_norm(mx.zeros((2, 4)), mx.zeros((1, 4)), mx.ones((4,)), 1e-5)[0], "of one shape"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

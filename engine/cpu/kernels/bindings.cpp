@@ -60,10 +60,14 @@ NB_MODULE(_ext, m) {
   m.def("rms_norm", &mlxchat::rms_norm, "x"_a, "weight"_a, "eps"_a,
         "x * rsqrt(mean(x ** 2, -1) + eps) * weight, row by row (float32, CPU): mx.fast.rms_norm as one operation.");
   m.def("swiglu", &mlxchat::swiglu, "gate"_a, "up"_a, "silu(gate) * up (float32, CPU), as one operation.");
-  m.def("rope_rows", &mlxchat::rope_rows, "x"_a, "batch"_a, "heads"_a, "offsets"_a, "inverse"_a, "traditional"_a,
+  m.def("add_rms_norm", &mlxchat::add_rms_norm, "h"_a, "delta"_a, "weight"_a, "eps"_a,
+        "[h + delta, rms_norm(h + delta, weight, eps)] (float32, CPU): a residual add and the next norm as one "
+        "operation.");
+  m.def("rope_rows", &mlxchat::rope_rows, "xs"_a, "batch"_a, "heads"_a, "offsets"_a, "inverse"_a, "traditional"_a,
         "scale"_a,
-        "Rotary embedding of rows x (batch * length, heads * dim) -> (batch, heads, length, dim), sequence b at "
-        "positions offsets[b] + i, pair f turned by position * scale * inverse[f] (float32, CPU).");
+        "Rotary embedding of each rows xs[i] (batch * length, heads[i] * dim) -> (batch, heads[i], length, dim), "
+        "sequence b at positions offsets[b] + j, pair f turned by position * scale * inverse[f] (float32, CPU); "
+        "all in one operation.");
   m.def("top_k", &mlxchat::top_k, "x"_a, "k"_a, "threads"_a,
         "Each row's k largest values of x (B, V) and their indices (uint32), largest first, of equal values the "
         "lower index first (float32, CPU).");

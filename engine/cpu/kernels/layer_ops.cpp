@@ -25,6 +25,11 @@ MLXCHAT_CLONES void norm_rows(const float* x, const float* weight, float* out, i
   }
 }
 
+MLXCHAT_CLONES void add_rows(const float* h, const float* delta, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = h[i] + delta[i];
+}
+
 MLXCHAT_CLONES void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = swiglu_of(gate[i], up[i]);
@@ -105,38 +110,82 @@ void RmsNorm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::arr
   });
 }
 
-mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps) {
+namespace {
+
+void check_norm(const mx::array& x, const mx::array& weight) {
   if (x.dtype() != mx::float32 || weight.dtype() != mx::float32 || x.ndim() < 1 || weight.ndim() != 1 ||
       weight.shape(0) != x.shape(-1)) {
     throw std::invalid_argument("rms_norm: x (..., D) and weight (D,) float32");
   }
   if (x.shape(-1) < 1) throw std::invalid_argument("rms_norm: D must be at least 1 (the mean of no values)");
+}
+
+}  // namespace
+
+mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps) {
+  check_norm(x, weight);
   auto s = cpu_stream();
   return mx::array(x.shape(), mx::float32, std::make_shared<RmsNorm>(s, NormParams{eps}), {x, contiguous_input(weight, s)});
 }
 
 template <>
-void RopeRows::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
-  const auto &x = inputs[0], &offsets = inputs[1], &inverse = inputs[2];
-  auto& encoder = begin(inputs, outputs);
-  auto& out = outputs[0];
-  Rope p{nullptr, offsets.data<int32_t>(), inverse.data<float>(), out.data<float>(), out.shape(0), out.shape(2),
-         out.shape(1), out.shape(3), 2 * static_cast<int64_t>(inverse.size()), offsets.size() == 1,
-         params_.traditional, params_.scale};
-  encoder.dispatch([p, x]() mutable {
-    std::vector<float> copy;
-    p.x = row_major(x, copy);
-    rope_rows_run(p);
+void AddRmsNorm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  const auto &h = inputs[0], &delta = inputs[1], &weight = inputs[2];
+  begin(inputs, outputs).dispatch([h, delta, w = weight.data<float>(), sum = outputs[0].data<float>(),
+                                   normed = outputs[1].data<float>(), eps = params_.eps]() {
+    std::vector<float> h_copy, delta_copy;
+    const int64_t D = h.shape(-1), n = static_cast<int64_t>(h.size());
+    add_rows(row_major(h, h_copy), row_major(delta, delta_copy), sum, n);
+    norm_rows(sum, w, normed, n / D, D, eps);
   });
 }
 
-mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& offsets, const mx::array& inverse,
-                    bool traditional, float scale) {
-  if (x.dtype() != mx::float32 || x.ndim() != 2 || batch <= 0 || heads <= 0 || x.shape(0) % batch != 0 ||
-      x.shape(1) % heads != 0) {
-    throw std::invalid_argument("rope_rows: x (batch * length, heads * dim) float32");
+std::vector<mx::array> add_rms_norm(const mx::array& h, const mx::array& delta, const mx::array& weight, float eps) {
+  if (h.shape() != delta.shape() || delta.dtype() != mx::float32) {
+    throw std::invalid_argument("add_rms_norm: h and delta of one shape, float32");
   }
-  const int L = x.shape(0) / batch, D = x.shape(1) / heads;
+  check_norm(h, weight);
+  auto s = cpu_stream();
+  return mx::array::make_arrays({h.shape(), h.shape()}, {mx::float32, mx::float32},
+                                std::make_shared<AddRmsNorm>(s, AddNormParams{eps}),
+                                {h, delta, contiguous_input(weight, s)});
+}
+
+template <>
+void RopeRows::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  // inputs: offsets, inverse, then the rows of each output
+  const auto &offsets = inputs[0], &inverse = inputs[1];
+  auto& encoder = begin(inputs, outputs);
+  std::vector<Rope> each;
+  for (auto& out : outputs) {
+    each.push_back({nullptr, offsets.data<int32_t>(), inverse.data<float>(), out.data<float>(), out.shape(0),
+                    out.shape(2), out.shape(1), out.shape(3), 2 * static_cast<int64_t>(inverse.size()),
+                    offsets.size() == 1, params_.traditional, params_.scale});
+  }
+  encoder.dispatch([each, inputs]() mutable {
+    std::vector<float> copy;
+    for (size_t i = 0; i < each.size(); ++i) {
+      each[i].x = row_major(inputs[i + 2], copy);
+      rope_rows_run(each[i]);
+    }
+  });
+}
+
+std::vector<mx::array> rope_rows(const std::vector<mx::array>& xs, int batch, const std::vector<int>& heads,
+                                 const mx::array& offsets, const mx::array& inverse, bool traditional, float scale) {
+  if (xs.empty() || xs.size() != heads.size()) {
+    throw std::invalid_argument("rope_rows: one number of heads for each of one or more inputs");
+  }
+  std::vector<mx::Shape> shapes;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const auto& x = xs[i];
+    if (x.dtype() != mx::float32 || x.ndim() != 2 || batch <= 0 || heads[i] <= 0 || x.shape(0) % batch != 0 ||
+        x.shape(1) % heads[i] != 0 || x.shape(0) != xs[0].shape(0) || x.shape(1) / heads[i] != xs[0].shape(1) / heads[0]) {
+      throw std::invalid_argument("rope_rows: x (batch * length, heads * dim) float32, one length and dim for all");
+    }
+    shapes.push_back({batch, heads[i], x.shape(0) / batch, x.shape(1) / heads[i]});
+  }
+  const int D = xs[0].shape(1) / heads[0];
   if (inverse.dtype() != mx::float32 || inverse.ndim() != 1 || inverse.size() == 0 ||
       2 * static_cast<int>(inverse.size()) > D) {
     throw std::invalid_argument("rope_rows: inverse frequencies (pairs,) float32, two per pair within a head");
@@ -145,8 +194,10 @@ mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& o
     throw std::invalid_argument("rope_rows: int32 offsets, one or one per sequence");
   }
   auto s = cpu_stream();
-  return mx::array({batch, heads, L, D}, mx::float32, std::make_shared<RopeRows>(s, RopeParams{traditional, scale}),
-                   {x, contiguous_input(offsets, s), contiguous_input(inverse, s)});
+  std::vector<mx::array> inputs = {contiguous_input(offsets, s), contiguous_input(inverse, s)};
+  inputs.insert(inputs.end(), xs.begin(), xs.end());
+  return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(xs.size(), mx::float32),
+                                std::make_shared<RopeRows>(s, RopeParams{traditional, scale}), inputs);
 }
 
 }  // namespace mlxchat

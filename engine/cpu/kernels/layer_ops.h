@@ -10,12 +10,17 @@ namespace mlxchat {
 // x (..., D) * rsqrt(mean(x ** 2) + eps) * weight, row by row; float32.
 mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps);
 
-// Rotary position embedding of the rows x (B * L, heads * D) of B sequences of L tokens, sequence b's token
-// i at position offsets[b] + i (offsets int32, (B,) or one for all): out (B, heads, L, D), as mx.fast.rope
-// gives it for x as (B, heads, L, D). The first 2 * len(inverse) of each head's D are rotated (halves, or
-// with `traditional` neighbouring pairs), pair f by the angle position * scale * inverse[f].
-mx::array rope_rows(const mx::array& x, int batch, int heads, const mx::array& offsets, const mx::array& inverse,
-                    bool traditional, float scale);
+// {h + delta, rms_norm(h + delta, weight, eps)}: a layer's residual add and the next norm as one operation, the
+// same bits as the two apart. h and delta of one shape (..., D), float32.
+std::vector<mx::array> add_rms_norm(const mx::array& h, const mx::array& delta, const mx::array& weight, float eps);
+
+// Rotary position embedding of the rows xs[i] (B * L, heads[i] * D) of B sequences of L tokens, sequence b's
+// token j at position offsets[b] + j (offsets int32, (B,) or one for all): out[i] (B, heads[i], L, D), as
+// mx.fast.rope gives it for xs[i] as (B, heads[i], L, D). The first 2 * len(inverse) of each head's D are rotated
+// (halves, or with `traditional` neighbouring pairs), pair f by the angle position * scale * inverse[f]. Several
+// inputs (a layer's queries and keys) make one operation.
+std::vector<mx::array> rope_rows(const std::vector<mx::array>& xs, int batch, const std::vector<int>& heads,
+                                 const mx::array& offsets, const mx::array& inverse, bool traditional, float scale);
 
 // silu(gate) * up = gate * up / (1 + exp(-gate)), float32.
 mx::array swiglu(const mx::array& gate, const mx::array& up);
@@ -29,6 +34,11 @@ struct NormParams {
   float eps;
   bool operator==(const NormParams&) const = default;
 };
+struct AddNormParams {
+  static constexpr const char* name = "AddRmsNorm";
+  float eps;
+  bool operator==(const AddNormParams&) const = default;
+};
 struct RopeParams {
   static constexpr const char* name = "RopeRows";
   bool traditional;
@@ -38,6 +48,7 @@ struct RopeParams {
 
 using Swiglu = CpuPrimitive<SwigluParams>;
 using RmsNorm = CpuPrimitive<NormParams>;
+using AddRmsNorm = CpuPrimitive<AddNormParams>;
 using RopeRows = CpuPrimitive<RopeParams>;
 
 }  // namespace mlxchat
