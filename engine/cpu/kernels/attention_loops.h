@@ -175,6 +175,78 @@ __attribute__((always_inline)) inline void gemm_acc(const float* A, int64_t lda,
     }
 }
 
+// The largest of start and x[0..n), NaNs passed over, eight lanes at a time.
+__attribute__((always_inline)) inline float max_of(const float* x, int64_t n, float start) {
+  v8 lanes = (v8){} + start;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v8 v = load8(x + j);
+    lanes = lanes < v ? v : lanes;
+  }
+  float most = start;
+  for (int i = 0; i < 8; ++i) most = std::max(most, lanes[i]);
+  for (; j < n; ++j) most = std::max(most, x[j]);
+  return most;
+}
+
+// x[j] = e**(x[j] - shift) for j < n; returns their sum (eight lanes, then the lanes in a fixed order, then the rest).
+__attribute__((always_inline)) inline float exp_in_place(float* x, int64_t n, float shift) {
+  v8 sums = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v8 e = exp_poly8(load8(x + j) - shift);
+    store8(x + j, e);
+    sums += e;
+  }
+  float sum = sum8(sums);
+  for (; j < n; ++j) sum += x[j] = exp_poly(x[j] - shift);
+  return sum;
+}
+
+// v[i]'s lanes summed, for i = 0..7, as one vector (lane i: v[i]'s sum): pairs of lanes, then fours, then halves.
+__attribute__((always_inline)) inline v8 lane_sums(const v8 (&v)[8]) {
+  v8 t[4], u[2];
+  for (int i = 0; i < 4; ++i) {
+    t[i] = __builtin_shuffle(v[2 * i], v[2 * i + 1], (v8i){0, 8, 2, 10, 4, 12, 6, 14}) +
+           __builtin_shuffle(v[2 * i], v[2 * i + 1], (v8i){1, 9, 3, 11, 5, 13, 7, 15});
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[i] = __builtin_shuffle(t[2 * i], t[2 * i + 1], (v8i){0, 1, 8, 9, 4, 5, 12, 13}) +
+           __builtin_shuffle(t[2 * i], t[2 * i + 1], (v8i){2, 3, 10, 11, 6, 7, 14, 15});
+  }
+  return __builtin_shuffle(u[0], u[1], (v8i){0, 1, 2, 3, 8, 9, 10, 11}) +
+         __builtin_shuffle(u[0], u[1], (v8i){4, 5, 6, 7, 12, 13, 14, 15});
+}
+
+// scores[r * KEY_BLOCK + j] = Q[r] . K[j0 + j] for R rows and keys j < nj (D a multiple of 8): each key's row read
+// once for the R rows and widened in registers, its products summed across lanes eight keys at a time. A decode
+// step's few rows are served this way: transposing each block of keys cost more than their scores.
+template <int R, class B>
+__attribute__((always_inline)) inline void dot_scores(const float* Q, int64_t D, const B& keys, int64_t j0, int64_t nj,
+                                                      float* scores) {
+  int64_t j = 0;
+  for (; j + 8 <= nj; j += 8) {
+    v8 acc[R][8] = {};
+    for (int64_t d = 0; d < D; d += 8) {
+      v8 q[R];
+      for (int r = 0; r < R; ++r) q[r] = load8(Q + r * D + d);
+      for (int i = 0; i < 8; ++i) {
+        const v8 k = keys.load(j0 + j + i, d);
+        for (int r = 0; r < R; ++r) acc[r][i] += q[r] * k;
+      }
+    }
+    for (int r = 0; r < R; ++r) store8(scores + r * KEY_BLOCK + j, lane_sums(acc[r]));
+  }
+  for (; j < nj; ++j) {
+    v8 acc[R] = {};
+    for (int64_t d = 0; d < D; d += 8) {
+      const v8 k = keys.load(j0 + j, d);
+      for (int r = 0; r < R; ++r) acc[r] += load8(Q + r * D + d) * k;
+    }
+    for (int r = 0; r < R; ++r) scores[r * KEY_BLOCK + j] = sum8(acc[r]);
+  }
+}
+
 // The tokens of slot `slot`, head `head` of a stored K or V, as rows.
 template <Kind T>
 Rows<T> rows_of(const Stored& st, int64_t slot, int64_t head) {
@@ -219,45 +291,42 @@ __attribute__((always_inline)) inline void attend_typed(const Problem& p, int64_
   const int64_t key_end = std::min(k1, std::max<int64_t>(0, first + q1));  // the last query sees keys < first + q1
   for (int64_t j0 = k0; j0 < key_end; j0 += KEY_BLOCK) {
     const int64_t j1 = std::min(j0 + KEY_BLOCK, key_end), nj = j1 - j0;
-    // The block's keys transposed (D x KEY_BLOCK): a row's scores are then sums of whole vectors. Eight
-    // keys by eight dimensions at a time in registers: a decode step's few rows cannot amortize a
-    // transpose one float at a time (it cost as much as their scores).
-    int64_t j = 0;
-    for (; D % 8 == 0 && j + 8 <= nj; j += 8) {
-      for (int64_t d = 0; d < D; d += 8) {
-        v8 t[8];
-        for (int i = 0; i < 8; ++i) t[i] = K.load(j0 + j + i, d);
-        transpose8(t);
-        for (int i = 0; i < 8; ++i) store8(Kt + (d + i) * KEY_BLOCK + j, t[i]);
+    if (p.L == 1 && D % 8 == 0) {
+      // One query a row (a decode step): its head group's G rows, three at a time, take dot products.
+      int64_t r = 0;
+      for (; r + 3 <= rows; r += 3) dot_scores<3>(Q + r * D, D, K, j0, nj, s + r * KEY_BLOCK);
+      for (; r < rows; ++r) dot_scores<1>(Q + r * D, D, K, j0, nj, s + r * KEY_BLOCK);
+    } else {
+      // The block's keys transposed (D x KEY_BLOCK): a row's scores are then sums of whole vectors, and
+      // many rows share each loaded vector. Eight keys by eight dimensions at a time in registers.
+      int64_t j = 0;
+      for (; D % 8 == 0 && j + 8 <= nj; j += 8) {
+        for (int64_t d = 0; d < D; d += 8) {
+          v8 t[8];
+          for (int i = 0; i < 8; ++i) t[i] = K.load(j0 + j + i, d);
+          transpose8(t);
+          for (int i = 0; i < 8; ++i) store8(Kt + (d + i) * KEY_BLOCK + j, t[i]);
+        }
       }
+      for (; j < nj; ++j) {
+        for (int64_t d = 0; d < D; ++d) Kt[d * KEY_BLOCK + j] = K.get(j0 + j, d);
+      }
+      // Scores of every row against the block's keys, as one small matrix product.
+      std::fill(s, s + rows * KEY_BLOCK, 0.0f);
+      gemm_acc(Q, D, scores_of, s, KEY_BLOCK, rows, KEY_BLOCK, D);
     }
-    for (; j < nj; ++j) {
-      for (int64_t d = 0; d < D; ++d) Kt[d * KEY_BLOCK + j] = K.get(j0 + j, d);
-    }
-    // Scores of every row against the block's keys, as one small matrix product.
-    std::fill(s, s + rows * KEY_BLOCK, 0.0f);
-    gemm_acc(Q, D, scores_of, s, KEY_BLOCK, rows, KEY_BLOCK, D);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t limit = first + q0 + (r % (q1 - q0)) + 1;  // keys < limit are visible to row r
       float* sr = s + r * KEY_BLOCK;
-      float block_max = m[r];
-      for (int64_t j = 0; j < nj; ++j) {
-        if (j0 + j >= limit) sr[j] = -std::numeric_limits<float>::infinity();
-        block_max = std::max(block_max, sr[j]);
-      }
+      std::fill(sr + std::clamp<int64_t>(limit - j0, 0, nj), sr + nj, -std::numeric_limits<float>::infinity());
+      const float block_max = max_of(sr, nj, m[r]);
       if (block_max == -std::numeric_limits<float>::infinity()) {  // nothing visible to this row yet
         std::fill(sr, sr + nj, 0.0f);
         continue;
       }
       const float correction = exp_poly(m[r] - block_max);
       m[r] = block_max;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < nj; ++j) {
-        sr[j] = exp_poly(sr[j] - block_max);
-        sum += sr[j];
-      }
-      l[r] = l[r] * correction + sum;
+      l[r] = l[r] * correction + exp_in_place(sr, nj, block_max);
       float* ar = acc + r * Dv;
 #pragma omp simd
       for (int64_t d = 0; d < Dv; ++d) ar[d] *= correction;

@@ -31,8 +31,9 @@ MLXCHAT_CLONES void add_rows(const float* h, const float* delta, float* out, int
 }
 
 MLXCHAT_CLONES void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = swiglu_of(gate[i], up[i]);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(out + i, swiglu8(load8(gate + i), load8(up + i)));
+  for (; i < n; ++i) out[i] = swiglu_of(gate[i], up[i]);
 }
 
 struct Rope {

@@ -342,7 +342,11 @@ __attribute__((always_inline)) inline void columns(const Problem& p, const Matri
 __attribute__((always_inline)) inline void swiglu_columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                           const float* gate, const float* up) {
   for (int64_t m = 0; m < p.M; ++m) {
-    for (int64_t c = 0; c < n1 - n0; ++c) w.out[m * w.N + n0 + c] = swiglu_of(gate[m * COLUMNS + c], up[m * COLUMNS + c]);
+    const float *g = gate + m * COLUMNS, *u = up + m * COLUMNS;
+    float* out = w.out + m * w.N + n0;
+    int64_t c = 0;
+    for (; c + 8 <= n1 - n0; c += 8) store8(out + c, swiglu8(load8(g + c), load8(u + c)));
+    for (; c < n1 - n0; ++c) out[c] = swiglu_of(g[c], u[c]);
   }
 }
 

@@ -27,25 +27,32 @@ typedef uint8_t v32b __attribute__((vector_size(32)));
 typedef uint64_t v4q __attribute__((vector_size(32)));
 typedef uint16_t v8s __attribute__((vector_size(16)));
 
-// e**x (0 below -88, finite above 88): MLX's own polynomial, plain C++ that GCC vectorizes (MLX's CPU exp
-// runs one element at a time).
-__attribute__((always_inline)) inline float exp_poly(float x) {
-  x = std::clamp(x, -88.0f, 88.0f) * 1.442695f;
-  const float n = std::floor(x + 0.5f), f = x - n;
-  // A NaN stays NaN (through f and p) with a finite exponent: converting a NaN to an integer is undefined.
-  const float e = n == n ? n : 0.0f;
-  float p = 1.535336188319500e-4f;
+// e**x (0 below -88, finite above 88) in each lane: MLX's own polynomial, in vector operations without branches
+// (MLX's CPU exp runs one element at a time, and GCC left the scalar form's clamp and floor unvectorized).
+__attribute__((always_inline)) inline v8 exp_poly8(v8 x) {
+  x = x < -88.0f ? -88.0f : x;
+  x = (88.0f < x ? 88.0f : x) * 1.442695f;
+  const v8 y = x + 0.5f;
+  // floor(y), |y| < 128: truncated toward zero, less one where that rounded up. A NaN stays NaN (through f and p)
+  // with a finite exponent: it is converted as 0.
+  const v8 t = __builtin_convertvector(__builtin_convertvector(y == y ? y : 0.0f, v8i), v8);
+  const v8 n = t > y ? t - 1.0f : t, f = x - n;
+  v8 p = (v8){} + 1.535336188319500e-4f;
   p = p * f + 1.339887440266574e-3f;
   p = p * f + 9.618437357674640e-3f;
   p = p * f + 5.550332471162809e-2f;
   p = p * f + 2.402264791363012e-1f;
   p = p * f + 6.931472028550421e-1f;
   p = p * f + 1.0f;
-  return std::bit_cast<float>((static_cast<int32_t>(e) + 127) << 23) * p;
+  return (v8)(((v8u)__builtin_convertvector(n, v8i) + 127u) << 23) * p;
 }
 
+// The same for one value (lane 0 of the vector form: one definition, the same bits).
+__attribute__((always_inline)) inline float exp_poly(float x) { return exp_poly8((v8){} + x)[0]; }
+
 // silu(g) * u: SwiGLU's one formula, for the op of its own (layer_ops.cpp) and the one fused into the matmul.
-__attribute__((always_inline)) inline float swiglu_of(float g, float u) { return g * u / (1.0f + exp_poly(-g)); }
+__attribute__((always_inline)) inline v8 swiglu8(v8 g, v8 u) { return g * u / (1.0f + exp_poly8(-g)); }
+__attribute__((always_inline)) inline float swiglu_of(float g, float u) { return swiglu8((v8){} + g, (v8){} + u)[0]; }
 
 __attribute__((always_inline)) inline v8 load8(const float* p) {
   v8 v;
