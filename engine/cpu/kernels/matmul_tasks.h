@@ -247,7 +247,8 @@ __attribute__((target("arch=x86-64-v4"))) void lookup_columns(const Problem& p, 
         }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const __m256 x = _mm256_loadu_ps(X + (i * R + r) * 8);
+          __m256 x = _mm256_loadu_ps(X + (i * R + r) * 8);
+          asm("" : "+v"(x));  // loaded once for its C products (GCC folded a load into each)
 #pragma GCC unroll 16
           for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(x, v[c], acc[r][c]);
         }
