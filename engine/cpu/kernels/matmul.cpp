@@ -83,8 +83,8 @@ void run(Problem p, const mx::array& x, int threads, int int8) {
     });
   }
   auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
-#if MLXCHAT_Q4_LOOKUP
-  if (is_q4(p.kind) && q4_lookup_runs()) run_task = run_q4_lookup;
+#if MLXCHAT_V4_LOOPS
+  if (!is_float(p.kind) && v4_runs()) run_task = is_q4(p.kind) ? run_q4_v4 : run_q8_v4;
 #endif
   parallel_for(p.first_task.back(), threads, [&p, X, run_task](int64_t task) {
     thread_local std::vector<float> scratch;

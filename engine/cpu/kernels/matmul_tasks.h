@@ -9,9 +9,10 @@
 // BLAS does. Either way each (row, column) sums 8 lanes, each in the same order, and adds them in the
 // same order, whatever the number of rows: a row's result does not depend on the rows beside it.
 //
-// Every template below takes LOOKUP: whether 4-bit weights are looked up in a table of their group's 16 values
-// (AVX-512VL's permute of two registers, run_q4_lookup) rather than converted and scaled one by one. The table
-// holds q * scale + bias as the conversion computes it, so both give the same bits.
+// Every template below takes V4: whether it is built for x86-64-v4 (run_q4_v4, run_q8_v4). There a few rows take
+// intrinsics loops (v4_columns) in AVX-512VL's 32 registers, and 4-bit weights are looked up in a table of their
+// group's 16 values (AVX-512VL's permute of two registers) rather than converted and scaled one by one. The table
+// holds q * scale + bias as the conversion computes it, so every path gives the same bits.
 #pragma once
 
 #include <algorithm>
@@ -24,7 +25,7 @@
 #include "vectors.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MLXCHAT_Q4_LOOKUP 1
+#define MLXCHAT_V4_LOOPS 1
 #include <immintrin.h>
 #endif
 
@@ -102,7 +103,7 @@ __attribute__((always_inline)) inline v8 widen(const void* row, int64_t k) {
 
 // Calls use(i, vectors) for each 8 weights i * 8.. of rows n..n + C - 1 of W, widened to float32: the one
 // place weights are widened, so that every path multiplies by the same values.
-template <Kind KIND, bool LOOKUP, int C, class Use>
+template <Kind KIND, bool V4, int C, class Use>
 __attribute__((always_inline)) inline void each_vector(const Problem& p, const Matrix& w, int64_t n, Use use) {
   const int64_t K = p.K;
   v8 v[C];
@@ -130,11 +131,10 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
       s[c] = scalar<float_of(KIND)>(w.scales, (n + c) * groups + g);
       b[c] = scalar<float_of(KIND)>(w.biases, (n + c) * groups + g);
     }
-    if constexpr (LOOKUP) {
+    if constexpr (V4 && is_q4(KIND)) {
       // Each lane's 4 bits pick one of 16 values; the permute reads the low 4 bits of each lane, so the word
       // needs only shifting. One permute stands for a conversion and a multiply-add: the shared cores' ports
       // that do both were what the one-row pass waited on.
-      static_assert(is_q4(KIND));
       const v8 low = {0, 1, 2, 3, 4, 5, 6, 7};
       const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
       v8 lo[C], hi[C];
@@ -162,11 +162,11 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
 // registers and used at once by every row (few rows: widening to memory would cost more than the products).
 // C columns at once give a few rows enough independent sums to hide the adds' latency. Each (row, column)
 // sums as outer_tile does, so its result is the same bits either way.
-template <Kind KIND, bool LOOKUP, int R, int C>
+template <Kind KIND, bool V4, int R, int C>
 __attribute__((always_inline)) inline void fused_columns(const Problem& p, const Matrix& w, int64_t n, const float* X,
                                                          float* y, int64_t ldy) {
   v8 acc[R][C] = {};
-  each_vector<KIND, LOOKUP, C>(p, w, n, [&](int64_t i, const v8* v) {
+  each_vector<KIND, V4, C>(p, w, n, [&](int64_t i, const v8* v) {
     const float* x = X + i * R * 8;
     for (int r = 0; r < R; ++r) {
       const v8 xv = load8(x + r * 8);
@@ -178,8 +178,8 @@ __attribute__((always_inline)) inline void fused_columns(const Problem& p, const
   }
 }
 
-#if MLXCHAT_Q4_LOOKUP
-constexpr int64_t SCALE_CHUNK = 64;  // groups whose scales and biases lookup_columns makes float32 ahead of their products
+#if MLXCHAT_V4_LOOPS
+constexpr int64_t SCALE_CHUNK = 64;  // groups whose scales and biases v4_columns makes float32 ahead of their products
 
 // n scales or biases from i on as float32, eight at a time (float16 by one conversion each).
 template <Float F>
@@ -200,15 +200,16 @@ __attribute__((target("arch=x86-64-v4"), always_inline)) inline void floats_of(c
   }
 }
 
-// fused_columns for 4-bit weights looked up (run_q4_lookup), in AVX-512VL intrinsics, the same bits: GCC's vector code
-// spent about as many instructions on each group's tables (a load, conversion and broadcast for each scale and bias,
-// spills) as on the group's products. Here the scales and biases of SCALE_CHUNK groups are made float32 a vector at
-// a time, and a group's table is two broadcast loads and two multiply-adds a column. Every loop over rows or columns
-// is unrolled whole, so that the sums stay in registers (8 rows otherwise stored and reloaded them at each group).
+// fused_columns built for x86-64-v4, in AVX-512VL intrinsics, the same bits: 4-bit weights looked up, 8-bit ones
+// widened. GCC's vector code spent about as many instructions on each group's tables (a load, conversion and
+// broadcast for each scale and bias, spills) as on the group's products. Here the scales and biases of SCALE_CHUNK
+// groups are made float32 a vector at a time, and a group's table is two broadcast loads and two multiply-adds a
+// column. Every loop over rows or columns is unrolled whole, so that the sums stay in registers (8 rows otherwise
+// stored and reloaded them at each group).
 template <Kind KIND, int R, int C>
-__attribute__((target("arch=x86-64-v4"))) void lookup_columns(const Problem& p, const Matrix& w, int64_t n,
-                                                              const float* X, float* y, int64_t ldy) {
-  const int64_t vectors = p.group_size / 8, groups = p.K / p.group_size, words = p.K / 8;
+__attribute__((target("arch=x86-64-v4"))) void v4_columns(const Problem& p, const Matrix& w, int64_t n,
+                                                          const float* X, float* y, int64_t ldy) {
+  const int64_t vectors = p.group_size / 8, groups = p.K / p.group_size, words = p.K * (is_q4(KIND) ? 4 : 8) / 32;
   const uint32_t* rows[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint32_t*>(w.values) + (n + c) * words;
@@ -232,18 +233,28 @@ __attribute__((target("arch=x86-64-v4"))) void lookup_columns(const Problem& p, 
       __m256 lo[C], hi[C];
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
-        __builtin_prefetch(rows[c] + AHEAD * words + (g0 + g) * vectors);
+        __builtin_prefetch(rows[c] + AHEAD * words + (g0 + g) * vectors * (is_q4(KIND) ? 1 : 2));
         const __m256 s = _mm256_broadcast_ss(&scales[c][g]), b = _mm256_broadcast_ss(&biases[c][g]);
-        lo[c] = _mm256_fmadd_ps(low, s, b);  // q * scale + bias, as widen's values are made
-        hi[c] = _mm256_fmadd_ps(high, s, b);
+        if constexpr (is_q4(KIND)) {
+          lo[c] = _mm256_fmadd_ps(low, s, b);  // q * scale + bias, as widen's values are made
+          hi[c] = _mm256_fmadd_ps(high, s, b);
+        } else {  // (the scale and the bias, for widened bytes)
+          lo[c] = s;
+          hi[c] = b;
+        }
       }
       for (int64_t i = (g0 + g) * vectors; i < (g0 + g + 1) * vectors; ++i) {
         __m256 v[C];
 #pragma GCC unroll 16
         for (int c = 0; c < C; ++c) {
-          // Each lane's 4 bits pick one of 16 values: the permute reads the low 4 bits of each lane.
-          const __m256i index = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int32_t>(rows[c][i])), shifts);
-          v[c] = _mm256_permutex2var_ps(lo[c], index, hi[c]);
+          if constexpr (is_q4(KIND)) {
+            // Each lane's 4 bits pick one of 16 values: the permute reads the low 4 bits of each lane.
+            const __m256i index = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int32_t>(rows[c][i])), shifts);
+            v[c] = _mm256_permutex2var_ps(lo[c], index, hi[c]);
+          } else {
+            const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[c] + 2 * i));
+            v[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), lo[c], hi[c]);
+          }
         }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
@@ -264,33 +275,33 @@ __attribute__((target("arch=x86-64-v4"))) void lookup_columns(const Problem& p, 
 #endif
 
 // Columns [n0, n1) for the R rows of one panel: C at a time, then one by one.
-template <Kind KIND, bool LOOKUP, int R>
+template <Kind KIND, bool V4, int R>
 __attribute__((always_inline)) inline void fused_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                        const float* X, float* Y, int64_t ldy) {
   // R x C sums, and C widened vectors with their scales, fit in 16 registers. Four columns at 1 or 2 rows
   // spilled the scales: the step's matmuls took 10.7-10.9 ms at 1 row and 13.5-13.9 at 2, against 9.7
   // and 11.1-11.8 with two (SmolLM2, AMD EPYC, 2 cores). Looked up, a column holds two tables, not a scale and a
   // bias, in AVX-512's 32 registers: four columns at 1 or 2 rows, more sums for the ports to work on at once.
-  constexpr int C = LOOKUP && R <= 2 ? 4 : R <= 4 ? 2 : 1;
+  constexpr int C = V4 && R <= 2 ? 4 : R <= 4 ? 2 : 1;
   int64_t n = n0;
-#if MLXCHAT_Q4_LOOKUP
-  if constexpr (LOOKUP) {
+#if MLXCHAT_V4_LOOPS
+  if constexpr (V4) {
     // AVX-512's 32 registers hold more columns: gate and up of SmolLM2's 30 layers at 4 rows took 3.4 ms against
     // 4.2-4.7 with two columns, at 8 rows 6.3-7.2 against 7.4-8.3 with one (Xeon, 2 vCPUs).
     constexpr int L = R <= 4 ? 4 : 2;
-    for (; n + L <= n1; n += L) lookup_columns<KIND, R, L>(p, w, n, X, Y + (n - n0), ldy);
-    for (; n < n1; ++n) lookup_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n + L <= n1; n += L) v4_columns<KIND, R, L>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n < n1; ++n) v4_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
     return;
   }
 #endif
-  for (; n + C <= n1; n += C) fused_columns<KIND, LOOKUP, R, C>(p, w, n, X, Y + (n - n0), ldy);
-  for (; n < n1; ++n) fused_columns<KIND, LOOKUP, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+  for (; n + C <= n1; n += C) fused_columns<KIND, V4, R, C>(p, w, n, X, Y + (n - n0), ldy);
+  for (; n < n1; ++n) fused_columns<KIND, V4, R, 1>(p, w, n, X, Y + (n - n0), ldy);
 }
 
 // Rows [n0, n1) of W as float32 for outer_tile, in tiles of TILE_COLUMNS columns (the last padded with zeros):
 // tile t at t * TILE_COLUMNS * K holds weight 8i + l of its column c at (l * K / 8 + i) * TILE_COLUMNS + c.
 // Eight columns at a time, their vectors transposed in registers, so that a lane's 8 columns go out in one store.
-template <Kind KIND, bool LOOKUP>
+template <Kind KIND, bool V4>
 __attribute__((always_inline)) inline const float* widen_lanes(const Problem& p, const Matrix& w, int64_t n0,
                                                                int64_t n1, float* out) {
   const int64_t K = p.K, vectors = K / 8, width = n1 - n0;
@@ -298,7 +309,7 @@ __attribute__((always_inline)) inline const float* widen_lanes(const Problem& p,
   int64_t n = n0;
   for (; n + 8 <= n1; n += 8) {
     float* tile = out + (n - n0) / TILE_COLUMNS * TILE_COLUMNS * K + (n - n0) % TILE_COLUMNS;
-    each_vector<KIND, LOOKUP, 8>(p, w, n, [&](int64_t i, const v8* v) {
+    each_vector<KIND, V4, 8>(p, w, n, [&](int64_t i, const v8* v) {
       v8 lanes[8];
       std::copy_n(v, 8, lanes);
       transpose8(lanes);
@@ -307,7 +318,7 @@ __attribute__((always_inline)) inline const float* widen_lanes(const Problem& p,
   }
   for (; n < n1; ++n) {
     float* tile = out + (n - n0) / TILE_COLUMNS * TILE_COLUMNS * K + (n - n0) % TILE_COLUMNS;
-    each_vector<KIND, LOOKUP, 1>(p, w, n, [&](int64_t i, const v8* v) {
+    each_vector<KIND, V4, 1>(p, w, n, [&](int64_t i, const v8* v) {
       for (int l = 0; l < 8; ++l) tile[(l * vectors + i) * TILE_COLUMNS] = v[0][l];
     });
   }
@@ -320,22 +331,22 @@ void outer_products(const float* X, int64_t M, int64_t K, const float* W, int64_
 
 // Y (M x (n1 - n0), leading dimension ldy) = X . W[n0:n1].T: few rows widen in registers, more widen the
 // block once into `buffer` for all their panels.
-template <Kind KIND, bool LOOKUP>
+template <Kind KIND, bool V4>
 __attribute__((always_inline)) inline void columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                    const float* X, float* Y, int64_t ldy, float* buffer) {
   if (p.M > FUSED_ROWS) {
-    outer_products(X, p.M, p.K, widen_lanes<KIND, LOOKUP>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
+    outer_products(X, p.M, p.K, widen_lanes<KIND, V4>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
     return;
   }
   switch (p.M) {
-    case 8: return fused_block<KIND, LOOKUP, 8>(p, w, n0, n1, X, Y, ldy);
-    case 7: return fused_block<KIND, LOOKUP, 7>(p, w, n0, n1, X, Y, ldy);
-    case 6: return fused_block<KIND, LOOKUP, 6>(p, w, n0, n1, X, Y, ldy);
-    case 5: return fused_block<KIND, LOOKUP, 5>(p, w, n0, n1, X, Y, ldy);
-    case 4: return fused_block<KIND, LOOKUP, 4>(p, w, n0, n1, X, Y, ldy);
-    case 3: return fused_block<KIND, LOOKUP, 3>(p, w, n0, n1, X, Y, ldy);
-    case 2: return fused_block<KIND, LOOKUP, 2>(p, w, n0, n1, X, Y, ldy);
-    default: return fused_block<KIND, LOOKUP, 1>(p, w, n0, n1, X, Y, ldy);
+    case 8: return fused_block<KIND, V4, 8>(p, w, n0, n1, X, Y, ldy);
+    case 7: return fused_block<KIND, V4, 7>(p, w, n0, n1, X, Y, ldy);
+    case 6: return fused_block<KIND, V4, 6>(p, w, n0, n1, X, Y, ldy);
+    case 5: return fused_block<KIND, V4, 5>(p, w, n0, n1, X, Y, ldy);
+    case 4: return fused_block<KIND, V4, 4>(p, w, n0, n1, X, Y, ldy);
+    case 3: return fused_block<KIND, V4, 3>(p, w, n0, n1, X, Y, ldy);
+    case 2: return fused_block<KIND, V4, 2>(p, w, n0, n1, X, Y, ldy);
+    default: return fused_block<KIND, V4, 1>(p, w, n0, n1, X, Y, ldy);
   }
 }
 
@@ -351,7 +362,7 @@ __attribute__((always_inline)) inline void swiglu_columns(const Problem& p, cons
   }
 }
 
-template <Kind KIND, bool LOOKUP>
+template <Kind KIND, bool V4>
 __attribute__((always_inline)) inline void block(const Problem& p, const float* X, int64_t task,
                                                  std::vector<float>& scratch) {
   const int64_t index = std::upper_bound(p.first_task.begin(), p.first_task.end(), task) - p.first_task.begin() - 1;
@@ -360,23 +371,23 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
   const int64_t panel = p.M > FUSED_ROWS ? COLUMNS * p.K : 0;
   if (!p.swiglu) {
     scratch.resize(panel);
-    columns<KIND, LOOKUP>(p, w, n0, n1, X, w.out + n0, w.N, scratch.data());
+    columns<KIND, V4>(p, w, n0, n1, X, w.out + n0, w.N, scratch.data());
     return;
   }
   // silu(x . gate) * (x . up), for the same columns of both.
   scratch.resize(panel + 2 * p.M * COLUMNS);
   float* gate = scratch.data() + panel;
   float* up = gate + p.M * COLUMNS;
-  columns<KIND, LOOKUP>(p, w, n0, n1, X, gate, COLUMNS, scratch.data());
-  columns<KIND, LOOKUP>(p, p.matrices[1], n0, n1, X, up, COLUMNS, scratch.data());
+  columns<KIND, V4>(p, w, n0, n1, X, gate, COLUMNS, scratch.data());
+  columns<KIND, V4>(p, p.matrices[1], n0, n1, X, up, COLUMNS, scratch.data());
   swiglu_columns(p, w, n0, n1, gate, up);
 }
 
 // Task `task` of `p`, for whichever of KINDS p holds: the body of each file's runner.
-template <bool LOOKUP, Kind... KINDS>
+template <bool V4, Kind... KINDS>
 __attribute__((always_inline)) inline void run_kinds(const Problem& p, const float* X, int64_t task,
                                                      std::vector<float>& scratch) {
-  ((p.kind == KINDS ? block<KINDS, LOOKUP>(p, X, task, scratch) : void()), ...);
+  ((p.kind == KINDS ? block<KINDS, V4>(p, X, task, scratch) : void()), ...);
 }
 
 // The task runners, one per family of kinds (each file cloned per x86 level).
@@ -406,10 +417,11 @@ Int8Path int8_path(Int8Path asked);
 // Task `task` of p over int8 rows, on `path` (not fastest: int8_path's answer).
 void int8_block(const Problem& p, const Rows8& rows, int64_t task, std::vector<float>& scratch, Int8Path path);
 
-#if MLXCHAT_Q4_LOOKUP
-// run_q4 with 4-bit weights looked up, built for x86-64-v4 (AVX-512): where q4_lookup_runs() only.
-void run_q4_lookup(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
-bool q4_lookup_runs();
+#if MLXCHAT_V4_LOOPS
+// run_q4 and run_q8 built for x86-64-v4 (AVX-512VL's loops, 4-bit weights looked up): where v4_runs() only.
+void run_q4_v4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+void run_q8_v4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
+bool v4_runs();
 #endif
 
 }  // namespace mlxchat::matmul
