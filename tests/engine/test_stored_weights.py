@@ -63,12 +63,12 @@ def test_a_rows_result_is_bit_identical_whatever_number_of_rows_shares_the_call(
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("scales", [mx.float16, mx.bfloat16, mx.float32])
 def test_a_rows_result_is_the_same_bits_past_the_groups_made_float32_at_once(bits, scales):
-    # Up to 8 rows take their own loop on AVX-512, which makes 64 groups' scales float32 at a time: 70 groups
-    # cross that, and 9 columns the four and the two at a time; 10 rows take the outer products.
+    # Up to 16 rows take their own loop on AVX-512, in panels of 8, which makes 64 groups' scales float32 at a
+    # time: 70 groups cross that, and 9 columns the four and the two at a time; 17 rows take the outer products.
     q = quantized(9, 32 * 70, bits, 32, scales, seed=3)
-    x = mx.random.normal((10, 32 * 70), key=mx.random.key(4))
-    alone = [ext().weights_matmul(x[r : r + 1], q, bits, 32, False, 1)[0] for r in range(10)]
-    for rows in (2, 3, 5, 10):
+    x = mx.random.normal((17, 32 * 70), key=mx.random.key(4))
+    alone = [ext().weights_matmul(x[r : r + 1], q, bits, 32, False, 1)[0] for r in range(17)]
+    for rows in (2, 3, 5, 10, 17):
         together = ext().weights_matmul(x[:rows], q, bits, 32, False, 2)[0]
         assert all(mx.array_equal(together[r : r + 1], alone[r]).item() for r in range(rows)), rows
 

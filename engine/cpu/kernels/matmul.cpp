@@ -24,7 +24,7 @@ using namespace matmul;
 
 namespace {
 
-// X (M x K), up to FUSED_ROWS rows, for fused_columns: for each 8 k's, the rows' vectors side by side.
+// X (M x K), a panel of up to FUSED_ROWS rows, for fused_columns: for each 8 k's, the rows' vectors side by side.
 void pack_rows(const float* X, int64_t M, int64_t K, float* out) {
   for (int64_t r = 0; r < M; ++r) {
     for (int64_t k = 0; k < K; ++k) out[(k / 8 * M + r) * 8 + k % 8] = X[r * K + k];
@@ -74,18 +74,24 @@ void run(Problem p, const mx::array& x, int threads, int int8) {
   kept.resize(p.M * p.K + 16);
   // On a cache line: the loops read X a vector (32 bytes) at a time, and one that straddles two lines costs two loads.
   float* X = kept.data() + (64 - reinterpret_cast<uintptr_t>(kept.data()) % 64) % 64 / sizeof(float);
-  if (p.M <= FUSED_ROWS) {
-    pack_rows(p.x, p.M, p.K, X);
+  auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
+  bool v4 = false;
+#if MLXCHAT_V4_LOOPS
+  if (!is_float(p.kind) && v4_runs()) {
+    run_task = is_q4(p.kind) ? run_q4_v4 : run_q8_v4;
+    v4 = true;
+  }
+#endif
+  if (p.M <= fused_limit(v4)) {
+    for (int64_t m0 = 0; m0 < p.M; m0 += FUSED_ROWS) {
+      pack_rows(p.x + m0 * p.K, std::min<int64_t>(FUSED_ROWS, p.M - m0), p.K, X + m0 * p.K);
+    }
   } else {
     parallel_for((p.M + ROW_TILE - 1) / ROW_TILE, threads, [&p, X](int64_t panel) {
       const int64_t m0 = panel * ROW_TILE;
       pack_lanes(p.x, m0, std::min<int64_t>(ROW_TILE, p.M - m0), p.K, X);
     });
   }
-  auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
-#if MLXCHAT_V4_LOOPS
-  if (!is_float(p.kind) && v4_runs()) run_task = is_q4(p.kind) ? run_q4_v4 : run_q8_v4;
-#endif
   parallel_for(p.first_task.back(), threads, [&p, X, run_task](int64_t task) {
     thread_local std::vector<float> scratch;
     run_task(p, X, task, scratch);
