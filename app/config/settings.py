@@ -187,9 +187,10 @@ class Settings(BaseSettings):
 
     int8_activations: bool = False
     """CPU only, 4- and 8-bit models: the layers multiply the activations rounded to 8-bit integers in blocks
-    of 32 values, as llama.cpp does, instead of float32. With AVX-512 VNNI, on the default model about 1.2x as
-    fast with one chat and 1.2-1.3x with eight (Intel Xeon, 2 cores); with AVX2 only, 1.1-1.2x with one chat
-    but slower with several and for prompts (measured on the same Xeon). Replies no longer equal the float32
+    of 32 values, as llama.cpp does, instead of float32. With AVX-512 VNNI, on the default model 1.0-1.08x as
+    fast with one chat and 1.0-1.05x with 8 or 16 (Intel Xeon, 2 cores: float rows have AVX-512 loops of their
+    own); with AVX2 only, 1.1-1.2x with one chat but slower with several and for prompts (measured on the same
+    Xeon). Replies no longer equal the float32
     model's word for word, though batched ones still equal each prompt's alone; `mlxchat bench --scenario kv`
     shows how often the next token agrees with a float64 reference either way."""
 
