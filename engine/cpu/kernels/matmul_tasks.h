@@ -282,24 +282,23 @@ __attribute__((target("arch=x86-64-v4"))) void v4_columns(const Problem& p, cons
 template <Kind KIND, bool V4, int R>
 __attribute__((always_inline)) inline void fused_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                        const float* X, float* Y, int64_t ldy) {
-  // R x C sums, and C widened vectors with their scales, fit in 16 registers. Four columns at 1 or 2 rows
-  // spilled the scales: the step's matmuls took 10.7-10.9 ms at 1 row and 13.5-13.9 at 2, against 9.7
-  // and 11.1-11.8 with two (SmolLM2, AMD EPYC, 2 cores). Looked up, a column holds two tables, not a scale and a
-  // bias, in AVX-512's 32 registers: four columns at 1 or 2 rows, more sums for the ports to work on at once.
-  constexpr int C = V4 && R <= 2 ? 4 : R <= 4 ? 2 : 1;
   int64_t n = n0;
-#if MLXCHAT_V4_LOOPS
   if constexpr (V4) {
+#if MLXCHAT_V4_LOOPS
     // AVX-512's 32 registers hold more columns: gate and up of SmolLM2's 30 layers at 4 rows took 3.4 ms against
     // 4.2-4.7 with two columns, at 8 rows 6.3-7.2 against 7.4-8.3 with one (Xeon, 2 vCPUs).
-    constexpr int L = R <= 4 ? 4 : 2;
-    for (; n + L <= n1; n += L) v4_columns<KIND, R, L>(p, w, n, X, Y + (n - n0), ldy);
+    constexpr int C = R <= 4 ? 4 : 2;
+    for (; n + C <= n1; n += C) v4_columns<KIND, R, C>(p, w, n, X, Y + (n - n0), ldy);
     for (; n < n1; ++n) v4_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
-    return;
-  }
 #endif
-  for (; n + C <= n1; n += C) fused_columns<KIND, V4, R, C>(p, w, n, X, Y + (n - n0), ldy);
-  for (; n < n1; ++n) fused_columns<KIND, V4, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+  } else {
+    // R x C sums, and C widened vectors with their scales, fit in 16 registers. Four columns at 1 or 2 rows
+    // spilled the scales: the step's matmuls took 10.7-10.9 ms at 1 row and 13.5-13.9 at 2, against 9.7
+    // and 11.1-11.8 with two (SmolLM2, AMD EPYC, 2 cores).
+    constexpr int C = R <= 4 ? 2 : 1;
+    for (; n + C <= n1; n += C) fused_columns<KIND, V4, R, C>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n < n1; ++n) fused_columns<KIND, V4, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+  }
 }
 
 // Rows [n0, n1) of W as float32 for outer_tile, in tiles of TILE_COLUMNS columns (the last padded with zeros):
