@@ -165,7 +165,7 @@ class CpuLlama:
         nexts = [layer.input_layernorm for layer in layers[1:]] + [self.inner.norm]
         self._adds = [(layer_ops.add_norm(layer.post_attention_layernorm), layer_ops.add_norm(after))
                       for layer, after in zip(layers, nexts)]
-        self._ropes = [layer_ops.Rope(layer.self_attn.rope) for layer in self.inner.layers]
+        self._ropes = [layer_ops.Rope(layer.self_attn.rope) for layer in layers]
 
     def body(self, inputs: mx.array, caches: list[Any]) -> mx.array:
         """What `model.model(inputs, caches)` returns; `caches` are the engine's slot caches."""
