@@ -211,6 +211,9 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
             latencies.append(await _key_latency(app, panes[0], *next(typed)))
             next_key = time.perf_counter() + KEY_INTERVAL_S
         await asyncio.sleep(0.01)
+    shown = asyncio.get_running_loop().create_future()
+    app.call_after_refresh(shown.set_result, None)  # done once the screen shows the last reply ended
+    await shown
     seconds = time.perf_counter() - start
     rate, ui_cpu = steady.stop()
     tokens = sum(p.last_stats.generated_tokens for p in panes if p.last_stats is not None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from functools import partial
 from pathlib import Path
 
@@ -413,23 +413,22 @@ class ChatApp(App[int]):
                     pass
 
     def _refresh_status(self) -> None:
-        # While replies stream, each frame redraws the line of the chat it repaints: every other one and every badge
+        # While replies stream, each frame redraws the lines of the chats it repaints: every other one and every badge
         # is redrawn here. One snapshot serves them and the saved KV's notes (the engine waits while one is taken).
         if self.session.ready:
             snapshot = self.session.snapshot()
-            self._show_slots(answering=not self._frames.running, snapshot=snapshot)
+            self._show_slots(() if self._frames.running else self.chat_panes, snapshot)
             self.startup.say_disk_notes(snapshot.disk_notes)
 
-    def _show_slots(self, only: ChatPane | None = None, answering: bool = True,
-                    snapshot: EngineSnapshot | None = None) -> None:
-        """Shows each chat's badge in its tab, and its slot in its status line; of the chats answering,
-        `only`'s where given (a frame's), none of theirs without `answering`."""
+    def _show_slots(self, answering: Collection[ChatPane], snapshot: EngineSnapshot | None = None) -> None:
+        """Shows each chat's badge in its tab, and its slot in its status line: every idle chat's, and of the
+        chats answering those in `answering` (a frame's: the chats it repaints)."""
         if not self.session.ready:
             return
         slots = (snapshot or self.session.snapshot()).slots
         for pane in self.chat_panes:
             self._show_tab(pane)
-            if pane.busy and (not answering or only not in (None, pane)):
+            if pane.busy and pane not in answering:
                 continue
             if pane.slot_id is not None and pane.slot_id < len(slots) and not pane.queued:
                 pane.show_slot(slots[pane.slot_id])

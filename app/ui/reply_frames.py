@@ -1,14 +1,14 @@
 """Streaming replies reach the screen in frames, not token by token.
 
 The engine thread drops each reply's text into its ReplyFeed (no message per token). One clock,
-ReplyFrames, takes every streaming chat's new text each frame but repaints one shown chat per frame,
-in turn, with its status line: the screen update after a frame then renders one pane, not the whole
-grid (the screen renders the rows that span every region changed: status lines all over the grid
-took as long as the grid). Rendering is the
-cost (8 panes repainted at once took 150-200 ms of CPU, and no key is read meanwhile); one pane at a
-time keeps each update short, and each chat is still repainted as often. Turns that start or end
-together (a fan-out sends several messages at once, a grid of chats often ends together) are likewise
-mounted one after another, a moment apart.
+ReplyFrames, takes every streaming chat's new text each frame and repaints every one that is shown,
+with its status line, in one screen update. What a screen update costs is mostly what it costs
+whatever it moves: a scroll or a layout walks every widget on the screen (4-8 ms with eight chats in
+the grid, the engine's CPU), while a reply's new lines repaint in under a millisecond; eight chats
+scrolled in one update took 11.5 ms, one alone 8. So the grid's chats share their frames: one update
+a frame scrolls or lays out all of them at once, instead of one chat per frame in turn. Turns that
+start or end together (a fan-out sends several messages at once, a grid of chats often ends together)
+are likewise shown together, a few per screen update.
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from textual.timer import Timer
 
 from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, FullCollections
 
-# Frames a second, each repainting one shown chat: 8 chats in the grid are each repainted once a
-# second, one chat alone 8 times; the UI keeps its share of a CPU the engine needs small.
-CHAT_FRAMES_PER_S = 8
+# Frames a second: one chat shown streaming is repainted 8 times a second; several (the grid) 4 times each,
+# in one update a frame (a frame that repaints eight chats costs about what three frames of one did).
+ONE_CHAT_FRAMES_PER_S = 8
+GRID_FRAMES_PER_S = 4
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
-# Between two changes of turns (a message sent, a reply ended), from when the screen has shown the
-# first: each lays out the screen and repaints its pane (25-45 ms of CPU, 40-80 ms while the engine
-# keeps both cores busy); eight at once, or 1/30 s apart, kept a key waiting 90-150 ms. Once no reply is being
-# written the engine leaves the CPU to the UI: the replies still to be shown ended follow one another at once
-# (each its own change, keys read between them), not a tenth of a second apart: the last of 8 chats ending
-# together showed 0.73 s after the engine's end, which cost the bench --ui's end-to-end ratio 0.1.
-CHANGE_INTERVAL_S = 1 / 10
+# Changes of turns (a message sent, a reply ended) shown in one screen update while the engine writes; the next ones
+# follow once the screen has shown them, keys read between. Each lays out the screen and repaints its pane: eight
+# in one update took 42 ms of CPU (60-70 under the engine's load) and kept a key waiting 72 ms; two, under 40. Once no
+# reply is being written the engine leaves the CPU to the UI, and all the replies still to be shown ended are
+# shown in one update (one at a time, the last of 8 chats ending together showed 0.15-0.29 s after the engine's end).
+CHANGES_PER_UPDATE = 2
 
 
 class FramedChat(Protocol):
@@ -54,16 +54,15 @@ class ReplyFrames(Generic[F]):
     """The clock that redraws the streaming chats and shows replies ended; it sleeps while none streams."""
 
     def __init__(
-        self, owner: MessagePump, chats: Callable[[], Sequence[F]], also: Callable[[F], None],
+        self, owner: MessagePump, chats: Callable[[], Sequence[F]], also: Callable[[Sequence[F]], None],
         writing: Callable[[], bool],
     ) -> None:
         """`writing()`: whether the engine is writing any reply now."""
         self._owner = owner
         self._writing = writing
         self._chats = chats
-        self._also = also  # what else a frame redraws of the chat it repaints (its status line)
+        self._also = also  # what else a frame redraws of the chats it repaints (their status lines)
         self._next: Timer | None = None
-        self._turn = 0  # counts frames: whose turn it is to be repainted among the chats shown
         self._changes: deque[Callable[[], Awaitable[None]]] = deque()
         self._changing = False  # whether a change is being shown or waits for its moment
         self._collections = FullCollections()
@@ -86,33 +85,31 @@ class ReplyFrames(Generic[F]):
             self._settle()
             return
         shown = [chat for chat in streaming if chat.display]
-        turn, self._turn = self._turn % max(1, len(shown)), self._turn + 1
-        painted = shown[turn] if shown else None
         with self._owner.app.batch_update():
             for chat in streaming:
-                chat.draw_frame(chat is painted)
-            if painted is not None:
-                self._also(painted)
+                chat.draw_frame(chat.display)
+            self._also(shown)
         # One timer per frame, set for when the next is due: no wake-ups in between.
-        self._next = self._owner.set_timer(1 / CHAT_FRAMES_PER_S, self._frame)
+        rate = ONE_CHAT_FRAMES_PER_S if len(shown) <= 1 else GRID_FRAMES_PER_S
+        self._next = self._owner.set_timer(1 / rate, self._frame)
 
     def change(self, change: Callable[[], Awaitable[None]]) -> None:
-        """Changes the turns shown (mounts a sent message, shows a reply ended) by calling `change`: at
-        once, or CHANGE_INTERVAL_S after the one before; in the order asked."""
+        """Changes the turns shown (mounts a sent message, shows a reply ended) by calling `change`: at once,
+        or with the changes asked with it, once the screen has shown those asked before; in the order asked."""
         self._changes.append(change)
         if not self._changing:
             self._changing = True
             self._owner.call_later(self._change_next)
 
     async def _change_next(self) -> None:
+        count = CHANGES_PER_UPDATE if self._writing() else len(self._changes)
         try:
-            await self._changes.popleft()()
+            with self._owner.app.batch_update():  # (one screen update shows them all)
+                for _ in range(min(count, len(self._changes))):
+                    await self._changes.popleft()()
         finally:  # (a change that failed must not hold up the others)
-            if self._changes:  # (the interval counts from when the screen has shown this change)
-                if self._writing():
-                    self._owner.call_after_refresh(self._owner.set_timer, CHANGE_INTERVAL_S, self._change_next)
-                else:
-                    self._owner.call_after_refresh(self._change_next)
+            if self._changes:
+                self._owner.call_after_refresh(self._change_next)
             else:
                 self._changing = False
                 self._settle()

@@ -1,5 +1,6 @@
-"""The clock that draws streaming replies: one shown chat repainted per frame, endings shown apart,
-full garbage collections held off from the first reply until a moment after the last is shown ended."""
+"""The clock that draws streaming replies: every shown chat repainted each frame, endings shown a few at a time
+while the engine writes, full garbage collections held off from the first reply until a moment after the last is
+shown ended."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, HELD_THRESHOLD
-from mlxchat.app.ui.reply_frames import CHANGE_INTERVAL_S, ReplyFrames
+from mlxchat.app.ui.reply_frames import CHANGES_PER_UPDATE, ReplyFrames
 from tests.pilot import make_app, ready, run, submit, wait_for
 
 
@@ -27,43 +29,43 @@ class Chat:
         self.repainted += repaint
 
 
-def test_each_frame_repaints_one_shown_chat_in_turn(tiny_model_dir: Path) -> None:
+def test_each_frame_repaints_every_shown_chat_with_its_status_line(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await ready(app, pilot)
         chats = [Chat(), Chat(), Chat(), Chat(shown=False)]
-        statuses: list[Chat] = []
-        frames = ReplyFrames(app, lambda: chats, statuses.append, lambda: True)
+        statuses: list[list[Chat]] = []
+        frames = ReplyFrames(app, lambda: chats, lambda shown: statuses.append(list(shown)), lambda: True)
         frames.wake()
-        await wait_for(pilot, lambda: chats[0].frames >= 7, "seven frames")
+        await wait_for(pilot, lambda: chats[0].frames >= 3, "three frames")
         for chat in chats:
             chat.busy = False
         frames.stop()
         assert len({chat.frames for chat in chats}) == 1  # every chat takes its text each frame
-        assert sorted(chat.repainted for chat in chats[:3]) in ([2, 2, 3], [2, 3, 3], [3, 3, 3])
-        assert chats[3].repainted == 0  # (a chat out of view is repainted when shown)
-        # Its status line is redrawn with it: one pane changes per frame.
-        assert [statuses.count(chat) for chat in chats] == [chat.repainted for chat in chats]
+        assert [chat.repainted for chat in chats] == [chats[0].frames] * 3 + [0]  # (one out of view: when shown)
+        assert statuses == [chats[:3]] * chats[0].frames  # their status lines with them, in the same frame
 
     run(make_app(tiny_model_dir), scenario)
 
 
 @pytest.mark.parametrize("writing", [True, False])
-def test_replies_that_end_together_are_shown_ended_one_after_another(tiny_model_dir: Path, writing: bool) -> None:
-    """While the engine writes other replies each change waits CHANGE_INTERVAL_S after the one before (keys are read
-    meanwhile); once it writes none, they follow at once, each still a change of its own, in order."""
+def test_replies_that_end_together_are_shown_a_few_per_screen_update(tiny_model_dir: Path, writing: bool) -> None:
+    """While the engine writes other replies, CHANGES_PER_UPDATE changes are shown per screen update (keys are read
+    between updates); once it writes none, all that wait are shown in one. Always in the order asked."""
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        await ready(app, pilot)
+        pane = await ready(app, pilot)
         frames = ReplyFrames(app, lambda: [], lambda _: None, lambda: writing)
-        shown: list[tuple[int, float]] = []
-        for number in range(3):
+        notes: list[Static] = []
+        laid_out: list[bool] = []  # whether the screen had laid out the change before, when each came
+        for number in range(5):
             async def ending(number: int = number) -> None:
-                shown.append((number, time.monotonic()))
+                laid_out.append(bool(notes) and notes[-1].size.height > 0)
+                notes.append(Static(f"reply {number} ended"))
+                await pane.view.mount(notes[-1])
             frames.change(ending)
-        await wait_for(pilot, lambda: len(shown) == 3, "three endings")
-        assert [number for number, _ in shown] == [0, 1, 2]
-        gaps = [b - a for (_, a), (_, b) in zip(shown, shown[1:])]
-        if writing:
-            assert min(gaps) >= CHANGE_INTERVAL_S * 0.9
+        await wait_for(pilot, lambda: len(notes) == 5 and notes[-1].size.height > 0, "five endings shown")
+        assert [str(note.render()) for note in notes] == [f"reply {n} ended" for n in range(5)]
+        # A change that starts a screen update of its own finds the one before it shown.
+        assert laid_out == [False] + [writing and n % CHANGES_PER_UPDATE == 0 for n in range(1, 5)]
 
     run(make_app(tiny_model_dir), scenario)
 
