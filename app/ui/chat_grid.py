@@ -10,7 +10,8 @@ from mlxchat.app.ui.widgets.chat_pane import ChatPane
 
 
 def lay_out_chats(tabs: TabbedContent, panes: Sequence[ChatPane]) -> None:
-    """In the grid every chat is shown: columns for up to 3 rows, and each pane titled; as tabs, the active one."""
+    """In the grid every chat is shown: columns for up to 3 rows, each pane titled by the app (the tabs hidden); as
+    tabs, the active one."""
     grid = tabs.has_class("-grid")
     switcher = tabs.query_one(ContentSwitcher)
     switcher.styles.grid_size_columns = 1 if len(panes) == 1 else 2 if len(panes) <= 4 else 3
@@ -19,4 +20,5 @@ def lay_out_chats(tabs: TabbedContent, panes: Sequence[ChatPane]) -> None:
     for pane in panes:
         # The switcher shows only the active pane; the grid overrides it after each switch.
         pane.display = grid or pane.id == active
-        pane.border_title = pane.shown_title if grid else None
+        if not grid:
+            pane.border_title = None

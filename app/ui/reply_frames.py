@@ -25,7 +25,7 @@ from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, FullCollections
 # Frames a second: one chat shown streaming is repainted 8 times a second; several (the grid) 4 times each,
 # in one update a frame (a frame that repaints eight chats costs about what three frames of one did).
 ONE_CHAT_FRAMES_PER_S = 8
-GRID_FRAMES_PER_S = 4
+GRID_FRAMES_PER_S = 3
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
 # Changes of turns (a message sent, a reply ended) shown in one screen update while the engine writes; the next ones
 # follow once the screen has shown them, keys read between. Each lays out the screen and repaints its pane: eight
@@ -43,6 +43,9 @@ class FramedChat(Protocol):
 
     @property
     def display(self) -> bool: ...
+
+    @property
+    def awaiting_words(self) -> bool: ...
 
     def draw_frame(self, repaint: bool) -> None: ...
 
@@ -89,8 +92,10 @@ class ReplyFrames(Generic[F]):
             for chat in streaming:
                 chat.draw_frame(chat.display)
             self._also(shown)
-        # One timer per frame, set for when the next is due: no wake-ups in between.
-        rate = ONE_CHAT_FRAMES_PER_S if len(shown) <= 1 else GRID_FRAMES_PER_S
+        # One timer per frame, set for when the next is due: no wake-ups in between. A reply's first words show
+        # a short frame after they come, not a grid's frame later.
+        fast = len(shown) <= 1 or any(chat.awaiting_words for chat in shown)
+        rate = ONE_CHAT_FRAMES_PER_S if fast else GRID_FRAMES_PER_S
         self._next = self._owner.set_timer(1 / rate, self._frame)
 
     def change(self, change: Callable[[], Awaitable[None]]) -> None:

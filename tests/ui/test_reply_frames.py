@@ -23,6 +23,7 @@ class Chat:
 
     def __init__(self, shown: bool = True) -> None:
         self.busy, self.display, self.repainted, self.frames = True, shown, 0, 0
+        self.awaiting_words = False
 
     def draw_frame(self, repaint: bool) -> None:
         self.frames += 1

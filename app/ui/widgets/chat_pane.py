@@ -177,6 +177,12 @@ class ChatPane(PaneKeys):
         return self.request_id is not None
 
     @property
+    def awaiting_words(self) -> bool:
+        """Whether the reply has written nothing yet while the engine reads its prompt (not waiting in line)."""
+        return self.busy and not self.conversation.reply_parts and not self.conversation.reasoning_parts \
+            and not self.queued
+
+    @property
     def queued(self) -> bool:
         """Whether the chat's message waits for a slot (every slot is generating)."""
         return self.busy and self._session.place_of(self.chat_id) is not None
