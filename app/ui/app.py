@@ -209,11 +209,14 @@ class ChatApp(App[int]):
         self.session.rename(pane.chat_id, pane.shown_title)
 
     def _show_label(self, pane: ChatPane) -> None:
-        """The chat's name where it shows, after a badge for a reply queued (◷), being written (●), or unseen (✓):
-        in its tab, or in the grid (where each chat shows its own, the tabs hidden) as the title of its box."""
-        badge = self.badge(pane)
-        label = f"{badge} {pane.shown_title}" if badge else pane.shown_title
-        shown = self._box_labels if self._grid else self._tab_labels
+        """The chat's name where it shows: in its tab, after a badge for a reply queued (◷), being written (●), or
+        unseen (✓); in the grid (where each chat shows its own, the tabs hidden) as the title of its box, whose
+        status line says what it does (a badge there would repaint the box each time it changed)."""
+        if self._grid:
+            shown, label = self._box_labels, pane.shown_title
+        else:
+            badge = self.badge(pane)
+            shown, label = self._tab_labels, f"{badge} {pane.shown_title}" if badge else pane.shown_title
         if shown.get(pane.chat_id) == label:  # (a new label repaints its box, or lays the tab bar out again)
             return
         if self._grid:

@@ -22,7 +22,7 @@ from textual.timer import Timer
 
 from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, FullCollections
 
-# Frames a second: one chat shown streaming is repainted 8 times a second; several (the grid) 4 times each,
+# Frames a second: one chat shown streaming is repainted 8 times a second; several (the grid) 3 times each,
 # in one update a frame (a frame that repaints eight chats costs about what three frames of one did).
 ONE_CHAT_FRAMES_PER_S = 8
 GRID_FRAMES_PER_S = 3
@@ -64,7 +64,9 @@ class ReplyFrames(Generic[F]):
         self._owner = owner
         self._writing = writing
         self._chats = chats
-        self._also = also  # what else a frame redraws of the chats it repaints (their status lines)
+        # What else a frame redraws of the chats it repaints (their status lines), and a change of the chats it changed
+        # (their labels and status lines, once idle).
+        self._also = also
         self._next: Timer | None = None
         self._changes: deque[Callable[[], Awaitable[None]]] = deque()
         self._changing = False  # whether a change is being shown or waits for its moment
@@ -109,9 +111,10 @@ class ReplyFrames(Generic[F]):
     async def _change_next(self) -> None:
         count = CHANGES_PER_UPDATE if self._writing() else len(self._changes)
         try:
-            with self._owner.app.batch_update():  # (one screen update shows them all)
+            with self._owner.app.batch_update():  # (one screen update shows them all, and the labels they change)
                 for _ in range(min(count, len(self._changes))):
                     await self._changes.popleft()()
+                self._also(())
         finally:  # (a change that failed must not hold up the others)
             if self._changes:
                 self._owner.call_after_refresh(self._change_next)
