@@ -22,10 +22,10 @@ from textual.timer import Timer
 
 from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, FullCollections
 
-# Frames a second: one chat shown streaming is repainted 8 times a second; several (the grid) 3 times each,
+# Frames a second: one chat shown streaming is repainted 8 times a second; several (the grid) twice each,
 # in one update a frame (a frame that repaints eight chats costs about what three frames of one did).
 ONE_CHAT_FRAMES_PER_S = 8
-GRID_FRAMES_PER_S = 3
+GRID_FRAMES_PER_S = 2
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
 # Changes of turns (a message sent, a reply ended) shown in one screen update while the engine writes; the next ones
 # follow once the screen has shown them, keys read between. Each lays out the screen and repaints its pane: eight

@@ -305,8 +305,6 @@ class ChatPane(PaneKeys):
         if repaint and self._undrawn:
             self._undrawn = False
             self._reply.show(self.reply_text)
-        elif repaint and not self.conversation.reply_parts:
-            self._reply.make_room()
         if self.conversation.save_due():
             self.save_reply()
 

@@ -7,9 +7,12 @@ UI's CPU, taken from the engine. This widget renders the reply with Rich's Markd
 
 - the blocks that can no longer change are rendered once; a frame renders the last ones only;
 - only the lines that changed are repainted;
-- the reply fills the pane's free room from the start; once the text outgrows it, the height is
-  reserved a pane's height ahead and the conversation is scrolled so that the newest line is at
-  its bottom: the reserve stays out of view, and a layout comes once a screenful.
+- the reply fills the pane's free room from the start, GROWTH_LINES at least (the conversation,
+  anchored at its end, shows them under the message sent: the first words need no layout); a
+  step before the text outgrows its room, the height is reserved a pane's height ahead, and the
+  conversation is scrolled so that the newest line is at its bottom: the reserve stays out of view,
+  a layout comes once a screenful, and the scroll a frame after it (in that frame's screen update,
+  not in one of its own once the layout is done).
 
 A reply that has ended stays this widget, its height that of its lines: swapping it for Textual's
 Markdown widget took 60-130 ms of the UI thread per reply (a widget and a style pass for every
@@ -64,8 +67,8 @@ def finished_blocks_end(text: str, start: int) -> int:
 class ReplyView(Widget):
     """The text of a reply, drawn as Markdown: streaming until `finish`, or ended from the start."""
 
-    # While it streams, the room left in the pane from the start: the first lines need no layout.
-    DEFAULT_CSS = "ReplyView { height: auto; } ReplyView.-streaming { height: 1fr; }"
+    # While it streams, the room left in the pane from the start, GROWTH_LINES at least: the first lines need no layout.
+    DEFAULT_CSS = f"ReplyView {{ height: auto; }} ReplyView.-streaming {{ height: 1fr; min-height: {GROWTH_LINES}; }}"
 
     def __init__(self, text: str = "", *, streaming: bool = False, classes: str | None = None) -> None:
         super().__init__(classes=classes)
@@ -129,12 +132,6 @@ class ReplyView(Widget):
     def selection_updated(self, selection: Selection | None) -> None:
         self.refresh()
 
-    def make_room(self) -> None:
-        """Before any text (at the chat's first frame, once laid out): where the pane has little room
-        left under the user's message, reserves a pane's height now, while the engine reads the prompt."""
-        if self.is_attached and self.size.height and not self._lines:
-            self._repaint([])
-
     def _on_resize(self, event: Resize) -> None:
         if self._rendered_for is None or event.size.width != self._rendered_for[0]:
             self._render_lines()  # (a new height alone is the reserve taking effect)
@@ -191,14 +188,14 @@ class ReplyView(Widget):
             return
         following = self.following
         shown = -(-len(lines) // GROWTH_LINES) * GROWTH_LINES  # the lines in view under the reply's top
-        grows = self._reserve(shown)
+        self._reserve(shown + GROWTH_LINES)  # (a step ahead: the next frame finds the room laid out)
         edge, self._edge = self._edge, self._live_edge(shown)
         if following and self._edge != edge:
-            if grows:  # (the conversation can scroll that far once the layout has made room)
+            if shown <= self.size.height:
+                self._scroll_to_edge()
+            else:  # (the text came faster than a step: the conversation can scroll there once laid out)
                 self._scroll_due = True
                 self.call_after_refresh(self._scroll_to_edge)
-            else:
-                self._scroll_to_edge()
         self._conversation.anchor(False)  # (the anchor would show the reserve: the reply scrolls instead)
 
     def _live_edge(self, shown: int) -> float:
@@ -212,16 +209,15 @@ class ReplyView(Widget):
         if self.is_attached and self._edge is not None:
             self._conversation.scroll_to(y=self._edge, animate=False, immediate=True, release_anchor=False)
 
-    def _reserve(self, needed: int) -> bool:
-        """Reserves room for `needed` lines and a pane's height more; whether the height changes.
-        Until the text outgrows it, the reply has the room left in the pane (its CSS height, 1fr)."""
+    def _reserve(self, needed: int) -> None:
+        """Reserves room for `needed` lines and a pane's height more, where it has less. Until then the reply has
+        the room left in the pane (its CSS height, 1fr, GROWTH_LINES at least)."""
         ahead = max(GROWTH_LINES, self._conversation.scrollable_content_region.height)
         height = self._reserved or self.size.height
-        if GROWTH_LINES <= height and needed <= height and not (self._reserved and needed < height - 2 * ahead):
-            return False
+        if needed <= height and not (self._reserved and needed < height - 2 * ahead):
+            return
         self._reserved = needed + ahead
         self.styles.height = self._reserved  # (a layout: the reply takes more room)
-        return True
 
     def render_line(self, y: int) -> Strip:
         if self._rendered_for is not None and self._rendered_for[1] != self.app.theme:
