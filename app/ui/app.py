@@ -23,7 +23,7 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.chat_actions import ChatActions
 from mlxchat.app.ui.fan_outs import FanOuts
-from mlxchat.app.ui.chat_grid import lay_out_chats
+from mlxchat.app.ui.chat_grid import ChatLabels, lay_out_chats
 from mlxchat.app.ui.leaving import ask_before_closing, ask_before_quitting
 from mlxchat.app.ui.model_switch import ModelSwitch
 from mlxchat.app.ui.palette import palette_commands
@@ -70,9 +70,7 @@ class ChatApp(App[int]):
         self._chat_numbers = itertools.count(1)
         self._finished_last: str | None = None  # the chat whose reply ended last (goto_finished shows it)
         self._unseen: set[str] = set()  # chats whose reply ended out of view, not shown since
-        self._tab_labels: dict[str, str] = {}  # each tab's label as last set
-        self._box_labels: dict[str, str] = {}  # in the grid, each chat's box title as last set
-        self._grid = False  # every chat side by side (the tabs hidden), or one at a time
+        self.labels = ChatLabels(lambda: self.query_one("#chats", TabbedContent), self.badge)
         self._frames = ReplyFrames(self, lambda: self.chat_panes, self._show_slots, self.session.writing)
         self.sampling = settings.sampling.params()  # what new chats start with
         self.startup = Startup(self, db_path)
@@ -205,29 +203,8 @@ class ChatApp(App[int]):
     def show_title(self, pane: ChatPane) -> None:
         """Names the pane's tab and slot after its chat's title, and numbers the tabs of chats titled alike."""
         for shown in self.chat_panes:
-            self._show_label(shown)
+            self.labels.show(shown)
         self.session.rename(pane.chat_id, pane.shown_title)
-
-    def _show_label(self, pane: ChatPane) -> None:
-        """The chat's name where it shows: in its tab, after a badge for a reply queued (◷), being written (●), or
-        unseen (✓); in the grid (where each chat shows its own, the tabs hidden) as the title of its box, whose
-        status line says what it does (a badge there would repaint the box each time it changed)."""
-        if self._grid:
-            shown, label = self._box_labels, pane.shown_title
-        else:
-            badge = self.badge(pane)
-            shown, label = self._tab_labels, f"{badge} {pane.shown_title}" if badge else pane.shown_title
-        if shown.get(pane.chat_id) == label:  # (a new label repaints its box, or lays the tab bar out again)
-            return
-        if self._grid:
-            pane.border_title = label
-        else:
-            try:
-                tab = self.query_one("#chats", TabbedContent).get_tab(pane.id or "")
-            except NoMatches:  # its tab is going: the pane is being closed
-                return
-            tab.label = label
-        shown[pane.chat_id] = label
 
     def badge(self, pane: ChatPane) -> str:
         """The chat's badge: its message waits for a slot (◷), its reply is being written (●), or ended
@@ -245,7 +222,7 @@ class ChatApp(App[int]):
             self._unseen.add(pane.chat_id)
             key = keys.key_for("goto_finished", self.settings.keys)
             self.notify(f"{pane.chat_title} has finished its reply ({key} shows it).")
-        self._show_label(pane)
+        self.labels.show(pane)
 
     def action_goto_finished(self) -> None:
         """Shows the chat whose reply ended last."""
@@ -266,8 +243,7 @@ class ChatApp(App[int]):
             return
         self.session.close_chat(pane.chat_id)
         self._unseen.discard(pane.chat_id)
-        self._tab_labels.pop(pane.chat_id, None)
-        self._box_labels.pop(pane.chat_id, None)
+        self.labels.forget(pane)
         pane.save_reply("cancelled")
         await self.query_one("#chats", TabbedContent).remove_pane(pane.id or "")
         self.record_open_chats()
@@ -310,7 +286,7 @@ class ChatApp(App[int]):
         """The pane is shown: its ✓ badge goes."""
         if pane.chat_id in self._unseen:
             self._unseen.discard(pane.chat_id)
-            self._show_label(pane)
+            self.labels.show(pane)
 
     def action_inspector(self) -> None:
         """Opens the slot inspector, or closes it when it is shown."""
@@ -339,11 +315,11 @@ class ChatApp(App[int]):
 
     def action_toggle_grid(self) -> None:
         """Switches between one chat at a time (tabs) and every chat side by side (grid)."""
-        self.show_grid(not self._grid)
+        self.show_grid(not self.labels.grid)
 
     def show_grid(self, grid: bool) -> None:
         """Every chat side by side (grid), or one at a time (tabs)."""
-        self._grid = grid
+        self.labels.grid = grid
         self.query_one("#chats", TabbedContent).set_class(grid, "-grid")
         self._lay_out_chats()
 
@@ -376,10 +352,9 @@ class ChatApp(App[int]):
         tabs = next(iter(self.query("#chats").results(TabbedContent)), None)
         if tabs is not None:  # (none for a tab switch that arrives while the app closes)
             lay_out_chats(tabs, self.chat_panes)
-            if not self._grid:
-                self._box_labels.clear()  # (the boxes' titles went with the grid)
+            self.labels.laid_out()
             for pane in self.chat_panes:
-                self._show_label(pane)
+                self.labels.show(pane)
 
     def action_help(self) -> None:
         """Shows every key of the app and of its screens, as the user's keymap has them."""
@@ -444,7 +419,7 @@ class ChatApp(App[int]):
             return
         slots = (snapshot or self.session.snapshot()).slots
         for pane in self.chat_panes:
-            self._show_label(pane)
+            self.labels.show(pane)
             if pane.busy and pane not in answering:
                 continue
             if pane.slot_id is not None and pane.slot_id < len(slots) and not pane.queued:

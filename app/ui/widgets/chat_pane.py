@@ -160,10 +160,8 @@ class ChatPane(PaneKeys):
             self.post_message(self.Retitled(self))
 
     def save_reply(self, reason: str | None = None, stats: RequestStats | None = None) -> None:
-        """Saves the reply streamed so far, with why it ended and its counts once it has.
-
-        The app calls this before it quits, with reason "cancelled".
-        """
+        """Saves the reply streamed so far, with why it ended and its counts once it has (the app calls this
+        before it quits, with reason "cancelled")."""
         self.conversation.save_reply(reason, stats)
 
     @property
@@ -179,8 +177,7 @@ class ChatPane(PaneKeys):
     @property
     def awaiting_words(self) -> bool:
         """Whether the reply has written nothing yet while the engine reads its prompt (not waiting in line)."""
-        return self.busy and not self.conversation.reply_parts and not self.conversation.reasoning_parts \
-            and not self.queued
+        return self.busy and not (self.conversation.reply_parts or self.conversation.reasoning_parts or self.queued)
 
     @property
     def queued(self) -> bool:
