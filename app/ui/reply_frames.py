@@ -29,10 +29,12 @@ GRID_FRAMES_PER_S = 2
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
 # Changes of turns (a message sent, a reply ended) shown in one screen update while the engine writes; the next ones
 # follow once the screen has shown them, keys read between. Each lays out the screen and repaints its pane: eight
-# in one update took 42 ms of CPU (60-70 under the engine's load) and kept a key waiting 72 ms; two, under 40. Once no
-# reply is being written the engine leaves the CPU to the UI, and all the replies still to be shown ended are
-# shown in one update (one at a time, the last of 8 chats ending together showed 0.15-0.29 s after the engine's end).
+# in one update took 42 ms of CPU (60-70 under the engine's load) and kept a key waiting 72 ms; two, under 50. Once no
+# reply is being written the engine leaves the CPU to the UI, and the replies still to be shown ended go four at a
+# time (one at a time, the last of 8 chats ending together showed 0.15-0.29 s after the engine's end; all eight at
+# once took 60 ms of the UI thread, and a key pressed then waited 46-58 ms).
 CHANGES_PER_UPDATE = 2
+IDLE_CHANGES_PER_UPDATE = 4
 
 
 class FramedChat(Protocol):
@@ -109,7 +111,7 @@ class ReplyFrames(Generic[F]):
             self._owner.call_later(self._change_next)
 
     async def _change_next(self) -> None:
-        count = CHANGES_PER_UPDATE if self._writing() else len(self._changes)
+        count = CHANGES_PER_UPDATE if self._writing() else IDLE_CHANGES_PER_UPDATE
         try:
             with self._owner.app.batch_update():  # (one screen update shows them all, and the labels they change)
                 for _ in range(min(count, len(self._changes))):
