@@ -4,8 +4,8 @@ The engine thread drops each reply's text into its ReplyFeed (no message per tok
 ReplyFrames, takes every streaming chat's new text each frame and repaints every one that is shown,
 with its status line, in one screen update. What a screen update costs is mostly what it costs
 whatever it moves: a scroll or a layout walks every widget on the screen (4-8 ms with eight chats in
-the grid, the engine's CPU), while a reply's new lines repaint in under a millisecond; eight chats
-scrolled in one update took 11.5 ms, one alone 8. So the grid's chats share their frames: one update
+the grid, taken from the engine's cores), while a reply's new lines repaint in under a millisecond;
+eight chats scrolled in one update took 11.5 ms, one alone 8. So the grid's chats share their frames: one update
 a frame scrolls or lays out all of them at once, instead of one chat per frame in turn. Turns that
 start or end together (a fan-out sends several messages at once, a grid of chats often ends together)
 are likewise shown together, a few per screen update.
