@@ -31,9 +31,7 @@ MLXCHAT_CLONES void add_rows(const float* h, const float* delta, float* out, int
 }
 
 MLXCHAT_CLONES void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store8(out + i, swiglu8(load8(gate + i), load8(up + i)));
-  for (; i < n; ++i) out[i] = swiglu_of(gate[i], up[i]);
+  swiglu_span(gate, up, out, n);
 }
 
 struct Rope {

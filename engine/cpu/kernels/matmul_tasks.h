@@ -9,7 +9,7 @@
 // BLAS does. Either way each (row, column) sums 8 lanes, each in the same order, and adds them in the
 // same order, whatever the number of rows: a row's result does not depend on the rows beside it.
 //
-// Every template below takes V4: whether it is built for x86-64-v4 (run_q4_v4, run_q8_v4). There a few rows take
+// The templates below take V4: whether they are built for x86-64-v4 (run_q4_v4, run_q8_v4). There a few rows take
 // intrinsics loops (v4_columns) in AVX-512VL's 32 registers, and 4-bit weights are looked up in a table of their
 // group's 16 values (AVX-512VL's permute of two registers) rather than converted and scaled one by one. The table
 // holds q * scale + bias as the conversion computes it, so every path gives the same bits.
@@ -165,12 +165,12 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
 // y[r * ldy + c] = X[r] . W[n + c] for the R rows of one panel and C columns, each weight vector widened in
 // registers and used at once by every row (few rows: widening to memory would cost more than the products).
 // C columns at once give a few rows enough independent sums to hide the adds' latency. Each (row, column)
-// sums as outer_tile does, so its result is the same bits either way.
-template <Kind KIND, bool V4, int R, int C>
+// sums as outer_tile does, so its result is the same bits either way. (Built for x86-64-v4, v4_columns serves.)
+template <Kind KIND, int R, int C>
 __attribute__((always_inline)) inline void fused_columns(const Problem& p, const Matrix& w, int64_t n, const float* X,
                                                          float* y, int64_t ldy) {
   v8 acc[R][C] = {};
-  each_vector<KIND, V4, C>(p, w, n, [&](int64_t i, const v8* v) {
+  each_vector<KIND, false, C>(p, w, n, [&](int64_t i, const v8* v) {
     const float* x = X + i * R * 8;
     for (int r = 0; r < R; ++r) {
       const v8 xv = load8(x + r * 8);
@@ -296,8 +296,8 @@ __attribute__((always_inline)) inline void fused_block(const Problem& p, const M
     // spilled the scales: the step's matmuls took 10.7-10.9 ms at 1 row and 13.5-13.9 at 2, against 9.7
     // and 11.1-11.8 with two (SmolLM2, AMD EPYC, 2 cores).
     constexpr int C = R <= 4 ? 2 : 1;
-    for (; n + C <= n1; n += C) fused_columns<KIND, V4, R, C>(p, w, n, X, Y + (n - n0), ldy);
-    for (; n < n1; ++n) fused_columns<KIND, V4, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n + C <= n1; n += C) fused_columns<KIND, R, C>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n < n1; ++n) fused_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
   }
 }
 
@@ -360,13 +360,7 @@ __attribute__((always_inline)) inline void columns(const Problem& p, const Matri
 // Columns [n0, n1) of the SwiGLU's output, from the gate's and the up projection's (COLUMNS apart per row).
 __attribute__((always_inline)) inline void swiglu_columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                           const float* gate, const float* up) {
-  for (int64_t m = 0; m < p.M; ++m) {
-    const float *g = gate + m * COLUMNS, *u = up + m * COLUMNS;
-    float* out = w.out + m * w.N + n0;
-    int64_t c = 0;
-    for (; c + 8 <= n1 - n0; c += 8) store8(out + c, swiglu8(load8(g + c), load8(u + c)));
-    for (; c < n1 - n0; ++c) out[c] = swiglu_of(g[c], u[c]);
-  }
+  for (int64_t m = 0; m < p.M; ++m) swiglu_span(gate + m * COLUMNS, up + m * COLUMNS, w.out + m * w.N + n0, n1 - n0);
 }
 
 template <Kind KIND, bool V4>

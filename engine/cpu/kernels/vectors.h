@@ -62,6 +62,13 @@ __attribute__((always_inline)) inline v8 load8(const float* p) {
 
 __attribute__((always_inline)) inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
+// out[i] = swiglu_of(gate[i], up[i]) for i < n, eight at a time: the op of its own and the matmul's fused columns.
+__attribute__((always_inline)) inline void swiglu_span(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(out + i, swiglu8(load8(gate + i), load8(up + i)));
+  for (; i < n; ++i) out[i] = swiglu_of(gate[i], up[i]);
+}
+
 // v[c][l] becomes v[l][c]: three rounds of in-lane and cross-lane shuffles, as AVX transposes 8 x 8.
 __attribute__((always_inline)) inline void transpose8(v8 (&v)[8]) {
   v8 t[8], u[8];
