@@ -352,9 +352,7 @@ class ChatApp(App[int]):
         tabs = next(iter(self.query("#chats").results(TabbedContent)), None)
         if tabs is not None:  # (none for a tab switch that arrives while the app closes)
             lay_out_chats(tabs, self.chat_panes)
-            self.labels.laid_out()
-            for pane in self.chat_panes:
-                self.labels.show(pane)
+            self.labels.laid_out(self.chat_panes)
 
     def action_help(self) -> None:
         """Shows every key of the app and of its screens, as the user's keymap has them."""

@@ -12,8 +12,8 @@ from mlxchat.app.ui.widgets.chat_pane import ChatPane
 
 
 def lay_out_chats(tabs: TabbedContent, panes: Sequence[ChatPane]) -> None:
-    """In the grid every chat is shown: columns for up to 3 rows, each pane titled by the app (the tabs hidden); as
-    tabs, the active one."""
+    """In the grid every chat is shown: columns for up to 3 rows (each pane titled by ChatLabels, the tabs hidden);
+    as tabs, the active one."""
     grid = tabs.has_class("-grid")
     switcher = tabs.query_one(ContentSwitcher)
     switcher.styles.grid_size_columns = 1 if len(panes) == 1 else 2 if len(panes) <= 4 else 3
@@ -22,8 +22,6 @@ def lay_out_chats(tabs: TabbedContent, panes: Sequence[ChatPane]) -> None:
     for pane in panes:
         # The switcher shows only the active pane; the grid overrides it after each switch.
         pane.display = grid or pane.id == active
-        if not grid:
-            pane.border_title = None
 
 
 class ChatLabels:
@@ -57,10 +55,12 @@ class ChatLabels:
             tab.label = label
         shown[pane.chat_id] = label
 
-    def laid_out(self) -> None:
-        """The chats were laid out again (as tabs, the boxes' titles went)."""
-        if not self.grid:
-            self._box_labels.clear()
+    def laid_out(self, panes: Sequence[ChatPane]) -> None:
+        """The chats were laid out again: each named where it shows now (as tabs, the boxes lose their titles)."""
+        for pane in panes:
+            if not self.grid and self._box_labels.pop(pane.chat_id, None) is not None:
+                pane.border_title = None
+            self.show(pane)
 
     def forget(self, pane: ChatPane) -> None:
         """`pane` is being closed."""
