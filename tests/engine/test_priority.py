@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.markers import needs_cpu
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
@@ -77,3 +79,53 @@ def test_the_app_s_engine_runs_at_the_engine_nice_setting(tiny_model_dir: Path) 
 
     run(make_app(tiny_model_dir, engine_nice=5), scenario)
     assert seen == [max(5, os.getpriority(os.PRIO_PROCESS, 0))]  # (a caller already lower stays so)
+
+
+# The kernels' workers start from whichever thread calls first (here the main one, at the UI's priority, as the
+# self-test or a model's load does); a call from an engine thread run at 7 must then have them work at 7 too.
+KERNEL_SCRIPT = """
+import json, os, threading
+import mlx.core as mx
+from mlxchat.engine.cpu import kernels
+from mlxchat.engine.cpu.priority import thread_ids
+ext = kernels.status().module
+weights = list(mx.quantize(mx.random.normal((8192, 512), key=mx.random.key(0)), 32, 4))
+x = mx.random.normal((1, 512), key=mx.random.key(1))
+
+def matmuls(count):
+    for _ in range(count):
+        mx.eval(ext.weights_matmul(x, weights, 4, 32, False, 2)[0])
+
+def cpu_ms():
+    seen = {}
+    for tid in thread_ids():
+        try:
+            fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        seen[tid] = (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+    return seen
+
+matmuls(20)
+def engine():
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 7)
+    with mx.stream(mx.new_stream(mx.cpu)):  # (a stream thread started from here, as the engine's are)
+        matmuls(1000)
+before = cpu_ms()
+thread = threading.Thread(target=engine)
+thread.start()
+thread.join()
+after = cpu_ms()
+busy = [tid for tid in after if after[tid] - before.get(tid, 0) >= 50]
+print(json.dumps({"busy": [os.getpriority(os.PRIO_PROCESS, tid) for tid in busy]}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice values per thread are Linux's")
+@needs_cpu  # (the kernels run on the CPU only)
+def test_the_kernels_workers_run_at_their_callers_priority() -> None:
+    done = subprocess.run([sys.executable, "-c", KERNEL_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    busy = json.loads(done.stdout.splitlines()[-1])["busy"]
+    assert len(busy) >= 2 and set(busy) == {7}  # the stream's thread and the kernels' worker, at the caller's 7

@@ -1,16 +1,23 @@
 // The kernels' worker threads: started on first use, they wait briefly spinning (the next call of
-// a decode step usually comes within microseconds), then sleep.
+// a decode step usually comes within microseconds), then sleep. On Linux a worker runs each call at its
+// caller's nice value: the workers start from whichever thread calls first (the self-test, a model's load,
+// at the UI's priority), and must then give way to the UI as the engine's own threads do.
 
 #include "pool.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#endif
 
 namespace mlxchat {
 
@@ -21,6 +28,32 @@ constexpr int MAX_HELPERS = 63;
 #define MLXCHAT_SPIN_US 2000
 #endif
 constexpr auto SPIN = std::chrono::microseconds(MLXCHAT_SPIN_US);  // how long an idle worker watches for the next call
+
+#if defined(__linux__)
+// A thread's nice value, read once per calling thread: the engine sets its own before its first MLX call,
+// and MLX's stream threads, the kernels' callers, start from it.
+int caller_nice() {
+  thread_local const int nice = [] {
+    errno = 0;
+    const int value = getpriority(PRIO_PROCESS, 0);  // (0: the calling thread, on Linux)
+    return errno ? 0 : value;
+  }();
+  return nice;
+}
+
+// Moves the calling worker to `nice`; a value it may not take (below its own, unprivileged) it keeps trying
+// no further: it stays lower, as the threads of a lower caller do.
+void follow(int nice) {
+  thread_local int current = caller_nice();  // (a worker reads its own at its first call)
+  if (nice != current) {
+    setpriority(PRIO_PROCESS, 0, nice);
+    current = nice;
+  }
+}
+#else
+int caller_nice() { return 0; }
+void follow(int) {}
+#endif
 
 inline void relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -43,6 +76,7 @@ struct Job {
   const std::function<void(int64_t)>* task;
   int64_t tasks;
   int helpers;  // workers with a lower index join this job
+  int nice = caller_nice();  // the caller's priority, which the workers take for it
   std::unique_ptr<Span[]> spans;
   std::atomic<int64_t> done{0};
 
@@ -109,7 +143,10 @@ class Pool {
         seen = generation_.load(std::memory_order_acquire);
         job = job_;
       }
-      if (job && index < job->helpers) job->work(index + 1);
+      if (job && index < job->helpers) {
+        follow(job->nice);
+        job->work(index + 1);
+      }
     }
   }
 
