@@ -14,7 +14,9 @@ from textual.pilot import Pilot
 from textual.selection import Selection
 from textual.widgets import Static
 
+from mlxchat.app.chats.chat import ChatMessage
 from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.widgets.conversation_view import note, user_turn
 from mlxchat.app.ui.widgets.reply_view import GROWTH_LINES, ReplyView, finished_blocks_end
 from tests.pilot import make_app, ready, run
 
@@ -147,5 +149,27 @@ def test_an_ended_reply_is_as_tall_as_its_lines_and_its_text_can_be_selected(tin
         chosen = [s for s in saved.render_line(y) if s.text.strip()][0]
         assert chosen.text == lines[y][x : x + 3] and chosen.style is not None and plain is not None
         assert chosen.style.bgcolor != plain.bgcolor and chosen.style.color == plain.color
+
+    run(make_app(tiny_model_dir), scenario)
+
+
+def test_a_turn_sent_and_a_reply_ended_are_each_laid_out_once(tiny_model_dir: Path) -> None:
+    """Textual lays the screen out again after a layout that changed a widget's virtual size; with eight chats
+    in the grid that second layout took 8-12 ms and moved nothing (laid_out_once)."""
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await pilot.pause(0.2)
+        screen, updates = app.screen, []
+        refresh_layout = screen._refresh_layout  # (Textual's: once per screen update that lays out or scrolls)
+        screen._refresh_layout = lambda *args, **kwargs: updates.append(1) or refresh_layout(*args, **kwargs)
+        reply = ReplyView(streaming=True, classes="assistant-turn")
+        await pane.view.mount_all([user_turn(ChatMessage("user", "A question")), reply])
+        await pilot.pause(0.2)
+        sent = len(updates)
+        with app.batch_update():  # (as the frames show a reply ended: one screen update)
+            reply.finish("An answer.")
+            await pane.view.mount(note("The reply was cut at the length limit."))
+        await pilot.pause(0.2)
+        assert (sent, len(updates) - sent) == (1, 1)
 
     run(make_app(tiny_model_dir), scenario)

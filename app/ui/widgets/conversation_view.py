@@ -6,30 +6,32 @@ from collections.abc import Iterable, Iterator
 
 from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Static
 
 from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
 from mlxchat.app.files.attachments import Attachment
+from mlxchat.app.ui.widgets.laid_out_once import TurnText, repainting_virtual_size
 from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolEntry
 from mlxchat.engine import Done
 
 
-def note(text: str, classes: str = "") -> Static:
+def note(text: str, classes: str = "") -> TurnText:
     """A line in the conversation that is not a turn: how a reply ended, a change of seat, a refusal."""
-    return Static(text, classes=f"turn-note {classes}".strip(), markup=False)
+    return TurnText(text, classes=f"turn-note {classes}".strip(), markup=False)
 
 
-def user_turn(message: ChatMessage) -> Static:
+def user_turn(message: ChatMessage) -> TurnText:
     """A user message's box: its text, then a line for each file sent with it."""
     files = [f"@{Attachment.from_record(a).label}" for a in message.attachments]
-    return Static("\n".join([message.text, *files] if message.text else files), classes="user-turn", markup=False)
+    return TurnText("\n".join([message.text, *files] if message.text else files), classes="user-turn", markup=False)
 
 
 class ConversationView(VerticalScroll):
     """The turns of one chat, scrolled, kept at the end as they come unless the user scrolled away."""
+
+    virtual_size = repainting_virtual_size()  # (laid_out_once)
 
     def __init__(self, chat: Chat) -> None:
         super().__init__(classes="conversation")
@@ -61,7 +63,7 @@ class ConversationView(VerticalScroll):
         """A reply's timings line, shown while the pane has the -timings class (alt+t)."""
         line = timings_line(message)
         if line is not None:
-            yield Static(line, classes="turn-timings", markup=False)
+            yield TurnText(line, classes="turn-timings", markup=False)
 
     def _end_note(self, text: str, reason: str | None, error: str | None) -> Iterator[Widget]:
         """The note under a reply on how it ended, where it says more than that it is done."""
@@ -96,9 +98,9 @@ class ConversationView(VerticalScroll):
 
     async def queue_note(self, text: str, before: Widget) -> None:
         """Shows a queued message's place in line where its reply will be."""
-        shown = next(iter(self.query(".queue-note").results(Static)), None)
+        shown = next(iter(self.query(".queue-note").results(TurnText)), None)
         if shown is None:
-            await self.mount(Static(text, classes="queue-note", markup=False), before=before)
+            await self.mount(TurnText(text, classes="queue-note", markup=False), before=before)
         else:
             shown.update(text)
 
