@@ -8,11 +8,12 @@ the grid, taken from the engine's cores), while a reply's new lines repaint in u
 eight chats scrolled in one update took 11.5 ms, one alone 8. So the grid's chats share their frames: one update
 a frame scrolls or lays out all of them at once, instead of one chat per frame in turn. Turns that
 start or end together (a fan-out sends several messages at once, a grid of chats often ends together)
-are likewise shown together, a few per screen update.
+are likewise shown together: a few per screen update while the engine writes, all in one once it is idle.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
@@ -30,11 +31,10 @@ FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
 # Changes of turns (a message sent, a reply ended) shown in one screen update while the engine writes; the next ones
 # follow once the screen has shown them, keys read between. Each lays out the screen and repaints its pane: eight
 # in one update took 42 ms of CPU (60-70 under the engine's load) and kept a key waiting 72 ms; two, under 50. Once no
-# reply is being written the engine leaves the CPU to the UI, and the replies still to be shown ended go four at a
-# time (one at a time, the last of 8 chats ending together showed 0.15-0.29 s after the engine's end; all eight at
-# once took 60 ms of the UI thread, and a key pressed then waited 46-58 ms).
+# reply is being written the engine leaves the CPU to the UI, and the replies still to be shown ended go in one update,
+# keys read between them (four an update, the last of 8 chats ending together showed 90-96 ms after the engine's end;
+# all in one, 65-87 ms, keys under 45 ms).
 CHANGES_PER_UPDATE = 2
-IDLE_CHANGES_PER_UPDATE = 4
 
 
 class FramedChat(Protocol):
@@ -111,10 +111,12 @@ class ReplyFrames(Generic[F]):
             self._owner.call_later(self._change_next)
 
     async def _change_next(self) -> None:
-        count = CHANGES_PER_UPDATE if self._writing() else IDLE_CHANGES_PER_UPDATE
+        idle = not self._writing()
         try:
             with self._owner.app.batch_update():  # (one screen update shows them all, and the labels they change)
-                for _ in range(min(count, len(self._changes))):
+                for number in range(len(self._changes) if idle else min(CHANGES_PER_UPDATE, len(self._changes))):
+                    if number:
+                        await asyncio.sleep(0)  # (a key pressed meanwhile is read now, and shown with them)
                     await self._changes.popleft()()
                 self._also(())
         finally:  # (a change that failed must not hold up the others)

@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, HELD_THRESHOLD
-from mlxchat.app.ui.reply_frames import CHANGES_PER_UPDATE, IDLE_CHANGES_PER_UPDATE, ReplyFrames
+from mlxchat.app.ui.reply_frames import CHANGES_PER_UPDATE, ReplyFrames
 from tests.pilot import make_app, ready, run, submit, wait_for
 
 
@@ -51,7 +51,7 @@ def test_each_frame_repaints_every_shown_chat_with_its_status_line(tiny_model_di
 @pytest.mark.parametrize("writing", [True, False])
 def test_replies_that_end_together_are_shown_a_few_per_screen_update(tiny_model_dir: Path, writing: bool) -> None:
     """While the engine writes other replies, CHANGES_PER_UPDATE changes are shown per screen update (keys are read
-    between updates); once it writes none, IDLE_CHANGES_PER_UPDATE. Always in the order asked."""
+    between updates); once it writes none, all in one. Always in the order asked."""
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
         frames = ReplyFrames(app, lambda: [], lambda _: None, lambda: writing)
@@ -66,8 +66,7 @@ def test_replies_that_end_together_are_shown_a_few_per_screen_update(tiny_model_
         await wait_for(pilot, lambda: len(notes) == 5 and notes[-1].size.height > 0, "five endings shown")
         assert [str(note.render()) for note in notes] == [f"reply {n} ended" for n in range(5)]
         # A change that starts a screen update of its own finds the one before it shown.
-        per_update = CHANGES_PER_UPDATE if writing else IDLE_CHANGES_PER_UPDATE
-        assert laid_out == [False] + [n % per_update == 0 for n in range(1, 5)]
+        assert laid_out == [False] + [writing and n % CHANGES_PER_UPDATE == 0 for n in range(1, 5)]
 
     run(make_app(tiny_model_dir), scenario)
 
