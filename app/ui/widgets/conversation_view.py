@@ -10,7 +10,7 @@ from textual.widget import Widget
 from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
 from mlxchat.app.files.attachments import Attachment
-from mlxchat.app.ui.widgets.laid_out_once import TurnText, repainting_virtual_size
+from mlxchat.app.ui.widgets.laid_out_once import TurnText, quiet_virtual_size
 from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolEntry
@@ -31,7 +31,7 @@ def user_turn(message: ChatMessage) -> TurnText:
 class ConversationView(VerticalScroll):
     """The turns of one chat, scrolled, kept at the end as they come unless the user scrolled away."""
 
-    virtual_size = repainting_virtual_size()  # (laid_out_once)
+    virtual_size = quiet_virtual_size()  # (laid_out_once)
 
     def __init__(self, chat: Chat) -> None:
         super().__init__(classes="conversation")

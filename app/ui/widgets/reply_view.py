@@ -36,7 +36,7 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
-from mlxchat.app.ui.widgets.laid_out_once import repainting_virtual_size
+from mlxchat.app.ui.widgets.laid_out_once import quiet_virtual_size
 
 GROWTH_LINES = 4  # the conversation scrolls this many lines at a time; the least room reserved ahead
 LIST_ITEM = re.compile(r"(\d{1,9}[.)]|[-*+])(\s|$)")
@@ -71,7 +71,7 @@ class ReplyView(Widget):
 
     # While it streams, the room left in the pane from the start, GROWTH_LINES at least: the first lines need no layout.
     DEFAULT_CSS = f"ReplyView {{ height: auto; }} ReplyView.-streaming {{ height: 1fr; min-height: {GROWTH_LINES}; }}"
-    virtual_size = repainting_virtual_size()  # (laid_out_once)
+    virtual_size = quiet_virtual_size()  # (laid_out_once)
 
     def __init__(self, text: str = "", *, streaming: bool = False, classes: str | None = None) -> None:
         super().__init__(classes=classes)
