@@ -18,7 +18,7 @@ from mlxchat.app.chats.chat import ChatMessage
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.conversation_view import note, user_turn
 from mlxchat.app.ui.widgets.reply_view import GROWTH_LINES, ReplyView, finished_blocks_end
-from tests.pilot import make_app, ready, run
+from tests.pilot import make_app, ready, run, wait_for
 
 REPLIES = [
     "# A title\n\nA paragraph with **bold** and `code`.\n\n## Steps\n\n1. First\n\n2. Second, loose\n3. Third\n\n"
@@ -164,11 +164,14 @@ def test_a_turn_sent_and_a_reply_ended_are_each_laid_out_once(tiny_model_dir: Pa
         screen._refresh_layout = lambda *args, **kwargs: updates.append(1) or refresh_layout(*args, **kwargs)
         reply = ReplyView(streaming=True, classes="assistant-turn")
         await pane.view.mount_all([user_turn(ChatMessage("user", "A question")), reply])
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: reply.size.height > 0, "the turns sent laid out")
+        await pilot.pause(0.2)  # (a second layout, where one is asked, comes a frame later)
         sent = len(updates)
+        ended = note("The reply was cut at the length limit.")
         with app.batch_update():  # (as the frames show a reply ended: one screen update)
             reply.finish("An answer.")
-            await pane.view.mount(note("The reply was cut at the length limit."))
+            await pane.view.mount(ended)
+        await wait_for(pilot, lambda: ended.size.height > 0, "the reply ended laid out")
         await pilot.pause(0.2)
         assert (sent, len(updates) - sent) == (1, 1)
 
