@@ -40,11 +40,16 @@ engine.shutdown()
 """
 
 
-def engine_threads(model_dir: Path, nice: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), str(nice)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+def seen_in_fresh_interpreter(script: str, *args: str) -> dict:
+    """What `script` prints last (JSON), run in an interpreter of its own."""
+    done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def engine_threads(model_dir: Path, nice: int) -> dict:
+    return seen_in_fresh_interpreter(SCRIPT, str(model_dir), str(nice))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice values per thread are Linux's")
@@ -124,8 +129,5 @@ print(json.dumps({"busy": [os.getpriority(os.PRIO_PROCESS, tid) for tid in busy]
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice values per thread are Linux's")
 @needs_cpu  # (the kernels run on the CPU only)
 def test_the_kernels_workers_run_at_their_callers_priority() -> None:
-    done = subprocess.run([sys.executable, "-c", KERNEL_SCRIPT], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    busy = json.loads(done.stdout.splitlines()[-1])["busy"]
+    busy = seen_in_fresh_interpreter(KERNEL_SCRIPT)["busy"]
     assert len(busy) >= 2 and set(busy) == {7}  # the stream's thread and the kernels' worker, at the caller's 7
