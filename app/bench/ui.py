@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import events
+from textual.message import Message
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_input import ChatInput
@@ -138,9 +139,10 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int, db_path: Path) ->
     settings = settings.model_copy(update={"parallel": slots, "system_prompt": system})
     result = UiBenchResult(slots)
     app = ChatApp(settings, db_path)
+    ends = ReplyEnds()
 
     async def main() -> None:
-        async with app.run_test(size=(200, 60)) as pilot:
+        async with app.run_test(size=(200, 60), message_hook=ends.seen) as pilot:
             deadline = time.monotonic() + READY_TIMEOUT_S
             # Until the first chat's box has the keyboard: the last thing its opening does (its tab shows before).
             while not (app.session.engine and app.active_chat and isinstance(app.focused, ChatInput)):
@@ -150,7 +152,7 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int, db_path: Path) ->
             await app.close_chat(app.chat_panes[0])
             for _ in range(repeats):
                 result.headless.append(await asyncio.to_thread(_headless_round, app, prompts, system))
-                result.with_ui.append(await _ui_round(app, pilot, prompts, result.key_latencies_s))
+                result.with_ui.append(await _ui_round(app, pilot, prompts, ends, result.key_latencies_s))
 
     asyncio.run(main())
     return result
@@ -181,7 +183,31 @@ def _headless_round(app: ChatApp, prompts: list[str], system: str) -> RoundResul
     return RoundResult(sum(d.stats.generated_tokens for d in finished), seconds, *steady.stop())
 
 
-async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[float]) -> RoundResult:
+class ReplyEnds:
+    """Textual's message hook for the UI rounds: sees each chat's reply end (ChatPane.Finished, as the chat
+    handles it, before the screen update that shows it), so that a round ends with that update, not with
+    a look every few milliseconds (which could miss it by a screen update)."""
+
+    def __init__(self) -> None:
+        self._waiting: set[ChatPane] = set()
+        self._shown: asyncio.Future[float] | None = None
+
+    def expect(self, panes: list[ChatPane]) -> asyncio.Future[float]:
+        """Done with the moment (perf_counter) the screen has shown the last of `panes`' replies ended."""
+        self._waiting = set(panes)
+        self._shown = asyncio.get_running_loop().create_future()
+        return self._shown
+
+    def seen(self, message: Message) -> None:
+        if isinstance(message, ChatPane.Finished) and message.pane in self._waiting:
+            self._waiting.discard(message.pane)
+            if not self._waiting and self._shown is not None:
+                shown = self._shown
+                message.pane.app.call_after_refresh(lambda: shown.set_result(time.perf_counter()))
+
+
+async def _ui_round(app: ChatApp, pilot, prompts: list[str], ends: ReplyEnds,
+                    latencies: list[float]) -> RoundResult:
     """Opens a chat per prompt in the grid, sends them all, types keys while they stream, closes them."""
     for _ in prompts:
         await app.action_new_chat()
@@ -197,6 +223,7 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
         await pilot.pause(0.05)
         panes[0].focus_input()
     assert app.session.engine is not None
+    shown = ends.expect(panes)
     start = time.perf_counter()
     steady = SteadyRate(app.session.engine, len(prompts))
     for pane, prompt in zip(panes, prompts):
@@ -205,16 +232,12 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], latencies: list[flo
     while not panes[0].busy:
         await asyncio.sleep(0.01)
     typed = itertools.cycle(TYPED)
-    next_key = time.perf_counter()
-    while any(p.busy for p in panes):  # (looked at every 10 ms: the end is timed, not when the next key is due)
-        if time.perf_counter() >= next_key:
-            latencies.append(await _key_latency(app, panes[0], *next(typed)))
-            next_key = time.perf_counter() + KEY_INTERVAL_S
-        await asyncio.sleep(0.01)
-    shown = asyncio.get_running_loop().create_future()
-    app.call_after_refresh(shown.set_result, None)  # done once the screen shows the last reply ended
-    await shown
-    seconds = time.perf_counter() - start
+    while not shown.done():
+        latencies.append(await _key_latency(app, panes[0], *next(typed)))
+        await asyncio.wait([shown], timeout=KEY_INTERVAL_S)
+        if not any(p.busy for p in panes) and not (await asyncio.wait([shown], timeout=KEY_TIMEOUT_S))[0]:
+            raise RuntimeError("a chat's turn ended without a reply shown (did the engine refuse a prompt?)")
+    seconds = shown.result() - start
     rate, ui_cpu = steady.stop()
     tokens = sum(p.last_stats.generated_tokens for p in panes if p.last_stats is not None)
     for pane in panes:
