@@ -22,6 +22,7 @@ from textual import events
 from textual.message import Message
 
 from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.config.settings import Settings
@@ -35,6 +36,7 @@ KEY_INTERVAL_S = 0.2
 TYPED = (("x", "x"), ("backspace", None))
 SAMPLE_INTERVAL_S = 0.05
 READY_TIMEOUT_S = 600.0
+SETTLE_S = COLLECT_AFTER_S + 0.5
 KEY_TIMEOUT_S = 10.0
 
 
@@ -151,6 +153,9 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int, db_path: Path) ->
                 await pilot.pause(0.1)
             await app.close_chat(app.chat_panes[0])
             for _ in range(repeats):
+                # The app settles first: the full collection it owes after replies ended (run by then) would
+                # hold the GIL in the middle of the headless round, slowing the engine there and not in the UI's.
+                await pilot.pause(SETTLE_S)
                 result.headless.append(await asyncio.to_thread(_headless_round, app, prompts, system))
                 result.with_ui.append(await _ui_round(app, pilot, prompts, ends, result.key_latencies_s))
 
