@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.segment import Segment
 from rich.style import Style
 from rich.theme import Theme
@@ -37,6 +36,7 @@ from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
 from mlxchat.app.ui.widgets.laid_out_once import quiet_virtual_size
+from mlxchat.app.ui.widgets.rich_markdown import markdown as rich_markdown
 
 GROWTH_LINES = 4  # the conversation scrolls this many lines at a time; the least room reserved ahead
 LIST_ITEM = re.compile(r"(\d{1,9}[.)]|[-*+])(\s|$)")
@@ -162,7 +162,7 @@ class ReplyView(Widget):
     def _render(self, markdown: str, width: int) -> list[Strip]:
         console = self.app.console
         code_theme = "monokai" if self.app.current_theme.dark else "default"
-        renderable = RichMarkdown(markdown, code_theme=code_theme, inline_code_theme=code_theme)
+        renderable = rich_markdown(markdown, code_theme)
         with console.use_theme(self._theme()):
             lines = console.render_lines(renderable, console.options.update_width(width), pad=False)
         base = self.rich_style  # (the theme's text colour and background where Rich leaves them unset)
