@@ -12,7 +12,7 @@ from textual.widgets._footer import FooterKey
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.fan_out import FanOutScreen
-from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
+from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
 from tests.pilot import make_app, open_second_chat, ready, run, send, wait_for
 
 
@@ -22,7 +22,8 @@ def test_a_closed_chat_and_a_closed_dialog_are_freed(tiny_model_dir: Path) -> No
         _, second = await open_second_chat(app, pilot)
         await send(pilot, second, "Hello there")
         await wait_for(pilot, lambda: not second.busy, "the reply")
-        closed = [weakref.ref(second), weakref.ref(second.chat_input)]
+        # (the chat, its message box and its file filter: each was kept by its screen's text-selection signal)
+        closed = [weakref.ref(second), weakref.ref(second.chat_input), weakref.ref(second.query_one("#picker-filter"))]
         await app.close_chat(second)
         del second
         await pilot.press("ctrl+n")  # (Textual lists the shown tabs again when they change)
@@ -35,7 +36,7 @@ def test_a_closed_chat_and_a_closed_dialog_are_freed(tiny_model_dir: Path) -> No
 
         def freed() -> bool:
             gc.collect()  # (a timer scheduled meanwhile may hold a widget in its context for a moment)
-            return [ref() for ref in closed] == [None, None, None]
+            return [ref() for ref in closed] == [None] * len(closed)
 
         await wait_for(pilot, freed, "the closed chat and dialog to be freed")
         # The footer makes its keys anew at each change of focus (about 30 each time): they do not pile up.

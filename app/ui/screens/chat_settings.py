@@ -13,7 +13,7 @@ from textual.widgets import Button, Footer, Input, Label, SelectionList, Static,
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.tools.servers import Tool
 from mlxchat.app.ui.screens.modal import FormScreen
-from mlxchat.app.ui.widgets.freed_text_area import FreedTextArea
+from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
 from mlxchat.engine import SamplingParams
 
 # The form's typed fields, in order: the Sampling field each sets. Empty, the optional ones are unset.

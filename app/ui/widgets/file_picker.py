@@ -18,6 +18,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.files.listing import MAX_FILES, files_under
+from mlxchat.app.ui.widgets.freed_widgets import FreedInput
 
 SHOWN = 200  # the best matches listed; typing more narrows them
 PATH_STARTS = ("/", "~", "./", "../")  # a filter starting so is a path, not a fuzzy query
@@ -79,7 +80,7 @@ class FilePicker(Vertical):
         self._listed: tuple[Path, list[str]] | None = None  # the last folder listed, and its files
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="a file to attach: type to filter, or a path", id="picker-filter")
+        yield FreedInput(placeholder="a file to attach: type to filter, or a path", id="picker-filter")
         yield OptionList(id="picker-files")
         yield Static("", classes="picker-hint", markup=False)
 
