@@ -121,6 +121,11 @@ class UiBenchResult:
             head = statistics.median(metric(r) for r in self.headless)
             ui = statistics.median(metric(r) for r in self.with_ui)
             lines.append(f"  {label:<46} {head:8.1f}  {ui:8.1f}  {ui / head if head else 0:10.2f}")
+        # (each round's pair, played one after the other: how far the rounds stray from the medians above)
+        ratios = [u.tok_s / h.tok_s for h, u in zip(self.headless, self.with_ui) if h.tok_s]
+        if ratios:
+            spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+            lines.append(f"  {'first send to last reply done, each round':<46} {'':8}  {'':8}  {spread:>10}")
         shares = [[r.ui_cpu_share for r in rounds if r.ui_cpu_share is not None]
                   for rounds in (self.headless, self.with_ui)]
         if all(shares):

@@ -22,6 +22,7 @@ def test_ui_bench_plays_both_rounds_and_times_keys(tiny_model_dir: Path, tmp_pat
     table = result.table()
     assert table.startswith("2 chats, medians of 1 rounds each")
     assert "key press -> text in the input: p50" in table
+    assert "first send to last reply done, each round" in table
     # The bench's chats went to the database it was given, not into the user's data directory.
     assert (tmp_path / "bench.db").exists()
     assert not (Path(data_home) / "mlxchat" / "chats.db").exists()
