@@ -357,8 +357,9 @@ class ChatApp(App[int]):
     def _lay_out_chats(self) -> None:
         tabs = self._chat_tabs
         if tabs is not None:  # (none for a tab switch that arrives while the app closes)
-            lay_out_chats(tabs, self.chat_panes)
-            self.labels.laid_out(self.chat_panes)
+            panes = self.chat_panes
+            lay_out_chats(tabs, panes)
+            self.labels.laid_out(panes)
 
     def action_help(self) -> None:
         """Shows every key of the app and of its screens, as the user's keymap has them."""
