@@ -8,6 +8,7 @@ hands slot caches to `attend_per_slot` and everything else to mlx-lm unchanged.
 from __future__ import annotations
 
 import sys
+from functools import cache
 from typing import Any, Callable
 
 import mlx.core as mx
@@ -59,12 +60,42 @@ def attend_per_slot(
         k, v = keys[first : first + hi - lo, :, :longest], values[first : first + hi - lo, :, :longest]
         if kv_type.quantized and sinks is None:
             group = q8_group(k.parts[0].shape[-1] * 4)
+            k, v = _whole(k), _whole(v)
             outs.append(quantized_scaled_dot_product_attention(queries[lo:hi], k.parts, v.parts, scale, mask, group,
                                                                BITS))
             continue
         k, v = kv_type.decode(k, queries.dtype), kv_type.decode(v, queries.dtype)
         outs.append(attention(queries[lo:hi], k, v, scale=scale, mask=mask, sinks=sinks))
     return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=0)
+
+
+@cache
+def q8_unreadable(head_dim: int) -> str | None:
+    """Why this device cannot read q8 K/V of `head_dim`-value heads, or None. Tried once per size on arrays as the
+    slots pass them (two rows of a shared buffer, GQA, 1, 4 and 16 new tokens): MLX's CUDA quantized_matmul has
+    no kernel for some shapes (32-value heads on an H200) and says so only when run."""
+    kv_type = KVType("q8")
+    buffer = kv_type.encode(mx.ones((2, 1, 32, head_dim)))
+    try:
+        for n_new in (1, 4, 16):
+            queries = mx.ones((2, 2, n_new, head_dim))
+            mx.eval(attend_per_slot(queries, buffer, buffer, [0, 1], [24, 24], kv_type=kv_type,
+                                    valid=lambda: mx.ones((2, 1, 1, 24), dtype=mx.bool_), scale=1.0))
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+def _whole(stored: StoredKV) -> StoredKV:
+    """`stored` as MLX's quantized_matmul can read it here: on CUDA only a whole contiguous array (a view of the
+    slots' first tokens is refused: "No implementation for problem shape"), so a copy of the view; elsewhere
+    the view itself."""
+    return stored.map(mx.contiguous) if _on_cuda() else stored
+
+
+@cache
+def _on_cuda() -> bool:
+    return mx.default_device().type == mx.gpu and mx.cuda.is_available()
 
 
 def _groups(rows: list[int], lengths: list[int], n_new: int) -> list[tuple[int, int]]:

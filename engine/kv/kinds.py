@@ -8,9 +8,10 @@ from typing import Any, Callable, Protocol
 import mlx.core as mx
 from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
 
+from mlxchat.engine.kv.attention import q8_unreadable
 from mlxchat.engine.kv.composite import CompositeStore
 from mlxchat.engine.kv.full import FullAttentionStore
-from mlxchat.engine.kv.kv_types import KVType
+from mlxchat.engine.kv.kv_types import KVType, UnsupportedKV
 from mlxchat.engine.kv.layout import PassLayout
 from mlxchat.engine.kv.recurrent import RecurrentStore
 from mlxchat.engine.kv.window import WindowStore
@@ -58,6 +59,9 @@ class CacheKind:
 def _attention_cost(window: bool) -> Callable[[Any, "_Costs", KVType], None]:
     def cost(c: Any, costs: _Costs, kv_type: KVType) -> None:
         if c.keys is not None:  # (batch 1, heads, allocated tokens, head dim) arrays, as stored in kv_type
+            if kv_type.quantized and (why := q8_unreadable(c.keys.shape[-1])):
+                raise UnsupportedKV(f'kv_dtype = "q8": MLX on this device cannot read 8-bit K/V of this model\'s '
+                                    f"{c.keys.shape[-1]}-value heads ({why}): use float16 or bfloat16")
             stored = [kv_type.encode(a[:, :, :1]) for a in (c.keys, c.values)]
             per_token = sum(a.nbytes for s in stored for a in s.parts)
             if window:

@@ -39,6 +39,12 @@ def q8_wide(family: str) -> dict[str, Any]:
 
 
 def model_for(family: str, kv_dtype: str) -> Any:
+    """`family`'s tiny model for K/V stored as `kv_dtype`; skips q8 where this device cannot read it (load refuses
+    it there: test_q8_the_device_cannot_read_is_refused_at_load)."""
+    from mlxchat.engine.kv.attention import q8_unreadable
+
+    if kv_dtype == "q8" and (why := q8_unreadable(32)):
+        pytest.skip(f"MLX here cannot read q8 K/V of 32-value heads: {why}")
     return build_family(family, **(q8_wide(family) if kv_dtype == "q8" else {}))
 
 
@@ -155,6 +161,34 @@ def test_heads_q8_cannot_group_are_refused_at_load(tiny_model_dir: Path):
         load_model(str(tiny_model_dir), kv_dtype="q8")
     with pytest.raises(ModelLoadError, match="kv_dtype 'int4' is not one of: auto, float32, float16, bfloat16, q8"):
         load_model(str(tiny_model_dir), kv_dtype="int4")
+
+
+def test_q8_the_device_cannot_read_is_refused_at_load(monkeypatch):
+    """Where MLX's quantized attention cannot run (its CUDA build has no quantized_matmul for 32-value heads: seen
+    on an H200, every reply ended in that error), load refuses q8, saying why and what to choose."""
+    import mlx.core as mx
+
+    from mlxchat.engine.kv.attention import q8_unreadable
+    from mlxchat.engine.kv.kv_types import KVType
+    from mlxchat.engine.loading.models import ModelLoadError, kv_footprint
+
+    model = model_for("llama", "q8")
+    cuda_error = ('[quantized_matmul] No implementation for problem shape: 4x4x32x2, transpose: true, activation: '
+                  'float32, bits: 8, group size: 32, mode: "affine".')
+
+    def quantized_matmul(*args, **kwargs):
+        raise RuntimeError(cuda_error)
+
+    monkeypatch.setattr(kernels, "active_here", lambda: False)  # (the kernel reads q8 on a CPU)
+    monkeypatch.setattr(mx, "quantized_matmul", quantized_matmul)
+    q8_unreadable.cache_clear()
+    try:
+        with pytest.raises(ModelLoadError) as refused:
+            kv_footprint(model, KVType("q8"))
+    finally:
+        q8_unreadable.cache_clear()
+    assert str(refused.value) == (f'kv_dtype = "q8": MLX on this device cannot read 8-bit K/V of this model\'s '
+                                  f"32-value heads ({cuda_error}): use float16 or bfloat16")
 
 
 @pytest.mark.parametrize("kv_dtype", ["bfloat16", "q8"])
