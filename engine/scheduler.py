@@ -26,7 +26,7 @@ from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.prefill.pacing import STALL, StepCosts
-from mlxchat.engine.prefill.policy import GPU_BUDGET, PREFILL_BUDGET, PromptChunks, burst, pick_prefill
+from mlxchat.engine.prefill.policy import PromptChunks, burst, pick_prefill, prefill_budget
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.reply_stream import ReplyStream
@@ -83,7 +83,7 @@ class SlotScheduler:
         self.widest_pass = 0  # the most slots one decode pass has carried
         self.costs = StepCosts(prefill_stall)
         # Prompt tokens one pass reads when nothing streams (engine.prefill.policy).
-        self.prefill_budget = GPU_BUDGET if mx.default_device().type == mx.gpu else PREFILL_BUDGET
+        self.prefill_budget = prefill_budget()
         self._rr = 0
         self._memory = (0, 0)
 

@@ -22,6 +22,11 @@ PREFILL_BUDGET = 1024
 GPU_BUDGET = 4096
 
 
+def prefill_budget() -> int:
+    """Most prompt tokens in one pass on MLX's default device."""
+    return GPU_BUDGET if mx.default_device().type == mx.gpu else PREFILL_BUDGET
+
+
 def burst(slots: list[Slot], budget: int) -> bool:
     """Whether the prompts being read came together and are read before any reply goes on: no reply has gone past
     its first token, and what is left of the prompts fits two passes. Sixteen chats' 130-token prompts sent at once

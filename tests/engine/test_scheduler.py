@@ -6,6 +6,7 @@ import mlx.core as mx
 
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
 from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.prefill.policy import prefill_budget
 from mlxchat.engine.requests import Submit
 from mlxchat.engine.scheduler import SlotScheduler
 from tests.engine.test_families import PROMPTS, alone, plan, tokenizer  # noqa: F401 (the fixture)
@@ -64,12 +65,13 @@ def test_a_burst_of_prompts_with_nothing_streaming_is_read_in_one_pass(tokenizer
 
 
 def test_a_burst_too_big_for_one_pass_is_read_before_any_reply_goes_on(tokenizer) -> None:
-    # Eight chats asking at once: 1,600 prompt tokens, two passes of the 1,024 budget. The first pass's chats get
-    # their first tokens and wait for the second pass (the rest used to be read in small chunks beside their
-    # replies, the last first token seconds later).
+    # Eight chats asking at once: 1.6 times the device's prefill budget (1,024 tokens on a CPU, 4,096 on a GPU), two
+    # passes. The first pass's chats get their first tokens and wait for the second pass (the rest used to be read
+    # in small chunks beside their replies, the last first token seconds later).
     model = build_family("llama")
-    core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=8 * 256))
-    prompts = [[(7 * i + j) % 250 + 1 for j in range(200)] for i in range(8)]
+    budget = prefill_budget()  # (each prompt in one chunk: a chunk and a slot hold a quarter of it)
+    core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=2 * budget), prefill_chunk=budget // 4)
+    prompts = [[(7 * i + j) % 250 + 1 for j in range(budget // 5)] for i in range(8)]
     handles = admitted(core, prompts)
     core.step()
     first = [s for s in core.slots if s.request and not s.request.pending]
