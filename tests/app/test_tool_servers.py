@@ -10,12 +10,18 @@ from pathlib import Path
 
 from mlxchat.app.cli import main
 from mlxchat.app.config.mcp import Mcp
-from mlxchat.app.tools.servers import ToolServers
+from mlxchat.app.tools.servers import ServerState, ToolServers
 from tests.conftest import ROOT
 from tests.servers import serving_mcp_over_http
 
 STDIO = {"command": sys.executable, "args": ["-m", "tests.mcp_server", "stdio"], "cwd": str(ROOT)}
 TOOLS = ["weather", "slow", "fails", "long_text", "die"]
+
+
+def said(state: ServerState) -> str:
+    """A server's error and its log: why it did not start, where that happened (a GPU machine's image) and
+    its stderr went unseen."""
+    return f"{state.error}\n{state.log.read_text()[-3000:] if state.log and state.log.exists() else ''}"
 
 
 def started(servers: dict, log_dir: Path) -> ToolServers:
@@ -29,7 +35,8 @@ def test_a_stdio_server_lists_its_tools_and_runs_their_calls(tmp_path: Path) -> 
     servers = started({"test": STDIO, "broken": {"command": str(tmp_path / "no-such-server")}}, tmp_path / "logs")
     try:
         test, broken = servers.states()
-        assert test.status == "ready" and [t.name for t in test.tools] == TOOLS
+        assert test.status == "ready", said(test)
+        assert [t.name for t in test.tools] == TOOLS
         assert broken.status == "failed" and "no such program" in broken.error
         tools = {t.name: t for t in servers.tools()}
         assert tools["weather"].function()["function"]["parameters"]["required"] == ["city"]
@@ -57,7 +64,8 @@ def test_a_streamable_http_server_answers_and_a_bad_url_is_named(tmp_path: Path)
                           tmp_path / "logs")
         try:
             web, nowhere = servers.states()
-            assert web.status == "ready" and [t.name for t in web.tools] == TOOLS
+            assert web.status == "ready", said(web)
+            assert [t.name for t in web.tools] == TOOLS
             assert nowhere.status == "failed" and "ConnectError" in nowhere.error
             weather = next(t for t in servers.tools() if t.name == "weather")
             assert servers.call(weather, {"city": "Oslo"}, 10).result(30).text == "18 °C and clear in Oslo"

@@ -16,6 +16,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolApproval, ToolEntry
+from tests.app.test_tool_servers import said
 from tests.conftest import ROOT
 from tests.pilot import make_app, notes, ready, run, submit, wait_for
 from tests.tiny_tools import ANSWER
@@ -29,7 +30,10 @@ def tools_app(model: Path, **server: object) -> ChatApp:
 
 async def tools_ready(app: ChatApp, pilot: Pilot) -> ChatPane:
     pane = await ready(app, pilot)
-    await wait_for(pilot, lambda: bool(app.session.offered_tools()), "the MCP server's tools")
+    try:
+        await wait_for(pilot, lambda: bool(app.session.offered_tools()), "the MCP server's tools")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {[said(s) for s in app.session.tools.states()] if app.session.tools else ''}")
     return pane
 
 
