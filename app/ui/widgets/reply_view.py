@@ -69,15 +69,17 @@ def finished_blocks_end(text: str, start: int) -> int:
 class ReplyView(Widget):
     """The text of a reply, drawn as Markdown: streaming until `finish`, or ended from the start."""
 
-    # While it streams, the room left in the pane from the start, GROWTH_LINES at least: the first lines need no layout.
-    DEFAULT_CSS = f"ReplyView {{ height: auto; }} ReplyView.-streaming {{ height: 1fr; min-height: {GROWTH_LINES}; }}"
+    DEFAULT_CSS = "ReplyView { height: auto; }"
     virtual_size = quiet_virtual_size()  # (laid_out_once)
 
     def __init__(self, text: str = "", *, streaming: bool = False, classes: str | None = None) -> None:
-        super().__init__(classes=classes)
+        # (-blank given here, not set after: set on a widget not yet mounted, it matched the stylesheet once more)
+        super().__init__(classes=" ".join(name for name in (classes, "" if text else "-blank") if name))
         self.text = text
-        self.set_class(streaming, "-streaming")
-        self.set_class(not text, "-blank")
+        self._streaming = streaming
+        if streaming:  # the room left in the pane from the start, GROWTH_LINES at least: the first lines need no layout
+            self.styles.height = "1fr"  # (inline, not a class: a class taken off at the end restyled it, 2 ms a reply)
+            self.styles.min_height = GROWTH_LINES
         self._lines: list[Strip] = []
         self._finished: list[Strip] = []  # the lines of the blocks that can no longer change
         self._finished_end = 0  # where those blocks end in the text
@@ -90,8 +92,8 @@ class ReplyView(Widget):
 
     @property
     def streaming(self) -> bool:
-        """Whether the reply is still being written (its class, which also sets its height)."""
-        return self.has_class("-streaming")
+        """Whether the reply is still being written."""
+        return self._streaming
 
     @property
     def following(self) -> bool:
@@ -120,9 +122,10 @@ class ReplyView(Widget):
             self._rendered_for = None
         self.text = text
         self.set_class(not text, "-blank")
-        self.remove_class("-streaming")
+        self._streaming = False
         self._reserved = 0
         self.styles.height = None  # (back to the stylesheet's: auto)
+        self.styles.min_height = None
         self._render_lines()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -214,7 +217,7 @@ class ReplyView(Widget):
 
     def _reserve(self, needed: int) -> None:
         """Reserves room for `needed` lines and a pane's height more, where it has less. Until then the reply has
-        the room left in the pane (its CSS height, 1fr, GROWTH_LINES at least)."""
+        the room left in the pane (its height from the start, 1fr, GROWTH_LINES at least)."""
         ahead = max(GROWTH_LINES, self._conversation.scrollable_content_region.height)
         height = self._reserved or self.size.height
         if needed <= height and not (self._reserved and needed < height - 2 * ahead):
