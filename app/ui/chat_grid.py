@@ -27,7 +27,7 @@ def lay_out_chats(tabs: TabbedContent, panes: Sequence[ChatPane]) -> None:
 class ChatLabels:
     """Each chat's name where it shows: in its tab, after a badge for a reply queued (◷), being written (●) or
     unseen (✓); in the grid (where each chat shows its own, the tabs hidden) as the title of its box, whose
-    status line says what it does (a badge there would repaint the box each time it changed)."""
+    status line says what it does."""
 
     def __init__(self, tabs: Callable[[], TabbedContent], badge: Callable[[ChatPane], str]) -> None:
         self._tabs, self._badge = tabs, badge
@@ -46,7 +46,7 @@ class ChatLabels:
         if shown.get(pane.chat_id) == label:
             return
         if self.grid:
-            pane.border_title = label
+            pane.retitle(label)
         else:
             try:
                 tab = self._tabs().get_tab(pane.id or "")
@@ -59,7 +59,7 @@ class ChatLabels:
         """The chats were laid out again: each named where it shows now (as tabs, the boxes lose their titles)."""
         for pane in panes:
             if not self.grid and self._box_labels.pop(pane.chat_id, None) is not None:
-                pane.border_title = None
+                pane.retitle(None)
             self.show(pane)
 
     def forget(self, pane: ChatPane) -> None:

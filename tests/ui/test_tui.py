@@ -182,6 +182,28 @@ def test_grid_shows_every_chat_and_follows_the_keyboard(tiny_model_dir: Path) ->
     run(make_app(tiny_model_dir), scenario)
 
 
+def test_a_box_retitled_in_the_grid_is_repainted_on_its_top_line_only(tiny_model_dir: Path) -> None:
+    """Its title is on its top border: the screen update that shows a new one draws that line, not the whole box
+    (every widget in it drawn again, for each chat's first message)."""
+    from textual._compositor import ChopsUpdate
+    from textual.geometry import Region
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        first, _ = await open_second_chat(app, pilot)
+        await pilot.press("f4")
+        await pilot.pause()
+        updates: list[object] = []
+        shown = app._display
+        app._display = lambda screen, update: (updates.append(update), shown(screen, update))[-1]  # type: ignore
+        first.retitle("A new title")
+        await pilot.pause()
+        lines = {y for update in updates if isinstance(update, ChopsUpdate) for y, _, _ in update.spans}
+        assert lines == {first.region.y}, "the box's other lines were drawn again"
+        assert "A new title" in first.render_lines(Region(0, 0, first.outer_size.width, 1))[0].text
+
+    run(make_app(tiny_model_dir), scenario)
+
+
 def test_the_focus_stays_in_the_chat_it_moved_to_while_another_was_being_shown(tiny_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await open_second_chat(app, pilot)

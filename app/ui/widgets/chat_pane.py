@@ -33,13 +33,14 @@ from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.save_problem import SaveProblem
 from mlxchat.app.ui.widgets.seat_line import SeatLine
+from mlxchat.app.ui.widgets.titled_box import TitledBox
 from mlxchat.app.ui.widgets.tool_widgets import ToolApproval
 from mlxchat.engine import Done, RequestStats, SamplingParams, SlotSnapshot
 
 TAB_LABEL_CHARS = 20
 
 
-class ChatPane(PaneKeys):
+class ChatPane(TitledBox, PaneKeys):
     """A chat: user turns, Markdown replies streamed in batches, the input, and the slot's status line.
 
     The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
@@ -405,9 +406,8 @@ class ChatPane(PaneKeys):
     # ---- its seat on the slots ----
 
     async def on_chat_seated(self, event: ChatSeated) -> None:
-        """Says what a new seat means for the chat: in the status line when a slot was lent or taken
-        back for another chat (as happens all the time with more chats than slots), in the
-        conversation when the slots changed."""
+        """Says what a new seat means for the chat: in the status line when a slot was lent or taken back for another
+        chat (as happens all the time with more chats than slots), in the conversation when the slots changed."""
         if event.slot is not None:
             await self._clear_queue_note()
         self.seat_line.idle(self.slot_id, bool(self.chat.messages))
