@@ -20,7 +20,7 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.messages import EngineReady, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
-from mlxchat.app.ui import keys
+from mlxchat.app.ui import keys, line_updates
 from mlxchat.app.ui.chat_actions import ChatActions
 from mlxchat.app.ui.fan_outs import FanOuts
 from mlxchat.app.ui.chat_grid import ChatLabels, lay_out_chats
@@ -60,6 +60,7 @@ class ChatApp(App[int]):
     def __init__(self, settings: Settings, db_path: Path | None = None) -> None:
         """`db_path`: where chats are saved (default: the user's data folder)."""
         super().__init__()
+        line_updates.install()
         self.settings = settings
         for theme in THEMES:
             self.register_theme(theme)
