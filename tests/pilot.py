@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual._xterm_parser import XTermParser
 from textual.pilot import Pilot
 from textual.widgets import Input, Static, TextArea
@@ -35,6 +36,17 @@ async def wait_for(pilot: Pilot, condition: Callable[[], bool], what: str) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.02)
+
+
+async def press_to_end(app: ChatApp, key: str) -> None:
+    """Presses `key`, which ends the app, and waits (a bounded while, not through Pilot) until the app has begun to
+    end: Pilot.press also waits for the app's animations to complete, which an app that has ended may never do (a
+    clean-clone run hung there, in test_confirm_quit_off_quits_at_once)."""
+    app.post_message(events.Key(key, None))
+    deadline = time.monotonic() + TIMEOUT_S
+    while app.return_code is None:
+        assert time.monotonic() < deadline, f"timed out waiting for {key} to end the app"
+        await asyncio.sleep(0.02)
 
 
 def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]]) -> None:

@@ -19,7 +19,7 @@ from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path
 from mlxchat.app.ui.widgets.reply_view import ReplyView
-from tests.pilot import make_app, ready, run, send, wait_for
+from tests.pilot import make_app, press_to_end, ready, run, send, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_chats_come_back_after_a_restart(tiny_model_dir: Path) -> None:
         assert app.active_chat is one
         before.extend(turns(app)[:2])
         assert [len(t) for t in before] == [4, 2] and all(text for t in before for _, text in t)
-        await pilot.press("ctrl+q")
+        await press_to_end(app, "ctrl+q")
 
     async def second_run(app: ChatApp, pilot: Pilot) -> None:
         await ready(app, pilot)
@@ -110,7 +110,7 @@ def test_more_open_chats_than_slots_all_come_back(tiny_model_dir: Path) -> None:
         for pane, text in zip(app.chat_panes, ("One", "Two", "Three")):
             await send(pilot, pane, text)
             await wait_for(pilot, lambda: not pane.busy, "a reply")
-        await pilot.press("ctrl+q")
+        await press_to_end(app, "ctrl+q")
 
     async def second_run(app: ChatApp, pilot: Pilot) -> None:
         await ready(app, pilot)
@@ -238,7 +238,7 @@ def test_a_draft_is_kept_across_a_restart_until_it_is_sent(tiny_model_dir: Path)
         await send(pilot, pane, "Hello there")
         await wait_for(pilot, lambda: not pane.busy, "the reply")
         await pilot.press(*"half a thought")
-        await pilot.press("ctrl+q")
+        await press_to_end(app, "ctrl+q")
 
     async def finds_the_draft_and_sends_it(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
@@ -246,7 +246,7 @@ def test_a_draft_is_kept_across_a_restart_until_it_is_sent(tiny_model_dir: Path)
         assert pane.chat_input.text == "half a thought"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(pane.chat.messages) == 4 and not pane.busy, "the draft sent, and its reply")
-        await pilot.press("ctrl+q")
+        await press_to_end(app, "ctrl+q")
 
     async def finds_no_draft(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)

@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
-from tests.pilot import HeldWhen, make_app, open_second_chat, ready, run, submit, wait_for
+from tests.pilot import HeldWhen, make_app, open_second_chat, press_to_end, ready, run, submit, wait_for
 
 
 def question(app: ChatApp) -> str:
@@ -56,7 +56,8 @@ def test_quitting_while_a_reply_is_written_asks(endless_model_dir: Path) -> None
         await wait_for(pilot, lambda: len(app.screen_stack) == 1, "the chats again")
         assert app.is_running and pane.busy
         hold.release()
-        await pilot.press("ctrl+q", "y")  # (the app ends: nothing may wait on it after this)
+        await pilot.press("ctrl+q")
+        await press_to_end(app, "y")
 
     app = make_app(endless_model_dir, sampling={"max_tokens": 2000})
     run(app, scenario)
@@ -69,7 +70,7 @@ def test_confirm_quit_off_quits_at_once(endless_model_dir: Path) -> None:
         hold = HeldWhen(app, lambda core: core.slots[0].request is not None)
         await submit(pilot, pane, "Tell me about the terminal app")
         await hold.held()
-        await pilot.press("ctrl+q")  # (the app ends at once: nothing may wait on it after this)
+        await press_to_end(app, "ctrl+q")  # (it ends at once)
 
     app = make_app(endless_model_dir, confirm_quit=False, sampling={"max_tokens": 2000})
     run(app, scenario)

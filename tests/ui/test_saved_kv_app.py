@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 
 from mlxchat.app import paths
 from mlxchat.app.ui.app import ChatApp
-from tests.pilot import make_app, ready, run, send, wait_for
+from tests.pilot import make_app, press_to_end, ready, run, send, wait_for
 
 
 def saved_files() -> list[Path]:
@@ -22,7 +22,7 @@ def test_quitting_writes_the_kv_and_a_damaged_file_is_said_at_the_next_launch(ti
         await send(pilot, pane, "Hello, how are you today?")
         await wait_for(pilot, lambda: not pane.busy, "the reply")
         assert saved_files() == []  # nothing is written while the chat sits on its slot
-        await pilot.press("ctrl+q")
+        await press_to_end(app, "ctrl+q")
 
     run(make_app(tiny_model_dir), chat)
     # The app has ended: its engine wrote the slot's KV before it let the app go.

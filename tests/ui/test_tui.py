@@ -27,7 +27,7 @@ from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from tests.pilot import (
-    HeldWhen, make_app, notes, open_second_chat, ready, run, send, submit, two_replies_held, wait_for,
+    HeldWhen, make_app, notes, open_second_chat, press_to_end, ready, run, send, submit, two_replies_held, wait_for,
 )
 
 
@@ -410,7 +410,7 @@ def test_a_terminal_below_the_smallest_supported_says_so_until_it_grows(tiny_mod
             assert len(app.screen_stack) == 1 and app.focused is app.chat_panes[0].chat_input
             await pilot.resize_terminal(MIN_WIDTH - 1, MIN_HEIGHT)
             await wait_for(pilot, lambda: isinstance(app.screen, TooSmallScreen), "the line again")
-            await pilot.press("ctrl+q")  # (the app ends: nothing may wait on it after this)
+            await press_to_end(app, "ctrl+q")
         assert app.return_code == 0 and not app.is_running
 
     asyncio.run(main())
