@@ -15,6 +15,7 @@ import mlx.core as mx
 from mlx_lm.models.base import quantized_scaled_dot_product_attention
 
 from mlxchat.engine.cpu.attention import attention_for_device, kernel_attention
+from mlxchat.engine.devices import device_kind
 from mlxchat.engine.kv.kv_types import BITS, KVType, StoredKV, q8_group
 
 # Padding the rows to the longest costs (rows x longest); going row by row costs the sum of
@@ -95,7 +96,7 @@ def _whole(stored: StoredKV) -> StoredKV:
 
 @cache
 def _on_cuda() -> bool:
-    return mx.default_device().type == mx.gpu and mx.cuda.is_available()
+    return device_kind() == "cuda"
 
 
 def _groups(rows: list[int], lengths: list[int], n_new: int) -> list[tuple[int, int]]:
