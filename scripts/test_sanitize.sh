@@ -8,8 +8,10 @@ ROOT="$(pwd)"
 BUILD="$ROOT/.venv/kernel-asan"
 OUT="$BUILD/out"
 mkdir -p "$BUILD" "$OUT"
+# (on x86: the module for this CPU's level alone)
+LEVEL="$(.venv/bin/python -c "from mlxchat.engine.cpu.kernels import levels; print(levels.to_build('native', True)[0])")"
 (cd "$BUILD" && cmake "$ROOT/engine/cpu/kernels" -DPython_EXECUTABLE="$ROOT/.venv/bin/python" -DOUTPUT_DIR="$OUT" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANITIZE=ON > cmake.log && cmake --build . --parallel > build.log)
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANITIZE=ON -DMLXCHAT_LEVELS="$LEVEL" > cmake.log && cmake --build . --parallel > build.log)
 export MLXCHAT_KERNELS_FROM="$OUT" MLXCHAT_NO_MLX_CACHE=1
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"

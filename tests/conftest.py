@@ -57,8 +57,11 @@ if os.environ.get("MLXCHAT_NO_MLX_CACHE"):  # (make test-sanitize: MLX's buffer 
     import mlx.core as mx
 
     mx.set_cache_limit(0)
-# Now, while MLXCHAT_KERNELS_FROM is still set (each test clears MLXCHAT_ variables): the build it names is loaded.
-import mlxchat.engine.cpu.kernels  # noqa: E402,F401
+# Now, while MLXCHAT_KERNELS_FROM and MLXCHAT_ISA are still set (each test clears MLXCHAT_ variables): the build
+# and the level they name are loaded (`MLXCHAT_ISA=avx2 make test` runs the suite on the AVX2 path).
+from mlxchat.engine.cpu import kernels as _kernels  # noqa: E402
+
+_kernels.status()
 
 import pytest
 

@@ -1,24 +1,30 @@
 """mlxchat's compiled CPU kernels (the C++ beside this file), and whether this process runs them.
 
-`pip install .` and `make setup` build them with CMake against the installed mlx wheel (setup.py).
-Where they were not built (no compiler), were built for another mlx, fail their self-test, or
-MLXCHAT_KERNELS=off, the engine runs MLX's own operations instead; `mlxchat doctor` says which.
+`pip install .` and `make setup` build them with CMake against the installed mlx wheel (setup.py); on x86 as
+one module per level (levels.py), of which this process loads the best one built that the CPU runs, or the one
+MLXCHAT_ISA names. Where none was built (no compiler), none fits this CPU or this mlx, one fails its
+self-test, or MLXCHAT_KERNELS=off, the engine runs MLX's own operations instead; `mlxchat doctor` says which.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from mlxchat.engine.cpu.kernels import levels
+
 OFF_VARIABLE = "MLXCHAT_KERNELS"
-# A folder whose _ext is loaded instead of the one beside this file: the sanitizer build (make test-sanitize).
+# A folder whose modules are loaded instead of those beside this file: the sanitizer build (make test-sanitize).
 BUILD_VARIABLE = "MLXCHAT_KERNELS_FROM"
 if os.environ.get(BUILD_VARIABLE):
     __path__.insert(0, os.environ[BUILD_VARIABLE])
 # The cores a threaded kernel call spreads over: those this process may run on.
 THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+REBUILD = "`make setup` or `pip install .` with a C++ compiler and CMake builds them"
 
 
 @dataclass(frozen=True)
@@ -37,20 +43,59 @@ def status() -> KernelStatus:
         return KernelStatus(False, f"off ({OFF_VARIABLE}={os.environ[OFF_VARIABLE]}): MLX's own operations run")
     import mlx.core as mx  # first: it loads the libmlx the kernels link to
 
+    name, why_not = _module_name()
+    if name is None:
+        return KernelStatus(False, f"{why_not}: MLX's own operations run")
     try:
-        from mlxchat.engine.cpu.kernels import _ext  # type: ignore[attr-defined]
+        ext = importlib.import_module(f"{__name__}.{name}")
     except ImportError as exc:
-        return KernelStatus(False, f"not built ({exc}): MLX's own operations run; `make setup` or "
-                                   "`pip install .` with a C++ compiler and CMake builds them")
-
-    if _ext.mlx_version != mx.__version__:
-        return KernelStatus(False, f"built for mlx {_ext.mlx_version}, but mlx {mx.__version__} is installed: "
+        return KernelStatus(False, f"not built ({exc}): MLX's own operations run; {REBUILD}")
+    if ext.mlx_version != mx.__version__:
+        return KernelStatus(False, f"built for mlx {ext.mlx_version}, but mlx {mx.__version__} is installed: "
                                    "MLX's own operations run (`make setup` rebuilds them)")
-    problem = _self_test(_ext)
+    problem = _self_test(ext)
     if problem:
         return KernelStatus(False, f"failed their self-test ({problem}): MLX's own operations run")
     return KernelStatus(True, f"compiled attention, norms, RoPE, matmul over stored weights and top-k sampling, "
-                              f"{_ext.isa()} code path; int8 activations on the {_ext.int8_path()} path", _ext)
+                              f"{ext.isa()} code path{_levels_note(name)}; int8 activations on the "
+                              f"{ext.int8_path()} path", ext)
+
+
+def built_levels() -> list[str]:
+    """The x86 levels whose module was built here, best first."""
+    return [level for level in levels.LEVELS
+            if importlib.util.find_spec(f"{__name__}.{levels.module_name(level)}") is not None]
+
+
+def _module_name() -> tuple[str | None, str]:
+    """The module to load here, or None and why none."""
+    if not levels.x86():
+        return "_ext", ""
+    built, runs, asked = built_levels(), levels.runnable(), levels.asked()
+    if asked != "auto":
+        if asked not in levels.LEVELS:
+            return None, f"{levels.RUN_VARIABLE}={asked} is not one of auto, {', '.join(levels.LEVELS)}"
+        if asked not in runs:
+            return None, f"{levels.RUN_VARIABLE}={asked}: this CPU cannot run that path (its best is {runs[0]})"
+        if asked not in built:
+            return None, (f"{levels.RUN_VARIABLE}={asked}: that path was not built here (built: "
+                          f"{', '.join(built) or 'none'}; `{levels.BUILD_VARIABLE}=all make setup` builds every one)")
+        return levels.module_name(asked), ""
+    usable = [level for level in runs if level in built]
+    if usable:
+        return levels.module_name(usable[0]), ""
+    if not built:
+        return None, f"not built; {REBUILD}"
+    return None, (f"built for {', '.join(built)} only, which this CPU cannot run (its best is {runs[0]}: a "
+                  "checkout moved from another machine?); `make setup` builds them for this one")
+
+
+def _levels_note(name: str) -> str:
+    """What doctor adds to the path: why this one ran, and which others were built."""
+    if not levels.x86():
+        return ""
+    forced = f"{levels.RUN_VARIABLE}={levels.asked()}, " if levels.asked() != "auto" else ""
+    return f" ({forced}built here: {', '.join(built_levels())})"
 
 
 def active_here() -> bool:

@@ -4,7 +4,7 @@
 // block at a time and folded into a running max, sum and output (online softmax), so memory
 // traffic grows with S, not L x S, and exp runs as a vectorizable polynomial (MLX's CPU exp is
 // scalar). Work items are split across the cores. The innermost loops are plain C++ that GCC
-// vectorizes; the entry point is cloned per x86 level and picked at run time by the CPU's features.
+// vectorizes, for the x86 level the module is built for.
 
 #include "attention.h"
 
@@ -24,16 +24,12 @@ namespace mlxchat {
 
 namespace {
 
-// attend_typed for the type K and V are stored in: one clone per x86 level, each type's loops inlined in it.
-MLXCHAT_CLONES void attend_block(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t k0, int64_t k1,
+// attend_typed for the type K and V are stored in, each type's loops inlined in it.
+void attend_block(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t k0, int64_t k1,
                                  float* partial, std::vector<float>& scratch) {
   switch (p.k.kind) {
     case Kind::f32: return attend_typed<Kind::f32>(p, b, kh, q0, k0, k1, partial, scratch);
-    case Kind::f16:
-#if MLXCHAT_F16C
-      if (f16c_unit_runs()) return attend_block_f16c(p, b, kh, q0, k0, k1, partial, scratch);
-#endif
-      return attend_typed<Kind::f16>(p, b, kh, q0, k0, k1, partial, scratch);
+    case Kind::f16: return attend_typed<Kind::f16>(p, b, kh, q0, k0, k1, partial, scratch);
     case Kind::bf16: return attend_typed<Kind::bf16>(p, b, kh, q0, k0, k1, partial, scratch);
     case Kind::q8: return attend_typed<Kind::q8>(p, b, kh, q0, k0, k1, partial, scratch);
   }
@@ -146,7 +142,7 @@ void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   Problem p{q.data<float>(), {kind_of(k.dtype())}, {kind_of(k.dtype())}, inputs[1].data<int32_t>(),
             inputs[2].data<int32_t>(), out.data<float>(), q.shape(0), q.shape(1), k.shape(1), q.shape(2), k.shape(2),
             q.shape(3), out.shape(3), k.shape(0), {q.strides()[0], q.strides()[1], q.strides()[2]}, params_.scale};
-  encoder.dispatch([p, inputs, parts, threads = params_.threads]() mutable {
+  dispatch(encoder, "attention", [p, inputs, parts, threads = params_.threads]() mutable {
     std::vector<float> q_copy;
     if (inputs[0].strides()[3] != 1) {
       const auto& q = inputs[0];

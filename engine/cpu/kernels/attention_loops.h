@@ -1,5 +1,4 @@
-// The attention kernel's loops (attention.cpp), shared by the translation units that compile them for different
-// x86 levels: attention.cpp's per-level clones, and f16c.cpp, where F16C widens float16 K/V.
+// The attention kernel's loops (attention.cpp).
 #pragma once
 
 #include <algorithm>
@@ -12,10 +11,10 @@
 
 #include "vectors.h"
 
-// x86 with GCC: float16 K/V have a translation unit of their own (f16c.cpp), built for x86-64-v3 (AVX2, FMA,
-// F16C), where the CPU runs it (GCC 12 widens a _Float16 vector one lane at a time, even where F16C could).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MLXCHAT_F16C 1
+// Built for a level with F16C (x86-64-v3 and v4), float16 K/V are widened by its instruction: GCC 12 widens a
+// _Float16 vector one lane at a time, even where F16C could, and the portable integer steps took 1.5x as long
+// over a decode step's keys and values.
+#if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -53,14 +52,6 @@ struct Problem {
   float scale;
 };
 
-#if MLXCHAT_F16C
-// attend_block for float16 K/V, widened by F16C: where f16c_unit_runs() only.
-void attend_block_f16c(const Problem& p, int64_t b, int64_t kh, int64_t q0, int64_t k0, int64_t k1, float* partial,
-                       std::vector<float>& scratch);
-#endif
-
-// The loops: internal to each translation unit that includes them, so that code built for one x86 level never
-// stands in for another's (inline functions of one name are merged at link time, whatever their target).
 namespace {
 
 template <Kind T>
@@ -90,7 +81,7 @@ struct Rows {
     } else {
       v8s h;
       std::memcpy(&h, at, sizeof h);
-#if defined(MLXCHAT_F16C_UNIT)  // (f16c.cpp, built for F16C)
+#if defined(__F16C__)
       if constexpr (T == Kind::f16) return _mm256_cvtph_ps(reinterpret_cast<__m128i>(h));
 #else
       if constexpr (T == Kind::f16) return widen_halves(h);

@@ -1,6 +1,7 @@
 // The Python module mlxchat.engine.cpu.kernels._ext: MLX ops in the domain "mlx", so they take and return mx.array.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "attention.h"
@@ -8,6 +9,7 @@
 #include "layer_ops.h"
 #include "matmul.h"
 #include "matmul_tasks.h"
+#include "profile.h"
 #include "top_k.h"
 
 namespace nb = nanobind;
@@ -15,15 +17,14 @@ using namespace nb::literals;
 
 namespace {
 
-// Which of the kernels' clones (MLXCHAT_CLONES, vectors.h) the CPU runs: GCC picks it by the same test at load.
+// The instruction set this module was built for (CMakeLists.txt builds one module per x86 level).
 std::string isa() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512)";
-  if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2 + FMA)";
-  return "x86-64 (portable)";
+#if defined(__AVX512VL__)
+  return "x86-64-v4 (AVX-512)";
+#elif defined(__AVX2__) && defined(__FMA__)
+  return "x86-64-v3 (AVX2 + FMA)";
 #elif defined(__x86_64__)
-  // Clang has no target_clones for these levels: one baseline build, whatever the CPU has.
-  return "x86-64 baseline (built without GCC's per-CPU clones: AVX2 and AVX-512 go unused; build with GCC)";
+  return "x86-64 (portable)";
 #elif defined(__aarch64__)
   return "arm64 (NEON)";
 #else
@@ -40,7 +41,10 @@ std::string int8_path() {
 
 }  // namespace
 
-NB_MODULE(_ext, m) {
+// The module's name: _ext, or on x86 one per level (_ext_x86_64_v4, ...); NB_MODULE pastes its argument, so the
+// name given by CMake is expanded first.
+#define MLXCHAT_NB_MODULE(name, m) NB_MODULE(name, m)
+MLXCHAT_NB_MODULE(MLXCHAT_MODULE, m) {
   m.doc() = "mlxchat's compiled CPU kernels";
   m.def("slot_attention", &mlxchat::slot_attention, "q"_a, "k"_a, "v"_a, "rows"_a, "lengths"_a, "scale"_a, "threads"_a,
         "Causal attention of row b's new queries over the first lengths[b] keys of slot rows[b] (CPU): q float32, "
@@ -71,7 +75,10 @@ NB_MODULE(_ext, m) {
   m.def("top_k", &mlxchat::top_k, "x"_a, "k"_a, "threads"_a,
         "Each row's k largest values of x (B, V) and their indices (uint32), largest first, of equal values the "
         "lower index first (float32, CPU).");
-  m.def("isa", &isa, "The instruction set the kernels' code path was chosen for.");
+  m.def("profile_start", &mlxchat::profile_start, "Clears the kernels' profile and starts counting each call's time.");
+  m.def("profile_read", &mlxchat::profile_read,
+        "Stops counting: (part, nanoseconds, calls) for each part of the kernels called since profile_start().");
+  m.def("isa", &isa, "The instruction set this module of the kernels was built for.");
   m.def("int8_path", &int8_path, "The loops that multiply int8 rows here: AVX-512 VNNI, AVX2 or portable.");
   m.attr("mlx_version") = MLXCHAT_MLX_VERSION;
 }

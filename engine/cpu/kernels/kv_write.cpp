@@ -10,9 +10,32 @@
 
 #include "vectors.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace mlxchat {
 
 namespace {
+
+// The float16 MLX makes of a NaN: its sign and one quiet NaN (F16C would keep the payload's top bits).
+uint16_t half_nan(float x) { return static_cast<uint16_t>((std::bit_cast<uint32_t>(x) >> 16 & 0x8000u) | 0x7D00u); }
+
+#if defined(__F16C__)
+// Rows of float32 to float16, eight values an instruction, as MLX's astype rounds them (built for a level with F16C).
+void halves_f16c(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(src + i);
+    const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+    std::memcpy(dst + i, &h, sizeof h);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) dst[j] = std::isnan(src[j]) ? half_nan(src[j]) : dst[j];
+    }
+  }
+  for (; i < n; ++i) dst[i] = std::isnan(src[i]) ? half_nan(src[i]) : _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+#endif
 
 // As MLX's bfloat16 from a float: its NaN for any NaN, else rounded to nearest, ties to even.
 uint16_t to_bfloat16(float x) {
@@ -31,8 +54,8 @@ void write_row(mx::Dtype stored, const float* src, uint8_t* dst, int64_t n) {
       std::memcpy(dst + 2 * i, &h, 2);
     }
   } else {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-    if (f16c_unit_runs()) return halves_f16c(src, reinterpret_cast<uint16_t*>(dst), n);
+#if defined(__F16C__)
+    return halves_f16c(src, reinterpret_cast<uint16_t*>(dst), n);
 #endif
     for (int64_t i = 0; i < n; ++i) {  // (the compiler's conversion: rounded to nearest even, as MLX's astype)
       const _Float16 h = static_cast<_Float16>(src[i]);
@@ -74,7 +97,7 @@ void KVWrite::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::arr
   auto& encoder = mx::cpu::get_command_encoder(stream());
   for (const auto& a : inputs) encoder.set_input_array(a);
   encoder.set_output_array(out);
-  encoder.dispatch([inputs, out, taken]() mutable {
+  dispatch(encoder, "K/V write", [inputs, out, taken]() mutable {
     if (!taken) copy_row_major(inputs[0], out);
     std::vector<int32_t> at_copy;
     std::vector<float> copy;

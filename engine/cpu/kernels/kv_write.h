@@ -23,10 +23,5 @@ struct KVWriteParams {
 
 using KVWrite = CpuPrimitive<KVWriteParams>;
 
-// Rows of float32 to float16, n values each, as MLX's astype rounds them (f16c.cpp: where f16c_unit_runs() only).
-void halves_f16c(const float* src, uint16_t* dst, int64_t n);
-
-// The float16 MLX makes of a NaN: its sign and one quiet NaN (F16C would keep the payload's top bits).
-inline uint16_t half_nan(float x) { return static_cast<uint16_t>((std::bit_cast<uint32_t>(x) >> 16 & 0x8000u) | 0x7D00u); }
 
 }  // namespace mlxchat

@@ -2,8 +2,7 @@
 // primitive, its op, and the packing of the rows before the tasks (matmul_tasks.h) run on the pool.
 //
 // Decode rows pay one read of the packed weights for all rows, which is what makes small batches
-// cheap. As in attention.cpp, the inner loops are GCC vector code, cloned per x86 level (by GCC) and picked
-// at run time.
+// cheap. As in attention.cpp, the inner loops are GCC vector code, built for the module's x86 level.
 
 #include "matmul.h"
 
@@ -75,13 +74,7 @@ void run(Problem p, const mx::array& x, int threads, int int8) {
   // On a cache line: the loops read X a vector (32 bytes) at a time, and one that straddles two lines costs two loads.
   float* X = kept.data() + (64 - reinterpret_cast<uintptr_t>(kept.data()) % 64) % 64 / sizeof(float);
   auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
-  bool v4 = false;
-#if MLXCHAT_V4_LOOPS
-  if (!is_float(p.kind) && v4_runs()) {
-    run_task = is_q4(p.kind) ? run_q4_v4 : run_q8_v4;
-    v4 = true;
-  }
-#endif
+  const bool v4 = MLXCHAT_V4_LOOPS && !is_float(p.kind);
   if (p.M <= fused_limit(v4)) {
     for (int64_t m0 = 0; m0 < p.M; m0 += FUSED_ROWS) {
       pack_rows(p.x + m0 * p.K, std::min<int64_t>(FUSED_ROWS, p.M - m0), p.K, X + m0 * p.K);
@@ -125,7 +118,11 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
     if (swiglu && i == 1) break;  // the up projection shares the gate's tasks
     p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
   }
-  encoder.dispatch([p = std::move(p), x, threads, int8]() { run(p, x, threads, int8); });
+  const char* part = int8 != INT8_OFF && !is_float(p.kind) ? "matmul, int8 rows"
+                     : is_q4(p.kind)                        ? "matmul, 4-bit weights"
+                     : is_q8(p.kind)                        ? "matmul, 8-bit weights"
+                                                            : "matmul, 16-bit weights";
+  dispatch(encoder, part, [p = std::move(p), x, threads, int8]() { run(p, x, threads, int8); });
 }
 
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
@@ -142,7 +139,7 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
     fail("the group size must be a multiple of 8 that divides K");
   }
   if (int8 < INT8_OFF || int8 > INT8_AVX2) fail("int8 must be 0, 1, 2 or 3");
-  if (int8 == INT8_AVX2 && int8_path(Int8Path::fastest) == Int8Path::portable) fail("int8 3 needs a CPU with AVX2");
+  if (int8 == INT8_AVX2 && int8_path(Int8Path::fastest) == Int8Path::portable) fail("int8 3 needs the kernels built for AVX2 (x86-64-v3 or v4)");
   if (weights.empty()) fail("no weights given");
   if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
   const size_t count = weights.size() / per;

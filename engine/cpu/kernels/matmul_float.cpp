@@ -1,7 +1,6 @@
 // The matmul's tasks over float16 and bfloat16 weights.
 #include "matmul_tasks.h"
 
-MLXCHAT_CLONES void mlxchat::matmul::run_float(const Problem& p, const float* X, int64_t task,
-                                               std::vector<float>& scratch) {
+void mlxchat::matmul::run_float(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch) {
   run_kinds<false, Kind::f16, Kind::bf16>(p, X, task, scratch);
 }

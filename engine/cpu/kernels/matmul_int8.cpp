@@ -97,7 +97,7 @@ Int8Path int8_path(Int8Path asked) {
 
 int64_t int8_chunks(Kind kind, int64_t K) { return (K + chunk_values(kind) - 1) / chunk_values(kind); }
 
-MLXCHAT_CLONES void quantize_rows(const float* X, int64_t m0, int64_t m1, int64_t K, Kind kind, Rows8& rows) {
+void quantize_rows(const float* X, int64_t m0, int64_t m1, int64_t K, Kind kind, Rows8& rows) {
   const int E = per_lane(kind);
   const int64_t values = chunk_values(kind);
   for (int64_t m = m0; m < m1; ++m) {
@@ -140,7 +140,7 @@ MLXCHAT_CLONES void quantize_rows(const float* X, int64_t m0, int64_t m1, int64_
 }
 
 // Cloned per x86 level as run_q4 is: its SwiGLU then rounds as the float rows' does, and the portable loops vectorize.
-MLXCHAT_CLONES void int8_block(const Problem& p, const Rows8& rows, int64_t task, std::vector<float>& scratch,
+void int8_block(const Problem& p, const Rows8& rows, int64_t task, std::vector<float>& scratch,
                                Int8Path path) {
   const int64_t index = std::upper_bound(p.first_task.begin(), p.first_task.end(), task) - p.first_task.begin() - 1;
   const Matrix& w = p.matrices[index];

@@ -1,13 +1,13 @@
 // The int8 rows' vector paths (matmul_int8.h): AVX-512 VNNI, 4 products a lane in one instruction (vpdpbusd),
-// and AVX2, the same sums in a few (vpmaddubsw, vpmaddwd). Each built for its own CPUs and picked at
-// run time; both give the portable loops' bits.
+// and AVX2, the same sums in a few (vpmaddubsw, vpmaddwd); both give the portable loops' bits.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "matmul_int8.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// Built into the x86-64-v3 and v4 modules; the portable one has neither path.
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__GNUC__)
 #include <immintrin.h>
 
 namespace mlxchat::matmul::int8 {
@@ -276,17 +276,17 @@ void columns_avx2(const Problem& p, const Matrix& w, const Rows8& rows, int64_t 
                                                                                                     Y, ldy);
 }
 
+// VNNI is not part of x86-64-v4: the x86-64-v4 module asks the CPU. The x86-64-v3 module never takes it.
 bool vnni_runs() {
-  static const bool runs = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#if defined(__AVX512VL__)
+  static const bool runs = __builtin_cpu_supports("avx512vnni");
   return runs;
+#else
+  return false;
+#endif
 }
 
-bool avx2_runs() {
-  static const bool runs = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
-  return runs;
-}
+bool avx2_runs() { return true; }  // (the module is built for a level with AVX2, FMA and F16C)
 
 }  // namespace mlxchat::matmul::int8
 

@@ -9,7 +9,7 @@
 // BLAS does. Either way each (row, column) sums 8 lanes, each in the same order, and adds them in the
 // same order, whatever the number of rows: a row's result does not depend on the rows beside it.
 //
-// The templates below take V4: whether they are built for x86-64-v4 (run_q4_v4, run_q8_v4). There a few rows take
+// The templates below take V4: whether the module is built for x86-64-v4 (MLXCHAT_V4_LOOPS). There a few rows take
 // intrinsics loops (v4_columns) in AVX-512VL's 32 registers, and 4-bit weights are looked up in a table of their
 // group's 16 values (AVX-512VL's permute of two registers) rather than converted and scaled one by one. The table
 // holds q * scale + bias as the conversion computes it, so every path gives the same bits.
@@ -24,9 +24,11 @@
 
 #include "vectors.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__AVX512VL__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_V4_LOOPS 1
 #include <immintrin.h>
+#else
+#define MLXCHAT_V4_LOOPS 0
 #endif
 
 namespace mlxchat::matmul {
@@ -188,7 +190,7 @@ constexpr int64_t SCALE_CHUNK = 64;  // groups whose scales and biases v4_column
 // n scales or biases from i on as float32, eight at a time (float16 by one F16C conversion each: widen's portable
 // integer steps cost the one-row pass 12-15 %).
 template <Float F>
-__attribute__((target("arch=x86-64-v4"), always_inline)) inline void floats_of(const void* p, int64_t i, int64_t n,
+__attribute__((always_inline)) inline void floats_of(const void* p, int64_t i, int64_t n,
                                                                              float* out) {
   if constexpr (F == Float::f32) {
     std::memcpy(out, static_cast<const float*>(p) + i, n * sizeof(float));
@@ -204,15 +206,14 @@ __attribute__((target("arch=x86-64-v4"), always_inline)) inline void floats_of(c
   }
 }
 
-// fused_columns built for x86-64-v4, in AVX-512VL intrinsics, the same bits: 4-bit weights looked up, 8-bit ones
+// fused_columns for x86-64-v4, in AVX-512VL intrinsics, the same bits: 4-bit weights looked up, 8-bit ones
 // widened. GCC's vector code spent about as many instructions on each group's tables (a load, conversion and
 // broadcast for each scale and bias, spills) as on the group's products. Here the scales and biases of SCALE_CHUNK
 // groups are made float32 a vector at a time, and a group's table is two broadcast loads and two multiply-adds a
 // column. Every loop over rows or columns is unrolled whole, so that the sums stay in registers (8 rows otherwise
 // stored and reloaded them at each group).
 template <Kind KIND, int R, int C>
-__attribute__((target("arch=x86-64-v4"))) void v4_columns(const Problem& p, const Matrix& w, int64_t n,
-                                                          const float* X, float* y, int64_t ldy) {
+void v4_columns(const Problem& p, const Matrix& w, int64_t n, const float* X, float* y, int64_t ldy) {
   const int64_t vectors = p.group_size / 8, groups = p.K / p.group_size, words = p.K * (is_q4(KIND) ? 4 : 8) / 32;
   const uint32_t* rows[C];
 #pragma GCC unroll 16
@@ -391,7 +392,7 @@ __attribute__((always_inline)) inline void run_kinds(const Problem& p, const flo
   ((p.kind == KINDS ? block<KINDS, V4>(p, X, task, scratch) : void()), ...);
 }
 
-// The task runners, one per family of kinds (each file cloned per x86 level).
+// The task runners, one per family of kinds (each file compiled apart: they build in parallel).
 void run_q4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_q8(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
 void run_float(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
@@ -417,12 +418,5 @@ enum class Int8Path { fastest, portable, avx2, vnni };
 Int8Path int8_path(Int8Path asked);
 // Task `task` of p over int8 rows, on `path` (not fastest: int8_path's answer).
 void int8_block(const Problem& p, const Rows8& rows, int64_t task, std::vector<float>& scratch, Int8Path path);
-
-#if MLXCHAT_V4_LOOPS
-// run_q4 and run_q8 built for x86-64-v4 (AVX-512VL's loops, 4-bit weights looked up): where v4_runs() only.
-void run_q4_v4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
-void run_q8_v4(const Problem& p, const float* X, int64_t task, std::vector<float>& scratch);
-bool v4_runs();
-#endif
 
 }  // namespace mlxchat::matmul

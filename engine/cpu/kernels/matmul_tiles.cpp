@@ -53,7 +53,7 @@ __attribute__((always_inline)) inline void outer_panel(const float* A, int64_t K
 
 }  // namespace
 
-MLXCHAT_CLONES void outer_products(const float* X, int64_t M, int64_t K, const float* W, int64_t width, float* Y,
+void outer_products(const float* X, int64_t M, int64_t K, const float* W, int64_t width, float* Y,
                                    int64_t ldy) {
   int64_t m = 0;
   for (; m + ROW_TILE <= M; m += ROW_TILE) outer_panel<ROW_TILE>(X + m * K, K, W, width, Y + m * ldy, ldy);

@@ -1,13 +1,16 @@
 // What the kernels' MLX primitives share: they run on the CPU only.
 #pragma once
 
+#include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mlx/backend/common/utils.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
+#include "profile.h"
 
 namespace mx = mlx::core;
 
@@ -40,6 +43,17 @@ class CpuPrimitive : public mx::Primitive {
       encoder.set_output_array(out);
     }
     return encoder;
+  }
+
+  // Queues `work` on the stream, timed as `part` while profiling.
+  template <class F>
+  void dispatch(mx::cpu::CommandEncoder& encoder, const char* part, F&& work) {
+    encoder.dispatch([part, work = std::forward<F>(work)]() mutable {
+      if (!profiling()) return work();
+      const auto started = std::chrono::steady_clock::now();
+      work();
+      profile_add(part, (std::chrono::steady_clock::now() - started).count());
+    });
   }
 
   Params params_;

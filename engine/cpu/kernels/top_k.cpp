@@ -22,7 +22,7 @@ inline bool above(const std::pair<float, uint32_t>& a, const std::pair<float, ui
   return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
-MLXCHAT_CLONES void top_row(const float* x, int64_t V, int k, float* values, uint32_t* indices) {
+void top_row(const float* x, int64_t V, int k, float* values, uint32_t* indices) {
   // A heap with the lowest-ranked kept value on top: what a newcomer must beat.
   std::vector<std::pair<float, uint32_t>> heap;
   heap.reserve(k);
@@ -61,7 +61,7 @@ template <>
 void TopK::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto& x = inputs[0];
   auto& encoder = begin(inputs, outputs);
-  encoder.dispatch([x, values = outputs[0].data<float>(), indices = outputs[1].data<uint32_t>(), k = params_.k,
+  dispatch(encoder, "top-k (sampler)", [x, values = outputs[0].data<float>(), indices = outputs[1].data<uint32_t>(), k = params_.k,
                     threads = params_.threads]() {
     std::vector<float> copy;
     const float* rows = row_major(x, copy);

@@ -1,5 +1,6 @@
 // What the kernels' inner loops are written in: GCC's vector extension (one AVX register, two SSE
-// or NEON ones), and the attribute that clones a function per x86 level, picked at run time.
+// or NEON ones). On x86 the whole module is built once per level (CMakeLists.txt: -march=x86-64-v4, -v3 or
+// the baseline), and Python loads the one this CPU runs (__init__.py), so these compile to that level's code.
 #pragma once
 
 #include <algorithm>
@@ -7,16 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MLXCHAT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-namespace mlxchat {
-// Whether this CPU runs f16c.cpp's code, built for x86-64-v3 (AVX2, FMA, F16C, BMI...): asked once.
-bool f16c_unit_runs();
-}  // namespace mlxchat
-#else
-#define MLXCHAT_CLONES
-#endif
 
 namespace mlxchat {
 
