@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--ui", action="store_true",
                        help="measure the chat UI instead: the largest --slots count of chats streaming in the "
                             "app vs the same requests headless, and key-press latency meanwhile")
+    bench.add_argument("--profile", action="store_true",
+                       help="where one decode step's time goes here, at each --slots count: each kind of compiled "
+                            "kernel, MLX's own operations, Python (MLXCHAT_ISA=avx2 or portable profiles that path)")
     chats = commands.add_parser("chats", parents=[settings_flags], help="list the saved chats and their ids")
     chats.add_argument("--search", default="", metavar="TEXT", help="only chats whose title or text contains TEXT")
     export = commands.add_parser("export", parents=[settings_flags], help="print a saved chat")

@@ -52,6 +52,9 @@ _NAMES: dict[str, str] = {
     "MAX_SLOTS": "mlxchat.engine.bench.runners",
     "run_bench": "mlxchat.engine.bench.runners",
     "RUNNERS": "mlxchat.engine.bench.runners",
+    # bench.step_profile
+    "format_profile": "mlxchat.engine.bench.step_profile",
+    "profile_decode": "mlxchat.engine.bench.step_profile",
     # bench.shapes
     "build_shape": "mlxchat.engine.bench.shapes",
     "SHAPES": "mlxchat.engine.bench.shapes",
@@ -196,6 +199,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         RUNNERS,
     )
     from mlxchat.engine.bench.shapes import build_shape, SHAPES
+    from mlxchat.engine.bench.step_profile import format_profile, profile_decode
     from mlxchat.engine.bench.workloads import SCENARIOS
     from mlxchat.engine.chat_engine import ChatEngine
     from mlxchat.engine.cpu.blas import blas_in_use, BlasError, BlasInfo, load_blas, remedy

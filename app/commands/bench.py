@@ -29,6 +29,10 @@ from mlxchat.engine import (
 
 def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     """`mlxchat bench`: loads the model, runs the engines, prints the table (and writes JSON)."""
+    if args.profile and (args.ui or args.scenario != "short" or args.plot or args.json):
+        print("mlxchat: --profile measures decode steps alone; leave out --ui, --scenario, --plot and --json",
+              file=sys.stderr)
+        return EXIT_USAGE
     if args.ui and (args.shape or args.plot):
         print("mlxchat: --shape and --plot measure the engines; leave them out with --ui", file=sys.stderr)
         return EXIT_USAGE
@@ -72,6 +76,8 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         loaded = load_configured(settings)
     loaded.tuning = load_tuning(loaded.model, tuning_file())
+    if args.profile:
+        return _profile(args, loaded)
     if args.scenario == RETURN_SCENARIO:
         return _return_bench(args, settings, loaded)
     if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO):
@@ -90,6 +96,20 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.plot:
         plot_report(report, args.plot)
         print(f"bench: drew {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _profile(args: argparse.Namespace, loaded: Any) -> int:
+    """`mlxchat bench --profile`: one decode step's time by part, at each --slots count."""
+    from mlxchat.engine import BenchRefused, format_profile, profile_decode
+
+    try:
+        profiles = profile_decode(loaded, args.slots, steps=max(8, args.max_tokens // 2), on_case=lambda n: print(
+            f"bench: profiling decode steps at {n} slot(s)...", file=sys.stderr, flush=True))
+    except BenchRefused as exc:
+        print(f"mlxchat bench: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_profile(profiles))
     return 0
 
 

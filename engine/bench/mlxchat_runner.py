@@ -30,23 +30,10 @@ def _mlxchat_unsplit(loaded: LoadedModel, workload: Workload) -> RunTrace:
 
 def _play(loaded: LoadedModel, workload: Workload, scan: bool) -> RunTrace:
     from mlxchat.engine.events import TextDelta
-    from mlxchat.engine.local_engine import Engine
-    from mlxchat.engine.plan import SlotRequest
 
     n = workload.slots
     need = max(len(p) for p in workload.prompts) + workload.max_tokens + 1
-    request = SlotRequest(n, workload.ctx_size or n * need, parallel_max=n, per_slot_floor=0, per_slot_min=need)
-    plan = loaded.slot_plan(request, capped=False)
-    # One engine serves every run, re-partitioned for it, as the app re-partitions its own:
-    # MLX runs best when one thread owns its streams for the whole process.
-    engine = _ENGINES.get(id(loaded.model))
-    if engine is None:
-        split = loaded.tuning.split if loaded.tuning else None
-        engine = _ENGINES[id(loaded.model)] = Engine(
-            loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill
-        )
-    else:
-        engine.repartition(plan).result()
+    engine = engine_for(loaded, n, need, workload.ctx_size)
     engine.call(lambda: engine.core.replies.scan(scan)).result()
     for slot in range(n):
         engine.clear(slot, park=False)  # no prompt may reuse what an earlier run cached
@@ -69,6 +56,27 @@ def _play(loaded: LoadedModel, workload: Workload, scan: bool) -> RunTrace:
             raise BenchError(f"mlxchat's engine failed: {done.error}")
     trace.kv_bytes = engine.snapshot().kv_bytes_allocated
     return trace
+
+
+def engine_for(loaded: LoadedModel, n: int, need: int, ctx_size: int | None = None) -> Any:
+    """The engine kept for `loaded`, partitioned into `n` slots of at least `need` tokens.
+
+    One engine serves every run, re-partitioned for it, as the app re-partitions its own: MLX runs best when
+    one thread owns its streams for the whole process."""
+    from mlxchat.engine.local_engine import Engine
+    from mlxchat.engine.plan import SlotRequest
+
+    request = SlotRequest(n, ctx_size or n * need, parallel_max=n, per_slot_floor=0, per_slot_min=need)
+    plan = loaded.slot_plan(request, capped=False)
+    engine = _ENGINES.get(id(loaded.model))
+    if engine is None:
+        split = loaded.tuning.split if loaded.tuning else None
+        engine = _ENGINES[id(loaded.model)] = Engine(
+            loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill
+        )
+    else:
+        engine.repartition(plan).result()
+    return engine
 
 
 _ENGINES: dict[int, Any] = {}

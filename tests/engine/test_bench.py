@@ -300,3 +300,25 @@ def test_the_reasoning_scenario_measures_mlxchat_with_and_without_its_split(reas
     assert [(run["engine"], run["slots"]) for run in runs] == [
         ("mlxchat", 1), ("mlxchat", 2), ("mlxchat-unsplit", 1), ("mlxchat-unsplit", 2)]
     assert all(run["decode_tok_s"] > 0 and run["scenario"] == "reasoning" for run in runs)
+
+
+def test_profile_splits_a_decode_step_into_each_kernel_mlx_and_python(tiny_model_dir: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    from mlxchat.app.cli import main
+    from mlxchat.engine.cpu import kernels
+    from tests.tiny_gguf import write_tiny_gguf
+
+    gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
+    if not kernels.active_here():
+        assert main(["bench", "--profile", "--model", str(gguf), "--slots", "1"]) == 2
+        assert "--profile counts the compiled kernels' calls" in capsys.readouterr().err
+        return
+    assert main(["bench", "--profile", "--model", str(gguf), "--slots", "1,3", "--max-tokens", "16"]) == 0
+    table = capsys.readouterr().out
+    assert f"({kernels.status().module.isa()} kernels" in table
+    for part in ("Python: the pass's graph", "kernel: matmul, 4-bit weights", "kernel: attention", "kernel: rope",
+                 "MLX's own operations", "tokens back to Python", "step"):
+        assert part in table
+    # Counted per call, a step's calls come out whole: one attention and one RoPE per layer (the tiny model has 2).
+    calls = table.splitlines()[-1]
+    assert "attention: 2 / 2" in calls and "rope: 2 / 2" in calls
