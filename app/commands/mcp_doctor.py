@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.paths import logs_dir
-from mlxchat.app.tools.servers import CONNECT_S, ToolServers
+from mlxchat.app.tools.servers import ToolServers
 
 
 def mcp_lines(settings: Settings, line: Callable[[str, str], None]) -> int:
@@ -16,7 +16,7 @@ def mcp_lines(settings: Settings, line: Callable[[str, str], None]) -> int:
         return 0
     servers = ToolServers(settings.mcp, logs_dir())
     servers.start()
-    servers.settled(CONNECT_S + 1)
+    servers.settled(settings.mcp.start_timeout + 1)
     failed = 0
     try:
         for state in servers.states():
@@ -27,9 +27,9 @@ def mcp_lines(settings: Settings, line: Callable[[str, str], None]) -> int:
                 line(f"mcp {state.name}", "off (enabled = false)")
             else:
                 failed += 1
-                log = f" (its output: {state.log})" if state.log else ""
-                error = state.error or "it did not start"
-                line(f"mcp {state.name}", f"ERROR: {error}{log}; the chats go on without it")
+                why = state.why() if state.status == "failed" else \
+                    f"it did not answer within {settings.mcp.start_timeout:g} s"
+                line(f"mcp {state.name}", f"ERROR: {why}; the chats go on without it")
     finally:
         servers.close()
     return failed
