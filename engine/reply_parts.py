@@ -37,19 +37,24 @@ class ReasoningFormat:
             state = "reasoning"
         return t.response_initial_state or state
 
-    def split(self, prompt: list[int], budget: int | None) -> ReplySplit:
-        """A reply's splitter, for a reply to `prompt` whose reasoning may take `budget` tokens (None: any)."""
+    def split(self, prompt: list[int], budget: int | None, tools: bool = False) -> ReplySplit:
+        """A reply's splitter, for a reply to `prompt` whose reasoning may take `budget` tokens (None: any);
+        `tools`: whether it was offered tools (without, a call it writes is answer text, its markers written back)."""
         if self.machine is None:
             return ReplySplit(None, None)
-        return ReplySplit(self.machine.make_state(self.initial(prompt)), budget if self.end_tokens else None)
+        t = self.tokenizer
+        markers = None if tools else (getattr(t, "tool_call_start", None) or "", getattr(t, "tool_call_end", None) or "")
+        return ReplySplit(self.machine.make_state(self.initial(prompt)), budget if self.end_tokens else None, markers)
 
 
 class ReplySplit:
     """One reply's text, split as it streams: its parts, its reasoning tokens and how long it reasoned."""
 
-    def __init__(self, state: Any, budget: int | None) -> None:
+    def __init__(self, state: Any, budget: int | None, call_markers: tuple[str, str] | None = None) -> None:
+        """`call_markers`: where the reply was offered no tools, the markers around a call, to write it as text."""
         self._state = state
         self.budget = budget
+        self._call_markers = call_markers
         self.reasoning_tokens = 0
         self.reasoning_text: list[str] = []
         self.tool_texts: list[str] = []  # each tool call's text, between its markers
@@ -93,13 +98,18 @@ class ReplySplit:
         parts = []
         for state, text in segments:
             part = _PARTS.get(state, "answer")
-            if part == "tool":
+            shown: Part = part
+            if self._call_markers is not None and "tool" in (part, self._part):  # no tools offered: a call is text
+                if (part == "tool") != (self._part == "tool"):  # (it starts or ends: its marker)
+                    text = self._call_markers[0 if part == "tool" else 1] + text
+                shown = "answer" if part == "tool" else part
+            elif part == "tool":
                 if self._part != "tool":  # (a call starts)
                     self.tool_texts.append("")
                 self.tool_texts[-1] += text
             self._part = part
             if text:
-                parts.append((part, text))
+                parts.append((shown, text))
         self.reasoning_text.extend(text for part, text in parts if part == "reasoning")
         return parts
 
