@@ -25,8 +25,11 @@ class ReasoningFormat:
     def __init__(self, tokenizer: Any, scan: bool = True) -> None:
         """`scan` False: replies are not split, their text all answer (the bench's reference for the split's cost)."""
         self.tokenizer = tokenizer
-        self.machine = make_text_state_machine(tokenizer) if scan else None
-        self.end_tokens = _end_tokens(tokenizer)
+        end = _end_marker(tokenizer)
+        self.machine = make_text_state_machine(_StrayEnds(tokenizer, end) if end else tokenizer) if scan else None
+        # The tokens fed in place of the model's when a budget is spent.
+        self.end_tokens = tuple(tokenizer.think_end_tokens) if tokenizer.has_thinking else \
+            tuple(tokenizer.encode(end, add_special_tokens=False)) if end else ()
 
     def initial(self, prompt: list[int]) -> str:
         """The state a reply to `prompt` starts in: reasoning where the template opened it itself (the last
@@ -119,13 +122,25 @@ class ReplySplit:
         return self._last - self._started if self._started is not None else 0.0
 
 
-def _end_tokens(tokenizer: Any) -> tuple[int, ...]:
-    """The tokens that close reasoning (fed in place of the model's when a budget is spent); none where the
-    model has no end marker."""
+def _end_marker(tokenizer: Any) -> str | None:
+    """The text that closes reasoning; None where the model has no end marker."""
     if tokenizer.has_thinking:
-        return tuple(tokenizer.think_end_tokens)
+        return str(tokenizer.think_end)
     ends = [text for text, state in tokenizer.response_transitions.get("reasoning", ()) if state == "normal"]
-    return tuple(tokenizer.encode(ends[0], add_special_tokens=False)) if ends else ()
+    return ends[0] if ends else None
+
+
+class _StrayEnds:
+    """The tokenizer as mlx-lm's state machine reads it, with its end-of-reasoning marker one of the answer's
+    structural markers too: stripped where the model writes it again once its reasoning ended (a model whose
+    reasoning a budget cut short goes on closing it: 25 of them were seen in one answer)."""
+
+    def __init__(self, tokenizer: Any, end: str) -> None:
+        self._tokenizer = tokenizer
+        self.structural_markers = [*(tokenizer.structural_markers or ()), end]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
 
 
 def has_thinking_switch(tokenizer: Any) -> bool:
