@@ -109,9 +109,17 @@ class ConversationView(VerticalScroll):
 
     def last_reasoning(self) -> ReasoningBlock | None:
         """The reasoning block of the chat's last reply, if it has one."""
+        return next((w for w in reversed(self._last_reply()) if isinstance(w, ReasoningBlock)), None)
+
+    def last_tool_entries(self) -> list[ToolEntry]:
+        """The entries of the tool calls of the chat's last reply (all its rounds)."""
+        return [w for w in self._last_reply() if isinstance(w, ToolEntry)]
+
+    def _last_reply(self) -> list[Widget]:
+        """The widgets after the user's last message."""
         turns = list(self.children)
         last_user = max((i for i, w in enumerate(turns) if w.has_class("user-turn")), default=-1)
-        return next((w for w in reversed(turns[last_user + 1 :]) if isinstance(w, ReasoningBlock)), None)
+        return turns[last_user + 1 :]
 
     def user_turn(self, nth: int) -> Widget:
         """The box of the user's `nth` message (0 is the first)."""

@@ -60,6 +60,18 @@ class PaneKeys(TabPane):
         block.collapsed = not block.collapsed
         self.conversation.keep_reasoning_open(not block.collapsed)
 
+    def action_toggle_tools(self) -> None:
+        """Opens the tool calls of the chat's last reply on their arguments and results, or folds them."""
+        entries = self.view.last_tool_entries()
+        if not entries:
+            self.notify("The last reply called no tool.", severity="warning")
+            return
+        opening = any(entry.collapsed for entry in entries)
+        for entry in entries:
+            entry.collapsed = not opening
+        if opening:
+            entries[0].scroll_visible(animate=False)
+
     def action_copy_reply(self) -> None:
         """Copies the chat's last reply to the clipboard."""
         self.post_message(self.Asked(self, "copy_reply"))
