@@ -59,11 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args, settings, blas)
     except ModelLoadError as exc:
-        from mlxchat.engine import UnsupportedFamily
+        from mlxchat.engine import load_step
 
         print(f"mlxchat: {exc}", file=sys.stderr)
-        # A family the engine cannot run is refused like a bad setting: the model must change.
-        return EXIT_USAGE if isinstance(exc.__cause__, UnsupportedFamily) else EXIT_FAILURE
+        # A family the engine cannot run, or heads kv_dtype cannot store, is refused like a bad setting.
+        return EXIT_FAILURE if load_step(exc) == "model" else EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,6 +25,7 @@ from mlxchat.engine import (
     device_name,
     plan_slots,
     format_bytes,
+    load_step,
     memory_info,
     remedy,
     resolve_model,
@@ -65,6 +66,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     line("config", config)
 
     problems = 0
+    settings_refused = False
     loaded: LoadedModel | None = None
     try:
         source = resolve_model(settings.model)
@@ -76,6 +78,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
         _tuning_lines(line, loaded, tune)
     except ModelLoadError as exc:
         line("model", f"ERROR: {exc}")
+        settings_refused = load_step(exc) != "model"  # (kv_dtype or the family: the settings must change)
         problems += 1
 
     plan = loaded.slot_plan(settings.slot_request()) if loaded else plan_slots(settings.slot_request(), None, 0)
@@ -97,7 +100,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     if check and check.warning and not refused:
         line("  warning", check.warning)
     problems += mcp_lines(settings, line)
-    if refused:
+    if refused or settings_refused:
         return EXIT_USAGE
     return 1 if problems else 0
 
