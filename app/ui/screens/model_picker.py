@@ -34,6 +34,13 @@ class ModelChoice:
     save: bool
 
 
+def missing_path(typed: str) -> bool:
+    """Whether `typed` is a path (not a Hub id: it starts from a folder, has several parts, or names a .gguf) and
+    nothing is there."""
+    looks = typed.startswith(("/", "~", ".")) or typed.count("/") > 1 or typed.lower().endswith(".gguf")
+    return bool(typed) and looks and not Path(typed).expanduser().exists()
+
+
 def entry_line(entry: ModelEntry, current: bool) -> str:
     """A model as the list shows it: "● name · default · 98.4 MB · Q4_1 · 8,192 tokens trained"."""
     trained = f"{entry.trained_ctx:,} tokens trained" if entry.trained_ctx else "trained context unknown"
@@ -94,6 +101,8 @@ class ModelPickerScreen(AppModalScreen[ModelChoice]):
 
     @staticmethod
     def _typed_line(typed: str) -> str:
+        if missing_path(typed):
+            return f"{typed}: no such file or folder"
         if HUB_ID.match(typed) and not Path(typed).expanduser().exists():
             return f"enter: download {typed} from Hugging Face (needs the network), then switch to it"
         if typed and Path(typed).expanduser().exists():
@@ -123,6 +132,8 @@ class ModelPickerScreen(AppModalScreen[ModelChoice]):
         typed = self.query_one(Input).value.strip()
         if typed and Path(typed).expanduser().exists():
             self.dismiss(ModelChoice(typed, Path(typed).name, save))
+        elif missing_path(typed):
+            self.notify(f"{typed}: no such file or folder.", severity="warning")
         elif HUB_ID.match(typed):
             self.dismiss(ModelChoice(typed, typed, save))
         else:
