@@ -55,7 +55,8 @@ class ConversationView(VerticalScroll):
             yield ReplyView(message.text, classes="assistant-turn")
         yield from (ToolEntry(call) for call in message.tool_calls)
         # (a reply that only called tools wrote what it meant to)
-        yield from self._end_note(message.text or "⚙" * bool(message.tool_calls), message.finish_reason, None)
+        yield from self._end_note(message.text or "⚙" * bool(message.tool_calls), message.finish_reason, None,
+                                  bool(message.reasoning))
         yield from self._timings(message)
 
     @staticmethod
@@ -65,9 +66,9 @@ class ConversationView(VerticalScroll):
         if line is not None:
             yield TurnText(line, classes="turn-timings", markup=False)
 
-    def _end_note(self, text: str, reason: str | None, error: str | None) -> Iterator[Widget]:
+    def _end_note(self, text: str, reason: str | None, error: str | None, reasoned: bool) -> Iterator[Widget]:
         """The note under a reply on how it ended, where it says more than that it is done."""
-        found = end_note(reason, text, self._chat.sampling.max_tokens, error)
+        found = end_note(reason, text, self._chat.sampling.max_tokens, error, reasoned)
         if found is not None:
             yield note(*found)
 
@@ -86,7 +87,8 @@ class ConversationView(VerticalScroll):
         if block is not None and saved is not None:
             block.show(done.reasoning)
             block.fold(reasoning_header(saved), collapsed=not self._chat.reasoning_open)
-        widgets = list(self._end_note(done.text or "⚙" * bool(done.tool_calls), done.reason, done.error))
+        widgets = list(self._end_note(done.text or "⚙" * bool(done.tool_calls), done.reason, done.error,
+                                      bool(done.reasoning)))
         if done.stats.lost:
             widgets.append(note(lost_note(done.stats)))
         if done.text and saved is not None:
