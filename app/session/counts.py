@@ -12,7 +12,7 @@ from mlxchat.app.files.attachments import Attachment
 from mlxchat.app.files.room import over_the_slot
 from mlxchat.app.paths import logs_dir
 from mlxchat.app.tools.servers import Tool, ToolServers
-from mlxchat.engine import Messages, SlotPlan
+from mlxchat.engine import Messages, ModelFacts, SlotPlan
 
 if TYPE_CHECKING:
     from mlxchat.engine import ChatEngine
@@ -27,6 +27,7 @@ class ToolsAndCounts:
 
     engine: ChatEngine | None
     plan: SlotPlan | None
+    facts: ModelFacts | None  # the model's (its trained context: the largest slot it can have)
     tools: ToolServers | None
     mcp: Mcp
     takes_tools: bool
@@ -88,7 +89,8 @@ class ToolsAndCounts:
         needed = None if self.engine is None else self.engine.count_tokens(messages, self.tool_schemas(chat))
         if needed is None or self.plan is None:
             return None
-        return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files)
+        trained = self.facts.trained_ctx if self.facts is not None else None
+        return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files, trained)
 
     def text_tokens(self, text: str) -> int | None:
         """How many tokens `text` is to the model (None where the engine cannot say)."""

@@ -45,3 +45,17 @@ def test_a_reply_whose_tool_results_leave_no_room_says_it_cannot_go_on(tool_mode
 
     run(make_app(tool_model_dir, parallel=1, ctx_size=1024, mcp={"max_tool_rounds": 50, "servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_PREFIX", "TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
+
+
+def test_the_advice_on_a_message_too_long_offers_only_what_can_be_done(tiny_model_dir: Path) -> None:
+    """The tiny model was trained on 4,096 tokens: no slot can be larger, so no bigger slot is offered."""
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        assert app.session.facts is not None and app.session.facts.trained_ctx == 4096
+        await send(pilot, pane, "Hello there " * 2500)
+        (said,) = [n for n in notes(pane) if n.startswith("Not sent")]
+        assert re.fullmatch(r"Not sent: this message does not fit its slot: the chat would take [\d,]+ tokens and 64 "
+                            r"more for the reply, [\d,]+ over the slot's 1,024\. No slot can hold it: the model was "
+                            r"trained on 4,096 tokens\. Start a new chat, or send less\.", said), said
+
+    run(make_app(tiny_model_dir), scenario)
