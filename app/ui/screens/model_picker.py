@@ -16,9 +16,8 @@ from textual.fuzzy import Matcher
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from mlxchat.app.files.attachments import human_size
 from mlxchat.app.ui.screens.modal import AppModalScreen
-from mlxchat.engine import ModelEntry
+from mlxchat.engine import ModelEntry, format_bytes
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name
 SOURCES = {"default": "default", "gguf": "GGUF", "converted": "converted GGUF", "hub": "HF cache"}
@@ -42,9 +41,9 @@ def missing_path(typed: str) -> bool:
 
 
 def entry_line(entry: ModelEntry, current: bool) -> str:
-    """A model as the list shows it: "● name · default · 98.4 MB · Q4_1 · 8,192 tokens trained"."""
+    """A model as the list shows it: "● name · default · 98.4 MiB · Q4_1 · 8,192 tokens trained"."""
     trained = f"{entry.trained_ctx:,} tokens trained" if entry.trained_ctx else "trained context unknown"
-    return (f"{'●' if current else ' '} {entry.name} · {SOURCES[entry.source]} · {human_size(entry.size_bytes)}"
+    return (f"{'●' if current else ' '} {entry.name} · {SOURCES[entry.source]} · {format_bytes(entry.size_bytes)}"
             f" · {entry.kind} · {trained}")
 
 
