@@ -7,9 +7,10 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from mlxchat.app.commands.mcp_doctor import mcp_lines
+from mlxchat.app.commands.mcp_doctor import mcp_lines, start_servers
 from mlxchat.app.config.settings import Settings, settings_problems
 from mlxchat.app.paths import tuning_file
+from mlxchat.app.tools.servers import ToolServers
 from mlxchat.app.commands.console_progress import load_configured
 from mlxchat.app.version import installed_version
 from mlxchat.app.exit_codes import EXIT_USAGE
@@ -38,12 +39,20 @@ Line = Callable[[str, str], None]
 
 def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = None, tune: bool = False) -> int:
     """Prints the report to `out` (stdout); returns 2 when the settings cannot run with this model or memory,
-    1 when something else stops mlxchat (the model does not load), else 0.
+    1 when something else stops mlxchat (the model does not load, an MCP server fails), else 0.
 
-    `tune`: also time the ways the model can run on this CPU and remember the fastest.
+    `tune`: also time the ways the model can run on this CPU and remember the fastest. The MCP servers start first,
+    in the background, and every one is stopped before this returns.
     """
-    out = out or sys.stdout
+    servers = start_servers(settings)
+    try:
+        return _report(settings, requested, out or sys.stdout, tune, servers)
+    finally:
+        if servers is not None:
+            servers.close()
 
+
+def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, servers: ToolServers | None) -> int:
     def line(label: str, text: str) -> None:
         print(f"{label:<{LABEL_WIDTH}}{text}", file=out)
 
@@ -57,7 +66,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
 
         line("config", config)
         broken = remote_lines(settings, line)
-        return 1 if mcp_lines(settings, line) + broken else 0
+        return 1 if mcp_lines(settings, servers, line) + broken else 0
 
     line("mlx", f"{installed_version('mlx')} on {device_kind()} ({device_name()})")
     line("cpu", cpu_summary())
@@ -99,7 +108,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     line("memory", f"{available} available{total}{need}")
     if check and check.warning and not refused:
         line("  warning", check.warning)
-    problems += mcp_lines(settings, line)
+    problems += mcp_lines(settings, servers, line)
     if refused or settings_refused:
         return EXIT_USAGE
     return 1 if problems else 0
