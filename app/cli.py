@@ -29,6 +29,12 @@ from mlxchat.engine import BlasError, BlasInfo, load_blas, ModelLoadError, SCENA
 SETTING_FLAGS = ("model", "ctx_size", "parallel", "ctx_per_slot")
 
 
+# What `doctor`'s exit status means (its --help and the README say it).
+DOCTOR_EXITS = (f"exit status: 0 when mlxchat can run as set; {EXIT_USAGE} when the settings cannot run with this "
+                f"model or memory (or a flag is wrong); {EXIT_FAILURE} when something else stops it: the model does "
+                "not load, the server does not answer, or an MCP server fails")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs mlxchat with `argv` (default: the process arguments); returns the exit status."""
     parser = build_parser()
@@ -53,11 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args, settings, blas)
     except ModelLoadError as exc:
-        from mlxchat.engine import UnsupportedFamily
+        from mlxchat.engine import load_step
 
         print(f"mlxchat: {exc}", file=sys.stderr)
-        # A family the engine cannot run is refused like a bad setting: the model must change.
-        return EXIT_USAGE if isinstance(exc.__cause__, UnsupportedFamily) else EXIT_FAILURE
+        # A family the engine cannot run, or heads kv_dtype cannot store, is refused like a bad setting.
+        return EXIT_FAILURE if load_step(exc) == "model" else EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mlxchat {installed_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     doctor = commands.add_parser(
-        "doctor", parents=[settings_flags], help="show the platform, BLAS, model, context and memory in use"
+        "doctor", parents=[settings_flags], help="show the platform, BLAS, model, context and memory in use",
+        epilog=DOCTOR_EXITS,
     )
     doctor.add_argument("--tune", action="store_true",
                         help="on a CPU, time the ways the model can run here and remember the fastest")

@@ -139,6 +139,7 @@ _NAMES: dict[str, str] = {
     "Messages": "mlxchat.engine.requests",
     # startup
     "EngineConfig": "mlxchat.engine.startup",
+    "load_step": "mlxchat.engine.startup",
     "ModelFacts": "mlxchat.engine.startup",
     "retire": "mlxchat.engine.startup",
     "start_local": "mlxchat.engine.startup",
@@ -251,6 +252,8 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.remote.server import api_and_root, describe_error, make_client, probe, ServerError
     from mlxchat.engine.remote.state import remote_plan
     from mlxchat.engine.requests import Messages
-    from mlxchat.engine.startup import EngineConfig, ModelFacts, retire, start_local, StartedEngine, StartError
+    from mlxchat.engine.startup import (
+        EngineConfig, load_step, ModelFacts, retire, start_local, StartedEngine, StartError,
+    )
     from mlxchat.engine.status import EngineInfo
     from mlxchat.engine.tuning import load_tuning, tunable, tune

@@ -25,8 +25,11 @@ class ReasoningFormat:
     def __init__(self, tokenizer: Any, scan: bool = True) -> None:
         """`scan` False: replies are not split, their text all answer (the bench's reference for the split's cost)."""
         self.tokenizer = tokenizer
-        self.machine = make_text_state_machine(tokenizer) if scan else None
-        self.end_tokens = _end_tokens(tokenizer)
+        end = _end_marker(tokenizer)
+        self.machine = make_text_state_machine(_StrayEnds(tokenizer, end) if end else tokenizer) if scan else None
+        # The tokens fed in place of the model's when a budget is spent.
+        self.end_tokens = tuple(tokenizer.think_end_tokens) if tokenizer.has_thinking else \
+            tuple(tokenizer.encode(end, add_special_tokens=False)) if end else ()
 
     def initial(self, prompt: list[int]) -> str:
         """The state a reply to `prompt` starts in: reasoning where the template opened it itself (the last
@@ -37,19 +40,24 @@ class ReasoningFormat:
             state = "reasoning"
         return t.response_initial_state or state
 
-    def split(self, prompt: list[int], budget: int | None) -> ReplySplit:
-        """A reply's splitter, for a reply to `prompt` whose reasoning may take `budget` tokens (None: any)."""
+    def split(self, prompt: list[int], budget: int | None, tools: bool = False) -> ReplySplit:
+        """A reply's splitter, for a reply to `prompt` whose reasoning may take `budget` tokens (None: any);
+        `tools`: whether it was offered tools (without, a call it writes is answer text, its markers written back)."""
         if self.machine is None:
             return ReplySplit(None, None)
-        return ReplySplit(self.machine.make_state(self.initial(prompt)), budget if self.end_tokens else None)
+        t = self.tokenizer
+        markers = None if tools else (getattr(t, "tool_call_start", None) or "", getattr(t, "tool_call_end", None) or "")
+        return ReplySplit(self.machine.make_state(self.initial(prompt)), budget if self.end_tokens else None, markers)
 
 
 class ReplySplit:
     """One reply's text, split as it streams: its parts, its reasoning tokens and how long it reasoned."""
 
-    def __init__(self, state: Any, budget: int | None) -> None:
+    def __init__(self, state: Any, budget: int | None, call_markers: tuple[str, str] | None = None) -> None:
+        """`call_markers`: where the reply was offered no tools, the markers around a call, to write it as text."""
         self._state = state
         self.budget = budget
+        self._call_markers = call_markers
         self.reasoning_tokens = 0
         self.reasoning_text: list[str] = []
         self.tool_texts: list[str] = []  # each tool call's text, between its markers
@@ -93,13 +101,18 @@ class ReplySplit:
         parts = []
         for state, text in segments:
             part = _PARTS.get(state, "answer")
-            if part == "tool":
+            shown: Part = part
+            if self._call_markers is not None and "tool" in (part, self._part):  # no tools offered: a call is text
+                if (part == "tool") != (self._part == "tool"):  # (it starts or ends: its marker)
+                    text = self._call_markers[0 if part == "tool" else 1] + text
+                shown = "answer" if part == "tool" else part
+            elif part == "tool":
                 if self._part != "tool":  # (a call starts)
                     self.tool_texts.append("")
                 self.tool_texts[-1] += text
             self._part = part
             if text:
-                parts.append((part, text))
+                parts.append((shown, text))
         self.reasoning_text.extend(text for part, text in parts if part == "reasoning")
         return parts
 
@@ -109,13 +122,25 @@ class ReplySplit:
         return self._last - self._started if self._started is not None else 0.0
 
 
-def _end_tokens(tokenizer: Any) -> tuple[int, ...]:
-    """The tokens that close reasoning (fed in place of the model's when a budget is spent); none where the
-    model has no end marker."""
+def _end_marker(tokenizer: Any) -> str | None:
+    """The text that closes reasoning; None where the model has no end marker."""
     if tokenizer.has_thinking:
-        return tuple(tokenizer.think_end_tokens)
+        return str(tokenizer.think_end)
     ends = [text for text, state in tokenizer.response_transitions.get("reasoning", ()) if state == "normal"]
-    return tuple(tokenizer.encode(ends[0], add_special_tokens=False)) if ends else ()
+    return ends[0] if ends else None
+
+
+class _StrayEnds:
+    """The tokenizer as mlx-lm's state machine reads it, with its end-of-reasoning marker one of the answer's
+    structural markers too: stripped where the model writes it again once its reasoning ended (a model whose
+    reasoning a budget cut short goes on closing it: 25 of them were seen in one answer)."""
+
+    def __init__(self, tokenizer: Any, end: str) -> None:
+        self._tokenizer = tokenizer
+        self.structural_markers = [*(tokenizer.structural_markers or ()), end]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
 
 
 def has_thinking_switch(tokenizer: Any) -> bool:

@@ -27,9 +27,9 @@ class ReplyStream:
         to measure what the split costs)."""
         self.format = ReasoningFormat(self.tokenizer, scan=on)
 
-    def split(self, prompt: list[int], sampling: SamplingParams) -> ReplySplit:
-        """The splitter of a reply to `prompt` into its parts."""
-        return self.format.split(prompt, sampling.reasoning_budget)
+    def split(self, prompt: list[int], sampling: SamplingParams, tools: Any) -> ReplySplit:
+        """The splitter of a reply to `prompt` into its parts (`tools`: those offered it, if any)."""
+        return self.format.split(prompt, sampling.reasoning_budget, bool(tools))
 
     def take(self, slot: Slot, token: int, next_pass: bool) -> bool:
         """Takes a sampled token; True if the reply goes on with it as its next input.

@@ -279,7 +279,7 @@ class SlotScheduler:
             sampler=SlotSampler(sampling),
             detokenizer=self.tokenizer.detokenizer,
             on_event=on_event,
-            split=self.replies.split(prompt, sampling),
+            split=self.replies.split(prompt, sampling, submit.tools),
             tools=submit.tools,
             cached=cached,
             refilled=max(0, common - cached),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # Which step refused: the model (missing, unreadable), its family (layers the engine cannot hold),
 # the slot plan (the caller's sizes), or memory (weights and KV beyond the machine).
-StartStep = Literal["model", "family", "plan", "memory"]
+StartStep = Literal["model", "family", "kv", "plan", "memory"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,15 @@ class StartedEngine:
     takes_tools: bool = False  # whether replies may call tools (the template lists them, their calls can be read)
 
 
+def load_step(exc: ModelLoadError) -> StartStep:
+    """Where a load was refused: the model's family, the K/V type asked for its heads, or the model itself."""
+    from mlxchat.engine.kv.kv_types import UnsupportedKV
+    from mlxchat.engine.loading.families import UnsupportedFamily
+
+    return "family" if isinstance(exc.__cause__, UnsupportedFamily) else \
+        "kv" if isinstance(exc.__cause__, UnsupportedKV) else "model"
+
+
 class StartError(Exception):
     """The engine could not start; `step` says where it refused."""
 
@@ -96,7 +105,6 @@ def start_local(
     from mlxchat.engine.tuning import load_tuning
     from mlxchat.engine.devices import batching_note, device_kind, device_name
     from mlxchat.engine.kv.disk import DiskTier
-    from mlxchat.engine.loading.families import UnsupportedFamily
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.reply_parts import has_thinking_switch, takes_tools
@@ -106,7 +114,7 @@ def start_local(
         loaded = load_model(config.model, config.weights_dtype, progress=progress, cache_dir=config.models_dir,
                             kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
     except ModelLoadError as exc:
-        raise StartError(str(exc), "family" if isinstance(exc.__cause__, UnsupportedFamily) else "model") from None
+        raise StartError(str(exc), load_step(exc)) from None
     facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint, loaded.kv_dtype)
     plan = facts.evaluate(config.slots)
     refused = [*refuse(loaded.trained_ctx), *plan.errors]

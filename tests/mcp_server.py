@@ -48,7 +48,8 @@ def die() -> str:
 
 
 if __name__ == "__main__":
-    print("mlxchat-test-tools: starting", file=sys.stderr, flush=True)  # (for the log file's test)
+    # (for the log file's test, and the pid for the tests that kill the server)
+    print(f"mlxchat-test-tools: starting (pid {os.getpid()})", file=sys.stderr, flush=True)
     if sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -249,8 +249,10 @@ def timings_line(message: ChatMessage) -> str | None:
     return " · ".join(parts)
 
 
-def end_note(reason: str | None, text: str, max_tokens: int, error: str | None = None) -> tuple[str, str] | None:
-    """The line shown under a finished reply, and its style, or None for a reply that simply ended."""
+def end_note(reason: str | None, text: str, max_tokens: int, error: str | None = None,
+             reasoned: bool = False) -> tuple[str, str] | None:
+    """The line shown under a finished reply, and its style, or None for a reply that simply ended (`reasoned`:
+    whether it has reasoning, which is something written)."""
     if reason is None:
         return "(interrupted: mlxchat stopped before this reply ended)", ""
     if reason == "cancelled":
@@ -265,6 +267,8 @@ def end_note(reason: str | None, text: str, max_tokens: int, error: str | None =
         return f"(the reply reached max_tokens = {max_tokens})", ""
     if reason == "error":
         return f"Error: {error or 'the engine failed'} · the message is kept: regenerate to try again", "-error"
+    if not text and reasoned:
+        return "(the model ended its reply after its reasoning, with no answer)", ""
     if not text:
         return "(the model ended its reply without writing anything)", ""
     return None

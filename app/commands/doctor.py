@@ -7,9 +7,10 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from mlxchat.app.commands.mcp_doctor import mcp_lines
+from mlxchat.app.commands.mcp_doctor import mcp_lines, start_servers
 from mlxchat.app.config.settings import Settings, settings_problems
 from mlxchat.app.paths import tuning_file
+from mlxchat.app.tools.servers import ToolServers
 from mlxchat.app.commands.console_progress import load_configured
 from mlxchat.app.version import installed_version
 from mlxchat.app.exit_codes import EXIT_USAGE
@@ -25,6 +26,7 @@ from mlxchat.engine import (
     device_name,
     plan_slots,
     format_bytes,
+    load_step,
     memory_info,
     remedy,
     resolve_model,
@@ -37,12 +39,20 @@ Line = Callable[[str, str], None]
 
 def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = None, tune: bool = False) -> int:
     """Prints the report to `out` (stdout); returns 2 when the settings cannot run with this model or memory,
-    1 when something else stops mlxchat (the model does not load), else 0.
+    1 when something else stops mlxchat (the model does not load, an MCP server fails), else 0.
 
-    `tune`: also time the ways the model can run on this CPU and remember the fastest.
+    `tune`: also time the ways the model can run on this CPU and remember the fastest. The MCP servers start first,
+    in the background, and every one is stopped before this returns.
     """
-    out = out or sys.stdout
+    servers = start_servers(settings)
+    try:
+        return _report(settings, requested, out or sys.stdout, tune, servers)
+    finally:
+        if servers is not None:
+            servers.close()
 
+
+def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, servers: ToolServers | None) -> int:
     def line(label: str, text: str) -> None:
         print(f"{label:<{LABEL_WIDTH}}{text}", file=out)
 
@@ -56,7 +66,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
 
         line("config", config)
         broken = remote_lines(settings, line)
-        return 1 if mcp_lines(settings, line) + broken else 0
+        return 1 if mcp_lines(settings, servers, line) + broken else 0
 
     line("mlx", f"{installed_version('mlx')} on {device_kind()} ({device_name()})")
     line("cpu", cpu_summary())
@@ -65,6 +75,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     line("config", config)
 
     problems = 0
+    settings_refused = False
     loaded: LoadedModel | None = None
     try:
         source = resolve_model(settings.model)
@@ -76,6 +87,7 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
         _tuning_lines(line, loaded, tune)
     except ModelLoadError as exc:
         line("model", f"ERROR: {exc}")
+        settings_refused = load_step(exc) != "model"  # (kv_dtype or the family: the settings must change)
         problems += 1
 
     plan = loaded.slot_plan(settings.slot_request()) if loaded else plan_slots(settings.slot_request(), None, 0)
@@ -96,8 +108,8 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
     line("memory", f"{available} available{total}{need}")
     if check and check.warning and not refused:
         line("  warning", check.warning)
-    problems += mcp_lines(settings, line)
-    if refused:
+    problems += mcp_lines(settings, servers, line)
+    if refused or settings_refused:
         return EXIT_USAGE
     return 1 if problems else 0
 

@@ -6,30 +6,35 @@ from collections.abc import Callable
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.paths import logs_dir
-from mlxchat.app.tools.servers import CONNECT_S, ToolServers
+from mlxchat.app.tools.servers import ToolServers
 
 
-def mcp_lines(settings: Settings, line: Callable[[str, str], None]) -> int:
-    """Starts every server as the app does and says how it went; returns how many failed."""
+def start_servers(settings: Settings) -> ToolServers | None:
+    """Starts every server as the app does, in the background (doctor's other checks run meanwhile); None where
+    none is configured. The caller closes them."""
     if not settings.mcp.servers:
-        line("tools", "no MCP servers configured ([mcp.servers.NAME] in the config)")
-        return 0
+        return None
     servers = ToolServers(settings.mcp, logs_dir())
     servers.start()
-    servers.settled(CONNECT_S + 1)
+    return servers
+
+
+def mcp_lines(settings: Settings, servers: ToolServers | None, line: Callable[[str, str], None]) -> int:
+    """Says how each server's start went (waiting for those still starting); returns how many failed."""
+    if servers is None:
+        line("tools", "no MCP servers configured ([mcp.servers.NAME] in the config)")
+        return 0
+    servers.settled(settings.mcp.start_timeout + 1)
     failed = 0
-    try:
-        for state in servers.states():
-            if state.status == "ready":
-                names = ", ".join(tool.name for tool in state.tools) or "none"
-                line(f"mcp {state.name}", f"ready, {len(state.tools)} tools: {names}")
-            elif state.status == "off":
-                line(f"mcp {state.name}", "off (enabled = false)")
-            else:
-                failed += 1
-                log = f" (its output: {state.log})" if state.log else ""
-                error = state.error or "it did not start"
-                line(f"mcp {state.name}", f"ERROR: {error}{log}; the chats go on without it")
-    finally:
-        servers.close()
+    for state in servers.states():
+        if state.status == "ready":
+            names = ", ".join(tool.name for tool in state.tools) or "none"
+            line(f"mcp {state.name}", f"ready, {len(state.tools)} tools: {names}")
+        elif state.status == "off":
+            line(f"mcp {state.name}", "off (enabled = false)")
+        else:
+            failed += 1
+            why = state.why() if state.status == "failed" else \
+                f"it did not answer within {settings.mcp.start_timeout:g} s"
+            line(f"mcp {state.name}", f"ERROR: {why}; the chats go on without it")
     return failed

@@ -23,7 +23,7 @@ def run_models(settings: Settings, out: TextIO | None = None) -> int:
         layer_kinds,
         model_type,
         ModelLoadError,
-        UnsupportedFamily,
+        load_step,
     )
 
     for line in describe_families():
@@ -32,7 +32,7 @@ def run_models(settings: Settings, out: TextIO | None = None) -> int:
         loaded = load_configured(settings)
     except ModelLoadError as exc:
         print(f"model: {exc}", file=out)
-        return EXIT_USAGE if isinstance(exc.__cause__, UnsupportedFamily) else 1
+        return 1 if load_step(exc) == "model" else EXIT_USAGE
     kinds = Counter(layer_kinds(loaded.model))
     layers = ", ".join(f"{n} x {kind}" for kind, n in kinds.items())
     print(f"model: {loaded.source.display_name} ({model_type(loaded.model)}): {layers}", file=out)

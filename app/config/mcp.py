@@ -52,6 +52,9 @@ class Mcp(BaseModel):
     servers: dict[str, McpServer] = Field(default_factory=dict)
     """The servers, by name: [mcp.servers.time] with command = "uvx" and args = ["mcp-server-time"]."""
 
+    start_timeout: float = Field(20.0, gt=0)
+    """Seconds a server may take to start and list its tools; then it is stopped, and named as not answering."""
+
     tool_timeout: float = Field(60.0, gt=0)
     """Seconds a tool call may take; then it ends, and the model is told it timed out."""
 

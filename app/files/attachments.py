@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mlxchat.engine import format_bytes
+
 BINARY_PROBE = 8192  # a NUL byte in the first bytes says "binary", as git and grep decide
 _FENCE = re.compile(r"`{3,}")
 
@@ -46,21 +48,14 @@ class Attachment:
 
     @property
     def sizes(self) -> str:
-        """"1.2 KB · 312 tokens" (the tokens where counted)."""
+        """"1.2 KiB · 312 tokens" (the tokens where counted)."""
         tokens = "" if self.tokens is None else f" · {self.tokens:,} token{'s' if self.tokens != 1 else ''}"
-        return f"{human_size(self.size)}{tokens}"
+        return f"{format_bytes(self.size)}{tokens}"
 
     @property
     def label(self) -> str:
-        """What its chip says: "notes.md · 1.2 KB · 312 tokens"."""
+        """What its chip says: "notes.md · 1.2 KiB · 312 tokens"."""
         return f"{self.name} · {self.sizes}"
-
-
-def human_size(size: int) -> str:
-    """Bytes as people read them: 812 B, 1.2 KB, 3.4 MB."""
-    if size < 1024:
-        return f"{size} B"
-    return f"{size / 1024:.1f} KB" if size < 1024**2 else f"{size / 1024**2:.1f} MB"
 
 
 def shown_name(path: Path, folder: Path) -> str:
@@ -80,7 +75,7 @@ def read_attachment(path: Path, max_kb: int, folder: Path, when: str) -> Attachm
         if path.is_dir():
             raise AttachmentError(f"{name} is a folder: pick a file in it")
         if size > max_kb * 1024:
-            raise AttachmentError(f"{name} is {human_size(size)}, over attach_max_kb = {max_kb} KB: raise it in the "
+            raise AttachmentError(f"{name} is {format_bytes(size)}, over attach_max_kb = {max_kb} KiB: raise it in the "
                                   "config, or attach a part of the file")
         data = path.read_bytes()
     except FileNotFoundError:

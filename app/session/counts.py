@@ -12,7 +12,7 @@ from mlxchat.app.files.attachments import Attachment
 from mlxchat.app.files.room import over_the_slot
 from mlxchat.app.paths import logs_dir
 from mlxchat.app.tools.servers import Tool, ToolServers
-from mlxchat.engine import Messages, SlotPlan
+from mlxchat.engine import Messages, ModelFacts, SlotPlan
 
 if TYPE_CHECKING:
     from mlxchat.engine import ChatEngine
@@ -27,6 +27,7 @@ class ToolsAndCounts:
 
     engine: ChatEngine | None
     plan: SlotPlan | None
+    facts: ModelFacts | None  # the model's (its trained context: the largest slot it can have)
     tools: ToolServers | None
     mcp: Mcp
     takes_tools: bool
@@ -72,13 +73,24 @@ class ToolsAndCounts:
             return self.mcp.tool_result_max_tokens
         return max(0, self.plan.per_slot - used - ROOM_TO_ANSWER) // max(1, results)
 
+    def cannot_go_on(self, chat: Chat) -> str:
+        """Why a reply cannot go on after its tool results (the engine refused it): the chat with them no longer fits
+        its slot."""
+        needed = None if self.engine is None else self.engine.count_tokens(chat.prompt(self.keep_reasoning),
+                                                                           self.tool_schemas(chat))
+        size = f"{needed:,} tokens, over its slot's {self.plan.per_slot:,}" if needed and self.plan else \
+            "more than its slot holds"
+        return (f"The reply cannot go on: with its tool results the chat takes {size}. The results are kept: start a "
+                "new chat, fork this one at an earlier message (F8), or give each slot more room (F2).")
+
     def refusal(self, messages: Messages, chat: Chat, files: list[Attachment]) -> str | None:
         """Why `messages`, the chat's conversation with its next message, cannot be sent: it does not fit the slot
         with room for the reply (saying what would); None where it fits or the engine cannot count (a server)."""
         needed = None if self.engine is None else self.engine.count_tokens(messages, self.tool_schemas(chat))
         if needed is None or self.plan is None:
             return None
-        return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files)
+        trained = self.facts.trained_ctx if self.facts is not None else None
+        return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files, trained)
 
     def text_tokens(self, text: str) -> int | None:
         """How many tokens `text` is to the model (None where the engine cannot say)."""

@@ -30,6 +30,7 @@ PLAN_REMEDY = (
 REMEDIES = {
     "model": ("Set --model or `model` in the config file to a model that exists.", EXIT_FAILURE),
     "family": ("Set --model or `model` in the config file to a model whose layers `mlxchat models` lists.", EXIT_USAGE),
+    "kv": ('Set `kv_dtype` in the config file (or MLXCHAT_KV_DTYPE) to "float16" or "bfloat16".', EXIT_USAGE),
     "plan": (PLAN_REMEDY, EXIT_USAGE),
     "memory": (PLAN_REMEDY, EXIT_FAILURE),
 }

@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mlxchat.app.config.mcp import Mcp, McpServer
+from mlxchat.app.tools.watch import SERVING, ServerLoop, exit_words, watched
 
-CONNECT_S = 20.0  # the most a server may take to start and list its tools
+# How often a url server, idle, is asked for its tools: one that went away is named within 2 s. (A program's end is
+# seen at once: its output closes.)
+PROBE_S = 1.0
+CLOSE_S = 8.0  # the most closing waits for the servers to stop (the SDK's grace to each, then its kill)
 ServerStatus = Literal["starting", "ready", "failed", "off"]
 
 
@@ -49,6 +53,14 @@ class ServerState:
     tools: tuple[Tool, ...] = ()
     error: str = ""
     log: Path | None = None
+    log_from: int = 0  # the log's size when the server started: what it wrote since is its output
+
+    def why(self) -> str:
+        """Its error, with its log where it wrote something there this time (a program that did not run wrote
+        nothing: an empty log is no evidence)."""
+        log = self.log
+        wrote = log is not None and log.exists() and log.stat().st_size > self.log_from
+        return f"{self.error}{f' (its output: {log})' if wrote else ''}"
 
 
 @dataclass(frozen=True)
@@ -68,8 +80,10 @@ class ToolServers:
     log_dir: Path
     _states: dict[str, ServerState] = field(default_factory=dict)
     _clients: dict[str, Any] = field(default_factory=dict)
+    _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _loop: asyncio.AbstractEventLoop | None = None
     _stop: asyncio.Event | None = None
+    _thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Starts the servers' thread and connects every enabled server (returns at once)."""
@@ -78,43 +92,100 @@ class ToolServers:
         if not any(s.status == "starting" for s in self._states.values()):
             return
         ready = threading.Event()
-        threading.Thread(target=self._run, args=(ready,), name="mlxchat-mcp", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="mlxchat-mcp", daemon=True)
+        self._thread.start()
         ready.wait()
 
     def _run(self, ready: threading.Event) -> None:
-        self._loop = loop = asyncio.new_event_loop()
+        self._loop = loop = ServerLoop()
         asyncio.set_event_loop(loop)
         self._stop = asyncio.Event()
         ready.set()
 
         async def serve_all() -> None:
-            await asyncio.gather(*(self._serve(name, server) for name, server in self.config.servers.items()
-                                   if server.enabled))
+            for name, server in self.config.servers.items():
+                if server.enabled:
+                    self._launch(name)
+            assert self._stop is not None
+            await self._stop.wait()
+            tasks = list(self._tasks.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         loop.run_until_complete(serve_all())
         loop.close()
 
+    def _launch(self, name: str) -> None:
+        """Starts serving `name` (on the servers' loop)."""
+        self._tasks[name] = asyncio.get_running_loop().create_task(self._serve(name, self.config.servers[name]))
+
     async def _serve(self, name: str, server: McpServer) -> None:
-        """Holds one server's connection open until mlxchat closes, or the server fails."""
+        """Holds one server's connection open until mlxchat closes, or the server fails (then says why)."""
         from mcp import Client
 
+        SERVING.set(name)
         state = self._states[name]
+        loop = asyncio.get_running_loop()
+        # At the start timeout the server is stopped at once (not after the SDK's grace for a server that answers).
+        timer = loop.call_later(self.config.start_timeout, self._not_answered, name, asyncio.current_task())
+        ended = asyncio.Event()
+        failure: BaseException | None = None
         try:
             async with AsyncExitStack() as stack:
-                async with asyncio.timeout(CONNECT_S):
-                    client = await stack.enter_async_context(Client(self._transport(name, server, stack)))
-                    listed = await client.list_tools()
+                client = await stack.enter_async_context(Client(watched(self._transport(name, server, stack), ended)))
+                listed = await client.list_tools()
+                timer.cancel()
                 state.tools = tuple(Tool(name, t.name, t.description or "", dict(t.input_schema or {}))
                                     for t in listed.tools)
-                state.status = "ready"
+                state.status, state.error = "ready", ""
                 self._clients[name] = client
-                assert self._stop is not None
-                await self._stop.wait()
-        except BaseException as exc:  # (the SDK raises exception groups; a cancelled wait is a stop)
-            if not (self._stop and self._stop.is_set()):
-                state.status, state.error = "failed", describe(exc, server)
+                failure = await self._watch(server, client, ended)
+        except BaseException as exc:  # (the SDK raises exception groups; a cancelled task is a stop)
+            failure = exc
         finally:
+            timer.cancel()
             self._clients.pop(name, None)
+        stopping = self._stop is not None and self._stop.is_set()
+        if not stopping and state.status != "failed":  # (a call or the start timeout may have said why first)
+            state.status, state.error = "failed", self._failure(name, server, failure, ready=bool(state.tools))
+
+    def _not_answered(self, name: str, task: asyncio.Task[None] | None) -> None:
+        state = self._states[name]
+        state.status, state.error = "failed", f"it did not answer within {self.config.start_timeout:g} s"
+        assert isinstance(self._loop, ServerLoop)
+        self._loop.stop_process(name)
+        if task is not None:
+            task.cancel()
+
+    async def _watch(self, server: McpServer, client: Any, ended: asyncio.Event) -> BaseException | None:
+        """Waits until the connection ends: a program's output closes; a url server is asked for its tools every
+        PROBE_S while idle, and one that does not take the request is gone (one that is slow to answer is not)."""
+        if server.url is None:
+            await ended.wait()
+            return None
+        while not ended.is_set():
+            await asyncio.sleep(PROBE_S)
+            try:
+                async with asyncio.timeout(10 * PROBE_S):
+                    await client.list_tools(cache_mode="bypass")
+            except TimeoutError:
+                continue
+            except Exception as exc:
+                return exc
+        return None
+
+    def _failure(self, name: str, server: McpServer, failure: BaseException | None, ready: bool) -> str:
+        """Why a server stopped, in a line: the URL it was at, the exit code of a program that ended, the error."""
+        why = describe(failure, server) if failure is not None else ""
+        if server.url is not None:
+            where = f"the connection to {server.url} was lost" if ready else f"cannot reach {server.url}"
+            return f"{where} ({why})" if why else where
+        assert isinstance(self._loop, ServerLoop)
+        code = self._loop.exit_code(name)
+        if code is not None:
+            return f"it {'stopped' if ready else 'exited at once'} ({exit_words(code)})"
+        return why or "its connection ended"
 
     def _transport(self, name: str, server: McpServer, stack: AsyncExitStack) -> Any:
         """The server's transport: its command over stdio (its stderr to a log file), or streamable HTTP."""
@@ -130,7 +201,9 @@ class ToolServers:
         env = get_default_environment() | {v: os.environ[v] for v in server.env if v in os.environ}
         params = StdioServerParameters(command=server.command or "", args=server.args, env=env,
                                        cwd=os.path.expanduser(server.cwd) if server.cwd else None)
-        log = self._states[name].log = self.log_dir / f"mcp-{name}.log"
+        state = self._states[name]
+        log = state.log = self.log_dir / f"mcp-{name}.log"
+        state.log_from = log.stat().st_size if log.exists() else 0
         return stdio_client(params, errlog=stack.enter_context(_private_log(log)))
 
     # ---- what the app asks ----
@@ -182,18 +255,28 @@ class ToolServers:
         texts = [getattr(c, "text", None) or f"[{getattr(c, 'type', 'content')}]" for c in result.content]
         return ToolResult("\n".join(texts), bool(result.is_error), took())
 
+    def restart(self, name: str) -> bool:
+        """Starts a failed server again (from any thread); whether it was one to restart."""
+        state = self._states.get(name)
+        if state is None or state.status != "failed" or self._loop is None or self._loop.is_closed():
+            return False
+        state.status, state.error, state.tools = "starting", "", ()
+        self._loop.call_soon_threadsafe(self._launch, name)
+        return True
+
     def close(self) -> None:
-        """Ends every connection (the servers mlxchat started stop)."""
+        """Ends every connection and waits (up to CLOSE_S) until the servers mlxchat started have stopped, those
+        still starting too."""
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(CLOSE_S)
 
 
 def describe(exc: BaseException, server: McpServer | None) -> str:
     """What went wrong, in a line: the first real error inside the SDK's exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, TimeoutError):
-        return f"it did not answer within {CONNECT_S:g} s"
     if isinstance(exc, FileNotFoundError) and server is not None:
         return f"cannot run {server.command!r}: no such program (check `command` and your PATH)"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

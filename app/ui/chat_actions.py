@@ -3,6 +3,7 @@ code, settings, export): the pane asks for them with a message and the app's Cha
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from textual.app import App
@@ -18,6 +19,7 @@ from mlxchat.app.ui.screens.code_picker import CodePickerScreen
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.find import FindScreen
 from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
+from mlxchat.app.ui.server_notes import restart_server
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 
 
@@ -114,6 +116,8 @@ class ChatActions:
     def chat_settings(self, pane: ChatPane) -> None:
         """Edits the chat's system prompt and sampling (they apply from its next turn)."""
 
+        servers = self.session.tools
+
         def apply(settings: ChatSettings | None) -> None:
             if settings is not None and pane.is_attached:
                 pane.apply_settings(settings.system_prompt, settings.sampling, settings.tools_off)
@@ -122,7 +126,9 @@ class ChatActions:
             ChatSettingsScreen(pane.chat_title,
                                ChatSettings(pane.chat.system_prompt, pane.chat.sampling, pane.chat.tools_off),
                                thinking_switch=self.session.thinking_switch, room=room_line(self.session, pane.chat),
-                               tools=self.session.offered_tools()),
+                               tools=self.session.offered_tools(),
+                               failed=[s for s in servers.states() if s.status == "failed"] if servers else [],
+                               restart=partial(restart_server, servers, self.app.notify)),
             apply
         )
 

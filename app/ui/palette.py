@@ -1,5 +1,6 @@
 """The command palette's entries beside Textual's own: every action of the key registry (a chat's own run on
-the chat shown, as its key would in it) and, over the chats, each open chat to go to."""
+the chat shown, as its key would in it), the restart of each MCP server that failed and, over the chats, each open
+chat to go to."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from textual.screen import Screen
 
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.server_notes import restart_server
 
 
 def palette_commands(app: ChatHost, screen: Screen) -> Iterator[SystemCommand]:
@@ -21,6 +23,11 @@ def palette_commands(app: ChatHost, screen: Screen) -> Iterator[SystemCommand]:
     for action in keys.palette_actions():
         runner = on_shown_chat if action.scope == "pane" else app.run_action
         yield SystemCommand(action.description, action.help, partial(runner, action.action))
+    servers = app.session.tools
+    for state in servers.states() if servers is not None else []:
+        if state.status == "failed":
+            yield SystemCommand(f"Restart MCP server {state.name}", f"It failed: {state.error}",
+                                partial(restart_server, servers, app.notify, state.name))
     if screen is app.screen_stack[0]:
         for number, pane in enumerate(app.chat_panes, 1):
             yield SystemCommand(f"Go to {pane.chat_title}", f"Show the chat on slot {pane.slot_id}",

@@ -14,6 +14,7 @@ from mlxchat.app.session.model_choice import remember
 from mlxchat.app.session.start import StartFailure
 from mlxchat.app.ui.chat_host import ChatHost
 from mlxchat.app.ui.screens.loading import LoadingScreen
+from mlxchat.app.ui.server_notes import watch_servers
 from mlxchat.engine import release_thread_streams
 
 DRAFTS_EVERY_S = 5.0  # how often the chats' drafts are kept while mlxchat runs (and at quit)
@@ -41,19 +42,7 @@ class Startup:
     def load(self, screen: LoadingScreen) -> None:
         """Starts the engine off the UI thread, its progress shown on `screen`, and the MCP servers in the
         background (a server that fails is named; the chats go on without its tools)."""
-        servers = self.app.session.start_tools(self.app.settings)
-        said: set[str] = set()
-
-        def say_failures() -> None:
-            for state in servers.states():
-                if state.status == "failed" and state.name not in said:
-                    said.add(state.name)
-                    log = f" (its output: {state.log})" if state.log else ""
-                    self.app.notify(f"MCP server {state.name}: {state.error}{log}. The chats go on without its tools.",
-                                    severity="warning", timeout=15)
-
-        if servers.states():  # (a server can fail later too, dying mid-call: watched while mlxchat runs)
-            self.app.set_interval(1.0, say_failures)
+        watch_servers(self.app, self.app.session.start_tools(self.app.settings))
         self.app.run_worker(partial(self._load, screen), thread=True, exclusive=True, exit_on_error=False,
                             group="start")
 

@@ -203,7 +203,7 @@ def kv_footprint(model: nn.Module, kv_type: KVType) -> KVFootprint:
     try:
         return footprint(cache, kv_type)
     except UnsupportedKV as e:
-        raise ModelLoadError(str(e)) from None
+        raise ModelLoadError(str(e)) from e  # (the cause says that kv_dtype, not the model, is to change)
 
 
 def _refused(check: Callable[[nn.Module], Any], model: nn.Module) -> Any:

@@ -30,7 +30,7 @@ def test_each_file_that_cannot_be_attached_is_refused_with_what_to_do(tmp_path: 
     assert refusal(tmp_path / "blob.bin") == "blob.bin is a binary file: only text files can be attached"
     (tmp_path / "large.txt").write_text("x" * 3000)
     assert refusal(tmp_path / "large.txt", max_kb=2) == (
-        "large.txt is 2.9 KB, over attach_max_kb = 2 KB: raise it in the config, or attach a part of the file")
+        "large.txt is 2.9 KiB, over attach_max_kb = 2 KiB: raise it in the config, or attach a part of the file")
     assert refusal(tmp_path / "gone.txt") == "gone.txt no longer exists: pick it again where it is now"
     (tmp_path / "sub").mkdir()
     assert refusal(tmp_path / "sub") == "sub is a folder: pick a file in it"

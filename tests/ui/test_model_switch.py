@@ -71,7 +71,7 @@ def test_a_switch_while_a_reply_streams_keeps_the_chats_and_plans_the_slots_agai
         picker = await open_picker(app, pilot)
         tiny = next(line for line in lines(picker) if TINY_ID in line)
         size = sum(f.stat().st_size for f in (hub_cache / "models--tiny-org--tiny-llama").rglob("*") if f.is_file())
-        assert tiny == f"  {TINY_ID} · HF cache · {size / 1024:.1f} KB · float32 · 4,096 tokens trained"
+        assert tiny == f"  {TINY_ID} · HF cache · {size / 1024:.1f} KiB · float32 · 4,096 tokens trained"
         picker.query_one(Input).value = "tiny-org"  # the filter
         await pilot.pause()
         assert lines(picker) == [tiny]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -11,9 +12,10 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Footer, Input, Label, SelectionList, Static, Switch
 
 from mlxchat.app.config.settings import Sampling
-from mlxchat.app.tools.servers import Tool
+from mlxchat.app.tools.servers import ServerState, Tool
 from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
+from mlxchat.app.ui.widgets.server_restarts import ServerRestarts
 from mlxchat.engine import SamplingParams
 
 # The form's typed fields, in order: the Sampling field each sets. Empty, the optional ones are unset.
@@ -37,16 +39,20 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "confirm", "Save", priority=True)]
 
     def __init__(self, title: str, settings: ChatSettings, thinking_switch: bool, room: str = "",
-                 tools: list[Tool] | None = None) -> None:
+                 tools: list[Tool] | None = None, failed: list[ServerState] | None = None,
+                 restart: Callable[[str], bool] | None = None) -> None:
         """`thinking_switch`: whether the model's template can turn thinking off (the switch shows only then);
         `room`: what the system prompt and tool listing take of the chat's slot, in a line; `tools`: those its
-        replies could call (each on or off for this chat)."""
+        replies could call (each on or off for this chat); `failed`: the MCP servers that failed, which
+        `restart` starts again."""
         super().__init__()
         self._title = title
         self._settings = settings
         self._thinking_switch = thinking_switch
         self._room = room
         self._tools = tools or []
+        self._failed = failed or []
+        self._restart = restart
 
     def compose(self) -> ComposeResult:
         sampling = self._settings.sampling
@@ -71,6 +77,8 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                 yield Label("Tools its replies may call (space turns one on or off)")
                 yield SelectionList[str](*((f"{t.name} · {t.server}", t.key, t.key not in self._settings.tools_off)
                                            for t in self._tools), id="tools")
+            if self._failed and self._restart is not None:
+                yield ServerRestarts(self._failed, self._restart)
             yield Static(id="form-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")

@@ -20,6 +20,7 @@ from mlxchat.app.ui.screens.inspector import InspectorScreen, SlotTable
 from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.widgets.chat_input import INPUT_KEYS
 from mlxchat.app.ui.widgets.slider import Slider
+from mlxchat.app.ui.widgets.tool_widgets import ToolApproval
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ def app_sections(keymap: Mapping[str, str]) -> list[HelpSection]:
         bindings_section("Everywhere", keys.bindings(), keymap, extra=[keys.goto_help(keymap)]),
         bindings_section("In a chat (on the chat you are typing in)", keys.bindings(pane=True), keymap),
         HelpSection("In the message box", INPUT_KEYS),
+        bindings_section("A tool call waiting for your approval (in the chat)", ToolApproval.BINDINGS, keymap,
+                         remappable=False),
         bindings_section("Slots screen (F2)", [*SlotsScreen.BINDINGS, *Slider.BINDINGS], keymap, remappable=False),
         bindings_section("Slot inspector (F3)", [*InspectorScreen.BINDINGS, *SlotTable.BINDINGS], keymap,
                          remappable=False),

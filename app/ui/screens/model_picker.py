@@ -16,9 +16,8 @@ from textual.fuzzy import Matcher
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from mlxchat.app.files.attachments import human_size
 from mlxchat.app.ui.screens.modal import AppModalScreen
-from mlxchat.engine import ModelEntry
+from mlxchat.engine import ModelEntry, format_bytes
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name
 SOURCES = {"default": "default", "gguf": "GGUF", "converted": "converted GGUF", "hub": "HF cache"}
@@ -34,10 +33,17 @@ class ModelChoice:
     save: bool
 
 
+def missing_path(typed: str) -> bool:
+    """Whether `typed` is a path (not a Hub id: it starts from a folder, has several parts, or names a .gguf) and
+    nothing is there."""
+    looks = typed.startswith(("/", "~", ".")) or typed.count("/") > 1 or typed.lower().endswith(".gguf")
+    return bool(typed) and looks and not Path(typed).expanduser().exists()
+
+
 def entry_line(entry: ModelEntry, current: bool) -> str:
-    """A model as the list shows it: "● name · default · 98.4 MB · Q4_1 · 8,192 tokens trained"."""
+    """A model as the list shows it: "● name · default · 98.4 MiB · Q4_1 · 8,192 tokens trained"."""
     trained = f"{entry.trained_ctx:,} tokens trained" if entry.trained_ctx else "trained context unknown"
-    return (f"{'●' if current else ' '} {entry.name} · {SOURCES[entry.source]} · {human_size(entry.size_bytes)}"
+    return (f"{'●' if current else ' '} {entry.name} · {SOURCES[entry.source]} · {format_bytes(entry.size_bytes)}"
             f" · {entry.kind} · {trained}")
 
 
@@ -94,6 +100,8 @@ class ModelPickerScreen(AppModalScreen[ModelChoice]):
 
     @staticmethod
     def _typed_line(typed: str) -> str:
+        if missing_path(typed):
+            return f"{typed}: no such file or folder"
         if HUB_ID.match(typed) and not Path(typed).expanduser().exists():
             return f"enter: download {typed} from Hugging Face (needs the network), then switch to it"
         if typed and Path(typed).expanduser().exists():
@@ -123,6 +131,8 @@ class ModelPickerScreen(AppModalScreen[ModelChoice]):
         typed = self.query_one(Input).value.strip()
         if typed and Path(typed).expanduser().exists():
             self.dismiss(ModelChoice(typed, Path(typed).name, save))
+        elif missing_path(typed):
+            self.notify(f"{typed}: no such file or folder.", severity="warning")
         elif HUB_ID.match(typed):
             self.dismiss(ModelChoice(typed, typed, save))
         else:

@@ -247,6 +247,7 @@ class ChatPane(TitledBox, PaneKeys):
         if refusal is not None:  # (the message and its files stay where they are)
             await self.view.mount(note(f"Not sent: {refusal}", "-refused"))
             return False
+        await self.view.query(".-refused").remove()  # (what an earlier try was told no longer holds)
         self.chat_input.clear()
         self.attacher.tray.put([])
         self._sent_text = typed
@@ -359,9 +360,12 @@ class ChatPane(TitledBox, PaneKeys):
             self._ended(done, following)
 
     async def _refused(self, done: Done, streamed: ReplyView) -> None:
-        """Undoes a message the engine would not take: the text goes back to the input with the reason."""
+        """Undoes a message the engine would not take: the text goes back to the input with the reason (a reply
+        that was to go on after its tool results was sent: it says that it cannot go on)."""
+        going_on = self._user_turn is None and self.tool_rounds > 0
         await self._take_back(streamed)
-        await self.view.mount(note(f"Not sent: {done.error}", "-refused"))
+        said = self._session.cannot_go_on(self.chat) if going_on else f"Not sent: {done.error}"
+        await self.view.mount(note(said, "-refused"))
 
     async def _take_back(self, streamed: ReplyView) -> None:
         """Undoes the message just sent (its text goes back to the input) and removes its empty reply."""
@@ -373,12 +377,6 @@ class ChatPane(TitledBox, PaneKeys):
             if widget is not None:
                 await widget.remove()
         self._user_turn = None
-
-    def _put_back(self, text: str) -> None:
-        """Puts `text` in the input, before anything typed there since."""
-        typed_since = self.chat_input.text
-        self.chat_input.text = text + (f"\n{typed_since}" if typed_since else "")
-        self.chat_input.move_cursor(self.chat_input.document.end)
 
     def turns_may_change(self) -> bool:
         """Whether a turn action may change the conversation now; says why not when it may not."""

@@ -55,7 +55,8 @@ class ConversationView(VerticalScroll):
             yield ReplyView(message.text, classes="assistant-turn")
         yield from (ToolEntry(call) for call in message.tool_calls)
         # (a reply that only called tools wrote what it meant to)
-        yield from self._end_note(message.text or "⚙" * bool(message.tool_calls), message.finish_reason, None)
+        yield from self._end_note(message.text or "⚙" * bool(message.tool_calls), message.finish_reason, None,
+                                  bool(message.reasoning))
         yield from self._timings(message)
 
     @staticmethod
@@ -65,9 +66,9 @@ class ConversationView(VerticalScroll):
         if line is not None:
             yield TurnText(line, classes="turn-timings", markup=False)
 
-    def _end_note(self, text: str, reason: str | None, error: str | None) -> Iterator[Widget]:
+    def _end_note(self, text: str, reason: str | None, error: str | None, reasoned: bool) -> Iterator[Widget]:
         """The note under a reply on how it ended, where it says more than that it is done."""
-        found = end_note(reason, text, self._chat.sampling.max_tokens, error)
+        found = end_note(reason, text, self._chat.sampling.max_tokens, error, reasoned)
         if found is not None:
             yield note(*found)
 
@@ -86,7 +87,8 @@ class ConversationView(VerticalScroll):
         if block is not None and saved is not None:
             block.show(done.reasoning)
             block.fold(reasoning_header(saved), collapsed=not self._chat.reasoning_open)
-        widgets = list(self._end_note(done.text or "⚙" * bool(done.tool_calls), done.reason, done.error))
+        widgets = list(self._end_note(done.text or "⚙" * bool(done.tool_calls), done.reason, done.error,
+                                      bool(done.reasoning)))
         if done.stats.lost:
             widgets.append(note(lost_note(done.stats)))
         if done.text and saved is not None:
@@ -109,9 +111,17 @@ class ConversationView(VerticalScroll):
 
     def last_reasoning(self) -> ReasoningBlock | None:
         """The reasoning block of the chat's last reply, if it has one."""
+        return next((w for w in reversed(self._last_reply()) if isinstance(w, ReasoningBlock)), None)
+
+    def last_tool_entries(self) -> list[ToolEntry]:
+        """The entries of the tool calls of the chat's last reply (all its rounds)."""
+        return [w for w in self._last_reply() if isinstance(w, ToolEntry)]
+
+    def _last_reply(self) -> list[Widget]:
+        """The widgets after the user's last message."""
         turns = list(self.children)
         last_user = max((i for i, w in enumerate(turns) if w.has_class("user-turn")), default=-1)
-        return next((w for w in reversed(turns[last_user + 1 :]) if isinstance(w, ReasoningBlock)), None)
+        return turns[last_user + 1 :]
 
     def user_turn(self, nth: int) -> Widget:
         """The box of the user's `nth` message (0 is the first)."""

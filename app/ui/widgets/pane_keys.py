@@ -24,7 +24,6 @@ class PaneKeys(TabPane):
     turns_may_change: Any
     key: Any
     focus_input: Any
-    _put_back: Any
     chat_input: Any
     attacher: Any
 
@@ -59,6 +58,18 @@ class PaneKeys(TabPane):
             return
         block.collapsed = not block.collapsed
         self.conversation.keep_reasoning_open(not block.collapsed)
+
+    def action_toggle_tools(self) -> None:
+        """Opens the tool calls of the chat's last reply on their arguments and results, or folds them."""
+        entries = self.view.last_tool_entries()
+        if not entries:
+            self.notify("The last reply called no tool.", severity="warning")
+            return
+        opening = any(entry.collapsed for entry in entries)
+        for entry in entries:
+            entry.collapsed = not opening
+        if opening:
+            entries[0].scroll_visible(animate=False)
 
     def action_copy_reply(self) -> None:
         """Copies the chat's last reply to the clipboard."""
@@ -126,6 +137,12 @@ class PaneKeys(TabPane):
         if before is not None:
             self._turn_of(before).remove_class("-editing")
             self.notify("Edit cancelled: the conversation stays as it was.")
+
+    def _put_back(self, text: str) -> None:
+        """Puts `text` in the input, before anything typed there since."""
+        typed_since = self.chat_input.text
+        self.chat_input.text = text + (f"\n{typed_since}" if typed_since else "")
+        self.chat_input.move_cursor(self.chat_input.document.end)
 
     def _turn_of(self, index: int) -> Widget:
         """The box of user message `index` in the conversation."""
