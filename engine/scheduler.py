@@ -280,7 +280,7 @@ class SlotScheduler:
             detokenizer=self.tokenizer.detokenizer,
             on_event=on_event,
             split=self.replies.split(prompt, sampling),
-            tools=submit.tools,
+            tools=[*(submit.tools or ()), *(submit.unlisted_tools or ())] or None,
             cached=cached,
             refilled=max(0, common - cached),
             pending=prompt[cached:],

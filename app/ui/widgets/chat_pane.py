@@ -275,8 +275,10 @@ class ChatPane(TitledBox, PaneKeys):
         self.conversation.begin_reply(self._session.model_name)
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
+        listing = self._session.listing(self.chat)
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
-                                               self.chat.sampling, self._feed, self._session.tool_schemas(self.chat))
+                                               self.chat.sampling, self._feed, listing.schemas(listing.listed),
+                                               listing.schemas(listing.found) if listing.deferred else None)
         self._frames.wake()
 
     async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
@@ -398,9 +400,10 @@ class ChatPane(TitledBox, PaneKeys):
         await self.view.show(self.chat.messages)
         self._start_reply()
 
-    def apply_settings(self, system_prompt: str, sampling: SamplingParams, tools_off: list[str]) -> None:
+    def apply_settings(self, system_prompt: str, sampling: SamplingParams, tools_off: list[str],
+                       tools_on: list[str]) -> None:
         """Gives the chat a new system prompt, sampling and tools, used from its next turn."""
-        self.conversation.apply_settings(system_prompt, sampling, tools_off)
+        self.conversation.apply_settings(system_prompt, sampling, tools_off, tools_on)
         self.notify("The chat's settings apply from its next turn.")
 
     # ---- its seat on the slots ----
