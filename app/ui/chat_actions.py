@@ -159,8 +159,7 @@ def room_line(session: Session, chat: Chat, offered: list[Tool] | None = None) -
     else:
         listing = f"{len(tools.offered)} tool{'s' if len(tools.offered) != 1 else ''} offered"
     if tools.deferred:
-        listing += (f", searched: listing them all would take {tools.tokens:,} tokens, over the {tools.budget:,} of "
-                    "mcp.tool_listing_max_tokens")
+        listing += f", searched: all would take {tools.tokens:,}, over mcp.tool_listing_max_tokens = {tools.budget:,}"
     counted = session.listing_tokens(chat.system_prompt, chat, offered)
     if counted is None or session.plan is None:
         return f"{listing.capitalize()}."

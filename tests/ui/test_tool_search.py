@@ -95,3 +95,87 @@ def test_sixteen_tools_are_searched_and_the_one_found_is_called_in_the_same_slot
         assert replies[0].prompt_tokens < whole // 4  # type: ignore[operator]
 
     run(search_app(search_model_dir), scenario)
+
+
+def test_f5_at_80x24_shows_its_count_which_follows_the_ticks_and_a_server_turns_off_at_once(
+        search_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await all_tools(app, pilot)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
+        await pilot.pause()
+        form = app.screen
+        room = form.query_one(".settings-room", Static)
+        await pilot.pause(0.5)  # (the form scrolls to the field it focuses)
+        screen = " ".join(screen_lines(app))
+        for shown in ("Settings of “Chat 1”", "this chat takes", "tools offered"):  # in view when the form opens
+            assert shown in screen, screen
+        assert "16 tools offered, searched" in str(room.render())
+        tools = form.query_one(SelectionList)
+        tools.focus()
+        tools.highlighted = row(tools, "test/slow")
+        await pilot.press("space")
+        assert "15 tools offered, searched" in str(room.render())
+        tools.highlighted = row(tools, "*files")  # the server's row: all its six tools at once
+        await pilot.press("space")
+        assert "9 tools offered, searched" in str(room.render())
+        assert not {f"files/files_{i}" for i in range(1, 7)} & set(tools.selected)
+        tools.highlighted = row(tools, "*notes")
+        await pilot.press("space")
+        assert "4 tools offered" in str(room.render()) and "searched" not in str(room.render())  # (they fit now)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
+        assert sorted(pane.chat.tools_off) == sorted(
+            ["test/slow", *(f"files/files_{i}" for i in range(1, 7)), *(f"notes/notes_{i}" for i in range(1, 6))])
+        assert not app.session.listing(pane.chat).deferred and len(app.session.listing(pane.chat).listed) == 4
+
+    run_sized(search_app(search_model_dir, tool_listing_max_tokens=1200), scenario, (80, 24))
+
+
+def test_a_servers_tools_setting_names_the_tools_a_chat_offers_and_f5_turns_on_the_others(
+        search_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await all_tools(app, pilot)
+        assert [t.key for t in app.session.offered_tools(pane.chat) if t.server == "files"] == ["files/files_2"]
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
+        tools = app.screen.query_one(SelectionList)
+        assert "files/files_1" not in tools.selected and "files/files_2" in tools.selected
+        tools.focus()
+        tools.highlighted = row(tools, "files/files_1")
+        await pilot.press("space")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
+        assert (pane.chat.tools_on, pane.chat.tools_off) == (["files/files_1"], [])
+        assert [t.key for t in app.session.offered_tools(pane.chat) if t.server == "files"] == [
+            "files/files_1", "files/files_2"]
+
+    servers = SERVERS | {"files": many("files", 6) | {"tools": ["files_2"]}}
+    run(make_app(search_model_dir, parallel=4, ctx_size=8192, mcp={"servers": servers}), scenario)
+
+
+def screen_lines(app: ChatApp) -> list[str]:
+    """The screen's text as the terminal shows it, a line each (from Textual's SVG screenshot, which writes each
+    line's text in pieces)."""
+    import html
+    import re
+
+    lines: dict[str, str] = {}
+    for line, text in re.findall(r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)</text>', app.export_screenshot()):
+        lines[line] = lines.get(line, "") + html.unescape(text).replace("\xa0", " ")
+    return [" ".join(text.split()) for _, text in sorted(lines.items(), key=lambda i: int(i[0]))]
+
+
+def row(tools: SelectionList, value: str) -> int:
+    """The index of the row of `value`."""
+    return next(i for i in range(tools.option_count) if tools.get_option_at_index(i).value == value)
+
+
+def run_sized(app: ChatApp, scenario, size: tuple[int, int]) -> None:
+    import asyncio
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await scenario(app, pilot)
+
+    asyncio.run(main())
