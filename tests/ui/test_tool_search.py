@@ -15,7 +15,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from tests.conftest import ROOT
-from tests.pilot import make_app, notes, ready, run, submit, wait_for
+from tests.pilot import make_app, notes, ready, run, send, submit, wait_for
 from tests.tiny_tools import ANSWER
 from tests.ui.test_tools import SERVER, approval
 
@@ -179,3 +179,30 @@ def run_sized(app: ChatApp, scenario, size: tuple[int, int]) -> None:
             await scenario(app, pilot)
 
     asyncio.run(main())
+
+
+def test_a_refusal_names_the_tool_listing_where_the_message_would_fit_without_it(tool_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await wait_for(pilot, lambda: len(app.session.available_tools()) == 5, "the server's tools")
+        listing = listing_tokens(tool_model_dir, app)
+        engine = app.session.engine
+        assert engine is not None and 100 < listing < 1024 - 64
+        # A message that fits the slot of 1,024 with room for the reply, but not beside the listing.
+        words = 1
+        while engine.count_tokens([{"role": "user", "content": "go " * (words + 1)}]) + 64 <= 1024:  # type: ignore
+            words += 1
+        await send(pilot, pane, "go " * words)
+        await wait_for(pilot, lambda: bool(notes(pane)), "the refusal")
+        (refused,) = notes(pane)
+        assert refused.startswith("Not sent: this message does not fit its slot")
+        assert refused.endswith(f" Or with a shorter tool listing: the 5 tools of test (5) take {listing:,} tokens of "
+                                "it. Turn tools off for this chat (F5), or set mcp.tool_listing_max_tokens under "
+                                f"{listing:,} to have them searched instead.")
+        # Longer than the slot even without the listing: the listing is not the reason, and is not named.
+        await pane.view.remove_children()
+        await send(pilot, pane, "go " * 2 * words)
+        await wait_for(pilot, lambda: bool(notes(pane)), "the refusal")
+        assert "tool listing" not in notes(pane)[-1]
+
+    run(make_app(tool_model_dir, mcp={"servers": {"test": SERVER}, "tool_listing_max_tokens": 4096}), scenario)
