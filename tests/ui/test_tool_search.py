@@ -206,3 +206,19 @@ def test_a_refusal_names_the_tool_listing_where_the_message_would_fit_without_it
         assert "tool listing" not in notes(pane)[-1]
 
     run(make_app(tool_model_dir, mcp={"servers": {"test": SERVER}, "tool_listing_max_tokens": 4096}), scenario)
+
+
+def test_the_listing_notice_comes_again_after_a_model_switch(search_model_dir: Path, tool_model_dir: Path) -> None:
+    from tests.ui.test_model_switch import pick_typed
+
+    def said(app: ChatApp) -> list[str]:
+        return [n.message for n in app._notifications if n.message.startswith("The tool listing would not fit")]
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await all_tools(app, pilot)
+        await wait_for(pilot, lambda: len(said(app)) == 1, "the notice at launch")
+        await pick_typed(app, pilot, str(tool_model_dir))
+        await wait_for(pilot, lambda: app.session.model_name == "tiny-tools", "the switch")
+        await wait_for(pilot, lambda: len(said(app)) == 2, "the notice after the switch")
+
+    run(search_app(search_model_dir), scenario)
