@@ -26,6 +26,7 @@ from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.session.start import start_engine
+from mlxchat.app.tools.listing import Listing
 from mlxchat.app.tools.servers import ToolServers
 from mlxchat.engine import (
     Done,
@@ -250,14 +251,15 @@ class Session(ToolsAndCounts):
     # ---- replies ----
 
     def submit(self, key: str, messages: Messages, sampling: SamplingParams, feed: ReplyFeed,
-               tools: list[dict] | None = None, unlisted_tools: list[dict] | None = None) -> int:
+               listing: Listing | None = None) -> int:
         """Asks for chat `key`'s reply to `messages`: at once on its own slot, a free one or the least
         recently used idle one; with every slot generating it waits in line (Queued tells the chat its
-        place). Its text goes into `feed`, its end comes as ReplyDone to the chat's target. Returns the
-        request's id, as the messages give it back."""
+        place). Its text goes into `feed`, its end comes as ReplyDone to the chat's target; `listing`: the tools
+        it may call. Returns the request's id, as the messages give it back."""
         seat = self._seats[key]
         request = seat.request = next(self._requests)
-        seat.pending = Pending(request, messages, sampling, feed, tools, unlisted_tools)
+        tools = (listing.schemas(listing.listed), listing.schemas(listing.unlisted)) if listing else (None, None)
+        seat.pending = Pending(request, messages, sampling, feed, *tools)
         self._queue.append(key)
         self._serve_queue()
         return request

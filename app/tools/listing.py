@@ -55,7 +55,9 @@ def search_result(query: str, found: list[Tool]) -> str:
     if not found:
         return f"No tool matches {query!r}: search again with other words."
     lines = [json.dumps(tool.function(), ensure_ascii=False) for tool in found]
-    return f"Found {len(found)} tool{'s' if len(found) != 1 else ''}; you may call them now:\n" + "\n".join(lines)
+    names = ", ".join(tool.name for tool in found)
+    return f"Found {names}: you may call {'it' if len(found) == 1 else 'them'} from now on, as defined here:\n" + \
+        "\n".join(lines)
 
 
 def found_in(chat: Chat) -> list[str]:
@@ -91,6 +93,11 @@ class Listing:
     def callable(self) -> list[Tool]:
         """The tools a reply may call now."""
         return [SEARCH, *self.found] if self.deferred else self.offered
+
+    @property
+    def unlisted(self) -> list[Tool]:
+        """The tools a reply may call that the template does not list (defined in the conversation)."""
+        return self.found if self.deferred else []
 
     def schemas(self, tools: list[Tool]) -> list[dict[str, Any]] | None:
         """`tools` as the chat template takes them (None where there are none)."""

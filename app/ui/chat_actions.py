@@ -117,7 +117,9 @@ class ChatActions:
 
         def apply(settings: ChatSettings | None) -> None:
             if settings is not None and pane.is_attached:
-                pane.apply_settings(settings.system_prompt, settings.sampling, settings.tools_off, settings.tools_on)
+                pane.conversation.apply_settings(settings.system_prompt, settings.sampling, settings.tools_off,
+                                                 settings.tools_on)
+                pane.notify("The chat's settings apply from its next turn.")
 
         chat, session = pane.chat, self.session
         self.app.push_screen(

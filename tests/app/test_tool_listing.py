@@ -42,7 +42,7 @@ def test_a_search_ranks_names_over_descriptions_and_gives_each_tool_in_full() ->
     assert len(search("reads", many)) == FOUND_MAX
     result = search_result("weather", [WEATHER])
     first, given = result.split("\n")
-    assert first == "Found 1 tool; you may call them now:"
+    assert first == "Found weather: you may call it from now on, as defined here:"
     assert json.loads(given) == {"type": "function", "function": {
         "name": "weather", "description": "Today's weather in a city.", "parameters": SCHEMA}}
     assert search_result("stock", []) == "No tool matches 'stock': search again with other words."
