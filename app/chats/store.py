@@ -155,7 +155,8 @@ class ChatStore(TabLeases, ChatSearch):
         return None if row is None else self._chat(row)
 
     def _chat(self, row: tuple) -> Chat:
-        chat_id, title, created, updated, model, system_prompt, *sampling_row, draft, reasoning_open, tools_off, tools_on = row
+        *head, draft, reasoning_open, tools_off, tools_on = row
+        chat_id, title, created, updated, model, system_prompt, *sampling_row = head
         messages = [
             ChatMessage(**{c: json.loads(v) if c in JSON_COLUMNS else v for c, v in zip(MESSAGE_COLUMNS, values)},
                         saved=True)

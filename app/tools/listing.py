@@ -124,5 +124,6 @@ def notice(listing: Listing, per_slot: int) -> str | None:
         return None
     return (f"The tool listing would not fit: the {len(listing.offered)} tools of {listing.servers()} take "
             f"{listing.tokens:,} tokens of a chat's slot of {per_slot:,}, over the {listing.budget:,} of "
-            f"mcp.tool_listing_max_tokens. Each chat is given one tool to search them instead ({listing.search_tokens or 0:,} "
-            "tokens), and the tools its model finds. F5 turns tools off for a chat; F2 makes slots bigger.")
+            f"mcp.tool_listing_max_tokens. Each chat is given one tool to search them instead "
+            f"({listing.search_tokens or 0:,} tokens), and the tools its model finds. F5 turns tools off for a chat; "
+            "F2 makes slots bigger.")

@@ -161,7 +161,8 @@ def screen_lines(app: ChatApp) -> list[str]:
     import re
 
     lines: dict[str, str] = {}
-    for line, text in re.findall(r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)</text>', app.export_screenshot()):
+    pieces = r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)</text>'
+    for line, text in re.findall(pieces, app.export_screenshot()):
         lines[line] = lines.get(line, "") + html.unescape(text).replace("\xa0", " ")
     return [" ".join(text.split()) for _, text in sorted(lines.items(), key=lambda i: int(i[0]))]
 
