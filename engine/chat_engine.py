@@ -25,6 +25,7 @@ class ChatEngine(Protocol):
         sampling: SamplingParams = ...,
         on_event: Callable[[Event], None] | None = None,
         tools: Tools | None = None,
+        unlisted_tools: Tools | None = None,
     ) -> RequestHandle:
         """Starts a reply in `slot_id`; its events come on the handle and to `on_event`, ending with Done."""
         ...

@@ -47,6 +47,8 @@ class Submit:
     sampling: SamplingParams = SamplingParams()
     on_event: Callable[[Event], None] | None = None
     tools: Tools | None = None
+    unlisted_tools: Tools | None = None  # tools it may call that the template does not list: their definitions are
+    # in the conversation (found by a search); the tool parser reads their schemas
 
 
 def prompt_of(tokenizer: Any, submit: Submit) -> list[int]:
@@ -82,11 +84,13 @@ class TakesRequests:
         sampling: SamplingParams = SamplingParams(),
         on_event: Callable[[Event], None] | None = None,
         tools: Tools | None = None,
+        unlisted_tools: Tools | None = None,
     ) -> RequestHandle:
         """Starts a reply in `slot_id` to a chat (`messages`) or to raw `tokens`; its events come on the handle
-        and to `on_event`, ending with one Done. `tools`: what the reply may call (its Done names the calls)."""
+        and to `on_event`, ending with one Done. `tools`: what the reply may call (its Done names the calls), as the
+        template lists them; `unlisted_tools`: those it may call besides, defined in the conversation."""
         handle = RequestHandle(next(self._request_ids), slot_id)
-        self._take(Submit(handle, messages, tokens, sampling, on_event, tools))
+        self._take(Submit(handle, messages, tokens, sampling, on_event, tools, unlisted_tools))
         return handle
 
     def _take(self, submit: Submit) -> None:

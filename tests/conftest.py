@@ -146,3 +146,11 @@ def tool_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.tiny_tools import build_tool_model
 
     return build_tool_model(tmp_path_factory.mktemp("tools") / "tiny-tools")
+
+
+@pytest.fixture(scope="session")
+def search_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model that searches for a tool, then calls it, then answers from its result (tests/tiny_tools.py)."""
+    from tests.tiny_tools import build_search_model
+
+    return build_search_model(tmp_path_factory.mktemp("search") / "tiny-search")

@@ -39,3 +39,31 @@ def build_tool_model(path: Path) -> Path:
         path, ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", AFTER_RESULT, CALL], TEMPLATE,
         [("\n", ["<tool_call>", CALL, "</tool_call>", EOS]), (AFTER_RESULT, [ANSWER, EOS])],
     )
+
+
+# The search model (tests/ui/test_tool_search.py): tools deferred behind mlxchat's search_tools, it calls the search
+# and `weather` in one round; `weather` is not offered yet (the model is told so) but the search found it, so the
+# next round's same calls run it; after its result it answers. (Its table gives each token one successor: a reply
+# cannot make different calls in different rounds, so it makes the same two each time.)
+SEARCH_THEN_CALL = ('[{"name": "search_tools", "arguments": {"query": "weather"}}, '
+                    '{"name": "weather", "arguments": {"city": "Paris"}}]')
+NOT_OFFERED = "there is no tool named"  # (the start of what the model is told of a call it cannot make)
+SEARCH_TEMPLATE = TEMPLATE.replace(
+    "{% for call in message.tool_calls or [] %}{% set tool_call = call.function %}"
+    '<tool_call>{"name": "{{ tool_call.name }}", "arguments": {{ tool_call.arguments | tojson }}}</tool_call>'
+    "{% endfor %}",
+    # The calls sent back as the model wrote them: in one list.
+    "{% if message.tool_calls %}<tool_call>[{% for call in message.tool_calls %}{% set tool_call = call.function %}"
+    '{"name": "{{ tool_call.name }}", "arguments": {{ tool_call.arguments | tojson }}}{% if not loop.last %}, '
+    "{% endif %}{% endfor %}]</tool_call>{% endif %}",
+).replace("not messages[-1].content.startswith('again')", f"not messages[-1].content.startswith({NOT_OFFERED!r})")
+
+
+def build_search_model(path: Path) -> Path:
+    """Writes the tiny model that searches for `weather`, then calls it, to `path`."""
+    assert SEARCH_TEMPLATE.count(NOT_OFFERED) == 1 and "loop.last" in SEARCH_TEMPLATE
+    return build_scripted_model(
+        path, ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", AFTER_RESULT, SEARCH_THEN_CALL],
+        SEARCH_TEMPLATE,
+        [("\n", ["<tool_call>", SEARCH_THEN_CALL, "</tool_call>", EOS]), (AFTER_RESULT, [ANSWER, EOS])],
+    )

@@ -71,6 +71,7 @@ class Chat:
     draft: str = ""  # what its message box held, unsent, when mlxchat last quit
     reasoning_open: bool = False  # whether its replies' reasoning blocks are shown open once the answer starts
     tools_off: list[str] = field(default_factory=list)  # tools its replies may not call ("server/tool"; default: none)
+    tools_on: list[str] = field(default_factory=list)  # tools it offers that their server's `tools` leaves off
     saved: bool = False  # whether the chats row holds the fields above
 
     def __post_init__(self) -> None:

@@ -226,9 +226,12 @@ class Conversation:
     def last_reply(self) -> ChatMessage | None:
         return next((m for m in reversed(self.chat.messages) if m.role == "assistant"), None)
 
-    def apply_settings(self, system_prompt: str, sampling: SamplingParams, tools_off: list[str]) -> None:
-        """A new system prompt, sampling and tools, used from the chat's next turn."""
-        self.chat.system_prompt, self.chat.sampling, self.chat.tools_off = system_prompt, sampling, tools_off
+    def apply_settings(self, system_prompt: str, sampling: SamplingParams, tools_off: list[str],
+                       tools_on: list[str]) -> None:
+        """A new system prompt, sampling and tools (those off and on against their servers'), used from the chat's
+        next turn."""
+        self.chat.system_prompt, self.chat.sampling = system_prompt, sampling
+        self.chat.tools_off, self.chat.tools_on = tools_off, tools_on
         self.chat.touch()
         self.save()
 

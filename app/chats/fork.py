@@ -30,5 +30,5 @@ def fork(chat: Chat, keep: int, suffix: str = FORK_SUFFIX) -> Chat:
                 for m in chat.messages[:keep]]
     return Chat(None, title=(chat.title or "Chat") + suffix, model=chat.model, system_prompt=chat.system_prompt,
                 sampling=chat.sampling, messages=messages,
-                tools_off=list(chat.tools_off))
+                tools_off=list(chat.tools_off), tools_on=list(chat.tools_on))
 

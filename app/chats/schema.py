@@ -100,6 +100,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE messages ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'",
         "ALTER TABLE messages ADD COLUMN model TEXT NOT NULL DEFAULT ''",
     ),
+    # 10: the tools a chat offers that their server's `tools` leaves off (JSON: "server/tool" names).
+    ("ALTER TABLE chats ADD COLUMN tools_on TEXT NOT NULL DEFAULT '[]'",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

@@ -105,7 +105,8 @@ class ChatStore(TabLeases, ChatSearch):
         """Writes what of `chat` is unsaved (its row, new or changed messages) and drops deleted turns."""
         with self._write() as db:
             row = (chat.title, chat.created, chat.updated, chat.model, chat.system_prompt,
-                   *_sampling_row(chat.sampling), chat.draft, chat.reasoning_open, json.dumps(chat.tools_off))
+                   *_sampling_row(chat.sampling), chat.draft, chat.reasoning_open, json.dumps(chat.tools_off),
+                   json.dumps(chat.tools_on))
             chat_id = chat.id
             if chat_id is None:
                 chat_id = db.execute(
@@ -154,7 +155,8 @@ class ChatStore(TabLeases, ChatSearch):
         return None if row is None else self._chat(row)
 
     def _chat(self, row: tuple) -> Chat:
-        chat_id, title, created, updated, model, system_prompt, *sampling_row, draft, reasoning_open, tools_off = row
+        *head, draft, reasoning_open, tools_off, tools_on = row
+        chat_id, title, created, updated, model, system_prompt, *sampling_row = head
         messages = [
             ChatMessage(**{c: json.loads(v) if c in JSON_COLUMNS else v for c, v in zip(MESSAGE_COLUMNS, values)},
                         saved=True)
@@ -165,13 +167,13 @@ class ChatStore(TabLeases, ChatSearch):
         values = dict(zip(_SAMPLING_COLUMNS, sampling_row))
         sampling = SamplingParams(**values | {"thinking": bool(values["thinking"])})
         return Chat(chat_id, title, model, system_prompt, sampling, messages, created, updated, draft,
-                    bool(reasoning_open), json.loads(tools_off), saved=True)
+                    bool(reasoning_open), json.loads(tools_off), json.loads(tools_on), saved=True)
 
 
 # A chat's settings as its row holds them: the SamplingParams fields of these names, in this order.
 _SAMPLING_COLUMNS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "thinking", "reasoning_budget")
 _ROW_COLUMNS = (f"title, created, updated, model, system_prompt, {', '.join(_SAMPLING_COLUMNS)}, draft, reasoning_open,"
-                " tools_off")
+                " tools_off, tools_on")
 _CHAT_COLUMNS = f"id, {_ROW_COLUMNS}"
 
 

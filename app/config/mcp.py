@@ -34,6 +34,10 @@ class McpServer(BaseModel):
     enabled: bool = True
     """Whether mlxchat starts the server and offers its tools."""
 
+    tools: list[str] | None = Field(None, examples=[["get_current_time", "convert_time"]])
+    """The tools of this server a new chat offers (the others stay off until turned on in the chat's
+    settings, F5). Unset: every tool the server lists."""
+
     auto_approve: list[str] = Field(default_factory=list, examples=[["get_current_time"]])
     """Tools of this server that run without asking. Every other call waits for your approval."""
 
@@ -61,6 +65,11 @@ class Mcp(BaseModel):
     tool_result_max_tokens: int = Field(2048, ge=16)
     """The most tokens of a tool's result the model is given (about 4 characters a token); the rest is cut,
     with a note to the model that says so."""
+
+    tool_listing_max_tokens: int | None = Field(None, ge=1, examples=[512])
+    """The most tokens of a slot the tool listing may take. Unset: a quarter of the slot. A chat whose tools
+    take more is given one tool to search them instead, and the tools its model finds, in full (never less
+    than the search tool itself takes)."""
 
     max_tool_rounds: int = Field(8, ge=1, le=100)
     """The most rounds of tool calls one reply may take; at the limit it ends, saying why."""

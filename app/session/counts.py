@@ -11,6 +11,7 @@ from mlxchat.app.config.settings import Settings
 from mlxchat.app.files.attachments import Attachment
 from mlxchat.app.files.room import over_the_slot
 from mlxchat.app.paths import logs_dir
+from mlxchat.app.tools.listing import SEARCH, Listing, budget, found_in, is_on
 from mlxchat.app.tools.servers import Tool, ToolServers
 from mlxchat.engine import Messages, ModelFacts, SlotPlan
 
@@ -32,6 +33,7 @@ class ToolsAndCounts:
     mcp: Mcp
     takes_tools: bool
     keep_reasoning: bool
+    _listing_tokens: dict[tuple[str, ...], int | None]  # by tools: what listing them takes (the engine's count)
 
     def start_tools(self, settings: Settings) -> ToolServers:
         """Starts the config's MCP servers in the background (returns at once: they connect on a thread of
@@ -41,24 +43,52 @@ class ToolsAndCounts:
         self.tools.start()
         return self.tools
 
+    def available_tools(self) -> list[Tool]:
+        """Every tool of the servers that are ready, where the model takes tools (each on or off in F5)."""
+        return self.tools.tools() if self.tools is not None and self.takes_tools else []
+
     def offered_tools(self, chat: Chat | None = None) -> list[Tool]:
-        """The tools a reply may call now: those of the servers that are ready, where the model takes tools, less
-        those `chat` turned off."""
-        tools = self.tools.tools() if self.tools is not None and self.takes_tools else []
-        return [tool for tool in tools if chat is None or tool.key not in chat.tools_off]
+        """The tools `chat` offers (a new chat's, for None): its own choices, else each server's `tools`."""
+        return [tool for tool in self.available_tools() if is_on(tool, chat, self.mcp)]
 
-    def tool_schemas(self, chat: Chat | None = None) -> list[dict[str, Any]] | None:
-        """The offered tools as the chat template takes them (None where there are none)."""
-        return [tool.function() for tool in self.offered_tools(chat)] or None
+    def listing(self, chat: Chat | None = None, offered: list[Tool] | None = None) -> Listing:
+        """How `chat`'s tools (or `offered`) reach its model: listed in full, or searched where their listing
+        would take more than its budget of the slot."""
+        offered = self.offered_tools(chat) if offered is None else offered
+        tokens = self._tools_tokens(offered) if offered else 0
+        search = self._tools_tokens([SEARCH])
+        limit = None if search is None or self.plan is None else budget(self.mcp, self.plan.per_slot, search)
+        keys = found_in(chat) if chat is not None else []
+        by_key = {tool.key: tool for tool in offered}
+        return Listing(offered, tokens, limit, [by_key[key] for key in keys if key in by_key], search)
 
-    def listing_tokens(self, system_prompt: str, chat: Chat | None = None) -> tuple[int, int] | None:
+    def _tools_tokens(self, tools: list[Tool]) -> int | None:
+        """What listing `tools` takes of a slot, as the model's chat template writes them (None: it cannot say)."""
+        if self.engine is None:
+            return None
+        key = tuple(tool.key for tool in tools)
+        if key not in self._listing_tokens:
+            opening = [{"role": "user", "content": ""}]
+            whole = self.engine.count_tokens(opening, [tool.function() for tool in tools])
+            bare = self.engine.count_tokens(opening)
+            self._listing_tokens[key] = None if whole is None or bare is None else whole - bare
+        return self._listing_tokens[key]
+
+    def tool_schemas(self, chat: Chat | None = None, offered: list[Tool] | None = None) -> list[dict[str, Any]] | None:
+        """The tools the chat template lists for `chat` (or for `offered`; None where there are none)."""
+        listing = self.listing(chat, offered)
+        return listing.schemas(listing.listed)
+
+    def listing_tokens(self, system_prompt: str, chat: Chat | None = None,
+                       offered: list[Tool] | None = None) -> tuple[int, int] | None:
         """What a chat takes of its slot before its first message: (tokens of its system prompt and tool listing, of
-        which the listing); None where the engine cannot say (a server's template is its own)."""
+        which the listing), with its tools or `offered`; None where the engine cannot say (a server's template is
+        its own)."""
         if self.engine is None:
             return None
         opening = [{"role": "system", "content": system_prompt}] if system_prompt else []
         opening.append({"role": "user", "content": ""})
-        tools = self.tool_schemas(chat)
+        tools = self.tool_schemas(chat, offered)
         whole = self.engine.count_tokens(opening, tools)
         bare = self.engine.count_tokens(opening) if tools else whole
         return None if whole is None or bare is None else (whole, whole - bare)
@@ -86,11 +116,19 @@ class ToolsAndCounts:
     def refusal(self, messages: Messages, chat: Chat, files: list[Attachment]) -> str | None:
         """Why `messages`, the chat's conversation with its next message, cannot be sent: it does not fit the slot
         with room for the reply (saying what would); None where it fits or the engine cannot count (a server)."""
-        needed = None if self.engine is None else self.engine.count_tokens(messages, self.tool_schemas(chat))
+        listing = self.listing(chat)
+        needed = None if self.engine is None else self.engine.count_tokens(messages, listing.schemas(listing.listed))
         if needed is None or self.plan is None:
             return None
         trained = self.facts.trained_ctx if self.facts is not None else None
-        return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files, trained)
+        refused = over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files, trained)
+        if refused is None or listing.deferred or not listing.tokens:
+            return refused
+        if needed - listing.tokens + ROOM_TO_ANSWER > self.plan.per_slot:  # (it would not fit without it either)
+            return refused
+        return (f"{refused} Or with a shorter tool listing: the {len(listing.offered)} tools of {listing.servers()} "
+                f"take {listing.tokens:,} tokens of it. Turn tools off for this chat (F5), or set "
+                f"mcp.tool_listing_max_tokens under {listing.tokens:,} to have them searched instead.")
 
     def text_tokens(self, text: str) -> int | None:
         """How many tokens `text` is to the model (None where the engine cannot say)."""

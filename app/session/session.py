@@ -26,6 +26,7 @@ from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.session.start import start_engine
+from mlxchat.app.tools.listing import Listing
 from mlxchat.app.tools.servers import ToolServers
 from mlxchat.engine import (
     Done,
@@ -54,7 +55,8 @@ class Pending:
     messages: Messages
     sampling: SamplingParams
     feed: ReplyFeed
-    tools: list[dict] | None = None  # what the reply may call (function schemas)
+    tools: list[dict] | None = None  # what the reply may call (function schemas), as the template lists them
+    unlisted_tools: list[dict] | None = None  # and besides, defined in the conversation (found by a search)
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Session(ToolsAndCounts):
         self.mcp = Mcp()  # their settings and the limits of a call
         # Chat key: the tool call it waits on, and for whom ("weather: your approval"), for the inspector.
         self.tool_waits: dict[str, str] = {}
+        self._listing_tokens = {}  # (for the engine running: another model's template counts anew)
         self._seats: dict[str, Seat] = {}  # in the order the chats were opened
         self._queue: list[str] = []  # the chats waiting for a slot, first in line first
         self._requests = itertools.count(1)
@@ -118,6 +121,7 @@ class Session(ToolsAndCounts):
         self.engine, self.plan = started.engine, started.plan
         self.model_name, self.facts = started.model_name, started.facts
         self.thinking_switch, self.takes_tools = started.thinking_switch, started.takes_tools
+        self._listing_tokens = {}
 
     def switch(self, started: StartedEngine) -> list[str]:
         """Puts `started` (another model's engine) in the place of the running one, whose memory goes back: replies
@@ -247,14 +251,15 @@ class Session(ToolsAndCounts):
     # ---- replies ----
 
     def submit(self, key: str, messages: Messages, sampling: SamplingParams, feed: ReplyFeed,
-               tools: list[dict] | None = None) -> int:
+               listing: Listing | None = None) -> int:
         """Asks for chat `key`'s reply to `messages`: at once on its own slot, a free one or the least
         recently used idle one; with every slot generating it waits in line (Queued tells the chat its
-        place). Its text goes into `feed`, its end comes as ReplyDone to the chat's target. Returns the
-        request's id, as the messages give it back."""
+        place). Its text goes into `feed`, its end comes as ReplyDone to the chat's target; `listing`: the tools
+        it may call. Returns the request's id, as the messages give it back."""
         seat = self._seats[key]
         request = seat.request = next(self._requests)
-        seat.pending = Pending(request, messages, sampling, feed, tools)
+        tools = (listing.schemas(listing.listed), listing.schemas(listing.unlisted)) if listing else (None, None)
+        seat.pending = Pending(request, messages, sampling, feed, *tools)
         self._queue.append(key)
         self._serve_queue()
         return request
@@ -306,7 +311,7 @@ class Session(ToolsAndCounts):
         seat.used = next(self._clock)
         on_event = self._on_event(seat.key, pending.request, pending.feed)
         self.engine.submit(seat.slot, pending.messages, sampling=pending.sampling, on_event=on_event,
-                           tools=pending.tools)
+                           tools=pending.tools, unlisted_tools=pending.unlisted_tools)
 
     def _on_event(self, key: str, request: int, feed: ReplyFeed) -> Callable[[Event], None]:
         """The engine callback of one reply (run on the engine thread): text into the feed, the end

@@ -59,12 +59,14 @@ def cut(text: str, max_tokens: int, tokens: int | None = None) -> str:
     return f"{text[:limit]}\n[the result was cut: {len(text):,} characters, of which the first {limit:,} are shown]"
 
 
-def record(planned: PlannedCall, result: ToolResult, status: str) -> dict[str, Any]:
-    """What the chat keeps of a call (saved with its reply): enough to show it and to send it back to the model."""
+def record(planned: PlannedCall, result: ToolResult, status: str, found: list[Tool] | None = None) -> dict[str, Any]:
+    """What the chat keeps of a call (saved with its reply): enough to show it and to send it back to the model; a
+    search's the tools it found, which the chat's replies may call from then on."""
     call = planned.call
-    return {"id": call.id, "name": call.name, "server": planned.tool.server if planned.tool else "",
+    kept = {"id": call.id, "name": call.name, "server": planned.tool.server if planned.tool else "",
             "arguments": call.arguments, "result": result.text, "error": result.error, "ms": result.ms,
             "status": status}
+    return kept if found is None else kept | {"found": [tool.key for tool in found]}
 
 
 def summary(saved: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.fork import fork, fork_point
 from mlxchat.app.chats.private import write_private
 from mlxchat.app.session.session import Session
+from mlxchat.app.tools.servers import Tool
 from mlxchat.app.ui.screens.chat_settings import ChatSettings, ChatSettingsScreen
 from mlxchat.app.ui.screens.code_picker import CodePickerScreen
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
@@ -120,13 +121,18 @@ class ChatActions:
 
         def apply(settings: ChatSettings | None) -> None:
             if settings is not None and pane.is_attached:
-                pane.apply_settings(settings.system_prompt, settings.sampling, settings.tools_off)
+                pane.conversation.apply_settings(settings.system_prompt, settings.sampling, settings.tools_off,
+                                                 settings.tools_on)
+                pane.notify("The chat's settings apply from its next turn.")
 
+        chat, session = pane.chat, self.session
         self.app.push_screen(
             ChatSettingsScreen(pane.chat_title,
-                               ChatSettings(pane.chat.system_prompt, pane.chat.sampling, pane.chat.tools_off),
-                               thinking_switch=self.session.thinking_switch, room=room_line(self.session, pane.chat),
-                               tools=self.session.offered_tools(),
+                               ChatSettings(chat.system_prompt, chat.sampling, chat.tools_off, chat.tools_on),
+                               thinking_switch=session.thinking_switch,
+                               room=lambda offered: room_line(session, chat, offered),
+                               tools=session.available_tools(), on={t.key for t in session.offered_tools(chat)},
+                               defaults={t.key for t in session.offered_tools()},
                                failed=[s for s in servers.states() if s.status == "failed"] if servers else [],
                                restart=partial(restart_server, servers, self.app.notify)),
             apply
@@ -152,14 +158,17 @@ class ChatActions:
         pane.notify(f"Exported to {path}")
 
 
-def room_line(session: Session, chat: Chat) -> str:
-    """What the chat takes of its slot before its first message: its system prompt and the tool listing."""
-    tools = session.offered_tools(chat)
+def room_line(session: Session, chat: Chat, offered: list[Tool] | None = None) -> str:
+    """What the chat takes of its slot before its first message: its system prompt and the tool listing (of its tools,
+    or `offered`)."""
+    tools = session.listing(chat, offered)
     if session.tools is not None and session.tools.tools() and not session.takes_tools:
         listing = "the model's chat template takes no tools: none are offered to it"
     else:
-        listing = f"{len(tools)} tool{'s' if len(tools) != 1 else ''} offered"
-    counted = session.listing_tokens(chat.system_prompt, chat)
+        listing = f"{len(tools.offered)} tool{'s' if len(tools.offered) != 1 else ''} offered"
+    if tools.deferred:
+        listing += f", searched: all would take {tools.tokens:,}, over mcp.tool_listing_max_tokens = {tools.budget:,}"
+    counted = session.listing_tokens(chat.system_prompt, chat, offered)
     if counted is None or session.plan is None:
         return f"{listing.capitalize()}."
     whole, tools_part = counted

@@ -12,11 +12,13 @@ from mlxchat.app.exit_codes import EXIT_FAILURE
 from mlxchat.app.session.messages import EngineReady, LoadProgress, StartFailed
 from mlxchat.app.session.model_choice import remember
 from mlxchat.app.session.start import StartFailure
+from mlxchat.app.tools.listing import notice
 from mlxchat.app.ui.chat_host import ChatHost
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from mlxchat.app.ui.server_notes import watch_servers
 from mlxchat.engine import release_thread_streams
 
+LISTING_CHECK_S = 0.5  # how often the app looks whether the servers have started and their listing was said
 DRAFTS_EVERY_S = 5.0  # how often the chats' drafts are kept while mlxchat runs (and at quit)
 
 
@@ -28,6 +30,7 @@ class Startup:
         self.app = app
         self._db_path = db_path
         self._disk_notes_said = 0  # saved KV notes already shown
+        self._listing_said_for: object = None  # the engine whose tool listing was last looked at (a switch: again)
 
     def open_store(self) -> None:
         """Opens the chat database; without one the app still runs, saying that chats will not be kept."""
@@ -42,7 +45,10 @@ class Startup:
     def load(self, screen: LoadingScreen) -> None:
         """Starts the engine off the UI thread, its progress shown on `screen`, and the MCP servers in the
         background (a server that fails is named; the chats go on without its tools)."""
-        watch_servers(self.app, self.app.session.start_tools(self.app.settings))
+        servers = self.app.session.start_tools(self.app.settings)
+        watch_servers(self.app, servers)
+        if servers.states():
+            self.app.set_interval(LISTING_CHECK_S, self._say_listing)
         self.app.run_worker(partial(self._load, screen), thread=True, exclusive=True, exit_on_error=False,
                             group="start")
 
@@ -64,6 +70,19 @@ class Startup:
         if not app.post_message(EngineReady(warnings)):
             # The app closed while the model loaded: nobody else will stop this engine.
             app.session.shutdown()
+
+    def _say_listing(self) -> None:
+        """Once the servers have started, and again after a model switch: says where a chat's tool listing would not
+        fit the slot, and what is done about it."""
+        session = self.app.session
+        servers = session.tools
+        if session.engine is None or session.engine is self._listing_said_for or session.plan is None or (
+                servers is None or not servers.settled(0)):
+            return
+        self._listing_said_for = session.engine
+        said = notice(session.listing(), session.plan.per_slot)
+        if said is not None:
+            self.app.notify(said, severity="warning", timeout=20)
 
     def say_disk_notes(self, notes: tuple[str, ...]) -> None:
         """Says once each saved KV file the engine ignored and removed (damaged, another model's): `notes`, the

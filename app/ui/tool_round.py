@@ -12,7 +12,8 @@ from mlxchat.app.chats.conversation import Conversation
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.tools.calls import PlannedCall, cut, plan_calls, record
 from mlxchat.app.session.session import Session
-from mlxchat.app.tools.servers import ToolResult
+from mlxchat.app.tools.listing import SEARCH, Listing, search, search_result
+from mlxchat.app.tools.servers import Tool, ToolResult
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note
 from mlxchat.app.ui.widgets.tool_widgets import Decision, ToolApproval, ToolEntry
 from mlxchat.engine import Done
@@ -57,13 +58,19 @@ async def _run(pane: RoundPane, done: Done, reply: ChatMessage, session: Session
     """The round: each call approved or not, the approved run at once; whether the reply goes on."""
     servers = session.tools
     assert servers is not None
-    planned = plan_calls(done.tool_calls, session.offered_tools(pane.chat))
+    listing = session.listing(pane.chat)
+    planned = plan_calls(done.tool_calls, listing.callable)
+    limit = min(config.tool_result_max_tokens, session.room_for_results(pane.chat, len(planned)))
     results: dict[str, tuple[ToolResult, str]] = {}
+    found: dict[str, list[Tool]] = {}
     approved: list[PlannedCall] = []
     stopped = False
     for p in planned:
         if p.problem is not None or p.tool is None:
             results[p.call.id] = (ToolResult(p.problem or "no such tool", error=True), "invalid")
+            continue
+        if p.tool is SEARCH:  # (mlxchat's own, run at once: it reads only the tools' names and descriptions)
+            found[p.call.id], results[p.call.id] = _search(session, str(p.call.arguments["query"]), listing, limit)
             continue
         server = config.servers.get(p.tool.server)
         allowed = (server is not None and p.tool.name in server.auto_approve) or p.tool.name in pane.allowed_tools
@@ -89,15 +96,22 @@ async def _run(pane: RoundPane, done: Done, reply: ChatMessage, session: Session
             ran = await asyncio.gather(*(asyncio.wrap_future(call) for call in calls))
         except asyncio.CancelledError:  # escape while they ran: they stop (their server is told), and the reply too
             ran, stopped = [ToolResult("stopped by the user while it ran", error=True)] * len(approved), True
-    limit = min(config.tool_result_max_tokens, session.room_for_results(pane.chat, len(approved)))
     for p, result in zip(approved, ran):
         text = cut(result.text, limit, session.text_tokens(result.text))
         results[p.call.id] = (ToolResult(text, result.error, result.ms),
                               "cancelled" if stopped else "done")
-    reply.tool_calls = [record(p, *results[p.call.id]) for p in planned]
+    reply.tool_calls = [record(p, *results[p.call.id], found.get(p.call.id)) for p in planned]
     pane.conversation.kept(reply)
     await pane.view.mount_all([ToolEntry(saved) for saved in reply.tool_calls])
     return not stopped
+
+
+def _search(session: Session, query: str, listing: Listing, limit: int) -> tuple[list[Tool], tuple[ToolResult, str]]:
+    """The tools that match `query`, as many as their definitions fit in `limit` tokens, and the search's result."""
+    found = search(query, listing.offered)
+    while found and (session.text_tokens(search_result(query, found)) or 0) > limit:
+        found.pop()
+    return found, (ToolResult(search_result(query, found)), "done")
 
 
 async def _ask(pane: RoundPane, planned: PlannedCall) -> Decision:

@@ -291,6 +291,6 @@ def test_gguf_of_another_architecture_exits_2_naming_it(tmp_path: Path, capsys):
     from mlxchat.app.cli import main
 
     path = write_other_architecture_gguf(tmp_path / "other.gguf")
-    assert main(["doctor", "--model", str(path)]) == 1  # doctor reports every problem with its own status
+    assert main(["doctor", "--model", str(path)]) == 2  # a refused family: the settings must change, as for `models`
     assert main(["models", "--model", str(path)]) == 2
     assert "is a 'qwen2' model" in capsys.readouterr().out

@@ -42,3 +42,20 @@ def test_a_call_ends_the_reply_parsed_and_the_round_goes_on_reading_only_the_res
         assert again.stats.prefilled_tokens == len(prompt) - again.stats.cached_tokens < 30
     finally:
         engine.shutdown()
+
+
+def test_unlisted_tools_are_not_rendered_but_their_calls_are_read(tool_model_dir: Path, tmp_path: Path) -> None:
+    """A tool found by a search is defined in the conversation: the template does not list it (the prompt is the
+    listed tools' alone), and the reply's call of it is read as any other."""
+    search = {"type": "function", "function": {"name": "search_tools", "description": "Searches the tools.",
+                                               "parameters": {"type": "object", "properties": {}}}}
+    engine = start_as_the_app(tool_model_dir, tmp_path / "cache", parallel=1)
+    try:
+        done = engine.submit(0, CHAT, tools=[search], unlisted_tools=[WEATHER],
+                             sampling=SamplingParams(max_tokens=32)).result(60)
+        assert done.stats.prompt_tokens == len(render(engine.core.tokenizer, CHAT, tools=[search]))
+        assert done.stats.prompt_tokens < len(render(engine.core.tokenizer, CHAT, tools=[search, WEATHER]))
+        (call,) = done.tool_calls
+        assert (call.name, call.arguments, call.error) == ("weather", {"city": "Paris"}, None)
+    finally:
+        engine.shutdown()

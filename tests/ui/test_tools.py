@@ -22,10 +22,14 @@ from tests.pilot import make_app, notes, ready, run, submit, wait_for
 from tests.tiny_tools import ANSWER
 
 SERVER = {"command": sys.executable, "args": ["-m", "tests.mcp_server", "stdio"], "cwd": str(ROOT)}
+# The tiny model's tokenizer reads a character a token: its five tools' listing takes more than a quarter of a slot.
+# These tests are of listed tools (tests/ui/test_tool_search.py is of searched ones).
+LISTED = 4096
 
 
 def tools_app(model: Path, **server: object) -> ChatApp:
-    return make_app(model, mcp={"servers": {"test": SERVER | server}})
+    return make_app(model, mcp={"servers": {"test": SERVER | server},
+                                         "tool_listing_max_tokens": LISTED})
 
 
 async def tools_ready(app: ChatApp, pilot: Pilot) -> ChatPane:
@@ -179,8 +183,8 @@ def test_a_result_longer_than_the_slot_has_left_is_cut_with_a_note(tool_model_di
         # The cut result fits: the reply went on in the slot, and answered.
         assert pane.chat.messages[-1].text.strip() == "Paris is clear today."
 
-    run(make_app(tool_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
-        "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
+    run(make_app(tool_model_dir, parallel=1, ctx_size=2560, mcp={"tool_listing_max_tokens": LISTED, "servers": {
+        "test": SERVER | {"env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
 
 
 def test_a_reply_that_keeps_calling_stops_at_max_tool_rounds(tool_model_dir: Path, monkeypatch) -> None:
@@ -198,8 +202,8 @@ def test_a_reply_that_keeps_calling_stops_at_max_tool_rounds(tool_model_dir: Pat
         assert notes(pane)[-1] == ("(the reply stopped at max_tool_rounds = 2: its last calls were not run; send a "
                                    "message to go on)")
 
-    run(make_app(tool_model_dir, mcp={"max_tool_rounds": 2, "servers": {"test": SERVER | {
-        "env": ["TOOLS_WEATHER_PREFIX"], "auto_approve": ["weather"]}}}), scenario)
+    run(make_app(tool_model_dir, mcp={"max_tool_rounds": 2, "tool_listing_max_tokens": LISTED, "servers": {
+        "test": SERVER | {"env": ["TOOLS_WEATHER_PREFIX"], "auto_approve": ["weather"]}}}), scenario)
 
 
 def test_f5_turns_a_tool_off_for_the_chat_and_its_reply_is_not_given_it(tool_model_dir: Path) -> None:
@@ -212,7 +216,7 @@ def test_f5_turns_a_tool_off_for_the_chat_and_its_reply_is_not_given_it(tool_mod
         await pilot.press("f5")
         await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
         tools = app.screen.query_one(SelectionList)
-        assert set(tools.selected) == {"test/weather", "test/slow", "test/fails", "test/long_text", "test/die"}
+        assert set(tools.selected) == {"*test", "test/weather", "test/slow", "test/fails", "test/long_text", "test/die"}
         tools.deselect("test/weather")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
@@ -259,4 +263,5 @@ def test_two_chats_wait_on_their_calls_while_a_third_streams_and_answers(tool_mo
             assert pane.last_stats is not None and pane.last_stats.prefilled_tokens < 40
         assert first is panes[0]
 
-    run(make_app(tool_model_dir, parallel=3, ctx_size=6144, mcp={"servers": {"test": SERVER}}), scenario)
+    run(make_app(tool_model_dir, parallel=3, ctx_size=6144, mcp={"servers": {"test": SERVER},
+                                                                          "tool_listing_max_tokens": LISTED}), scenario)

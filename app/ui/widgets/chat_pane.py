@@ -35,7 +35,7 @@ from mlxchat.app.ui.widgets.save_problem import SaveProblem
 from mlxchat.app.ui.widgets.seat_line import SeatLine
 from mlxchat.app.ui.widgets.titled_box import TitledBox
 from mlxchat.app.ui.widgets.tool_widgets import ToolApproval
-from mlxchat.engine import Done, RequestStats, SamplingParams, SlotSnapshot
+from mlxchat.engine import Done, RequestStats, SlotSnapshot
 
 TAB_LABEL_CHARS = 20
 
@@ -277,7 +277,7 @@ class ChatPane(TitledBox, PaneKeys):
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
-                                               self.chat.sampling, self._feed, self._session.tool_schemas(self.chat))
+                                               self.chat.sampling, self._feed, self._session.listing(self.chat))
         self._frames.wake()
 
     async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
@@ -395,11 +395,6 @@ class ChatPane(TitledBox, PaneKeys):
         self._user_turn, self.tool_rounds = None, 0
         await self.view.show(self.chat.messages)
         self._start_reply()
-
-    def apply_settings(self, system_prompt: str, sampling: SamplingParams, tools_off: list[str]) -> None:
-        """Gives the chat a new system prompt, sampling and tools, used from its next turn."""
-        self.conversation.apply_settings(system_prompt, sampling, tools_off)
-        self.notify("The chat's settings apply from its next turn.")
 
     # ---- its seat on the slots ----
 
