@@ -143,3 +143,11 @@ def tool_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.tiny_tools import build_tool_model
 
     return build_tool_model(tmp_path_factory.mktemp("tools") / "tiny-tools")
+
+
+@pytest.fixture(scope="session")
+def two_call_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny tool model's twin that calls the tool twice in one round (tests/tiny_tools.py)."""
+    from tests.tiny_tools import build_two_call_model
+
+    return build_two_call_model(tmp_path_factory.mktemp("two-calls") / "tiny-two-calls")

@@ -107,6 +107,20 @@ def test_auto_approve_runs_the_call_without_asking(tool_model_dir: Path) -> None
     run(tools_app(tool_model_dir, auto_approve=["weather"]), scenario)
 
 
+def test_auto_approve_names_tools_not_their_server(tool_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: approval(app) is not None or not pane.busy, "the approval")
+        # Another tool of the same server runs unasked; weather is not listed, so its call waits for the user.
+        assert approval(app) is not None and not entries(pane)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        assert [c["status"] for c in pane.chat.messages[1].tool_calls] == ["denied"]
+
+    run(tools_app(tool_model_dir, auto_approve=["long_text"]), scenario)
+
+
 def test_f5_says_what_the_tool_listing_takes_of_the_slot(tool_model_dir: Path) -> None:
     from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 
@@ -180,6 +194,55 @@ def test_a_result_longer_than_the_slot_has_left_is_cut_with_a_note(tool_model_di
         assert pane.chat.messages[-1].text.strip() == "Paris is clear today."
 
     run(make_app(tool_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
+        "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
+
+
+def tokens_of(model: Path, text: str) -> int:
+    """`text`'s tokens, counted by the model's tokenizer file through the `tokenizers` package (not by the app)."""
+    from tokenizers import Tokenizer
+
+    return len(Tokenizer.from_file(str(model / "tokenizer.json")).encode(text, add_special_tokens=False).ids)
+
+
+def shown(result: str) -> str:
+    """The part of a cut result the model was given (its note off)."""
+    note = re.search(r"\n\[the result was cut: [\d,]+ characters, of which the first ([\d,]+) are shown\]$", result)
+    assert note is not None, result[-200:]
+    return result[: int(note.group(1).replace(",", ""))]
+
+
+def test_tool_result_max_tokens_cuts_a_result_the_slot_would_hold(tool_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_WORDS", "300")  # about 3,000 characters: the slot's 4,096 tokens would hold it
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (call,) = pane.chat.messages[1].tool_calls
+        given = tokens_of(tool_model_dir, shown(call["result"]))
+        assert 90 <= given <= 100, given  # the setting's 100 tokens, counted by the tokenizer itself
+        assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+
+    run(make_app(tool_model_dir, parallel=1, ctx_size=4096, mcp={"tool_result_max_tokens": 100, "servers": {"test": (
+        SERVER | {"env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]})}}), scenario)
+
+
+def test_the_room_left_is_shared_by_the_results_of_one_round(two_call_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_WORDS", "5000")  # each result far more than the slot holds
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris and in Lyon?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        paris, lyon = pane.chat.messages[1].tool_calls
+        assert (paris["arguments"], lyon["arguments"]) == ({"city": "Paris"}, {"city": "Lyon"})
+        given = [tokens_of(two_call_model_dir, shown(c["result"])) for c in (paris, lyon)]
+        # Each took half of what the slot had left (2,560 tokens, the listing and the chat in them), so that both
+        # fit: the reply went on in the slot, and answered.
+        assert all(500 < n <= 2560 // 2 for n in given) and abs(given[0] - given[1]) < 20, given
+        assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+
+    run(make_app(two_call_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
 
 
