@@ -4,6 +4,7 @@ too big for the slot, or a binary one, is refused with the message and its files
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,42 @@ def test_a_file_too_big_for_the_slot_is_refused_and_the_message_stays(tiny_model
         assert "tokens of big.txt" in said and "a slot of" in said
 
     run(make_app(tiny_model_dir), scenario)
+
+
+def chat_tokens(model: Path) -> Callable[[str], int]:
+    """The tokens of a chat of one user message, ready for the reply: the model's chat template and tokenizer read by
+    transformers itself (not counted by the app or the engine)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+
+    def count(text: str) -> int:
+        chat = [{"role": "user", "content": text}]
+        return len(tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True)["input_ids"])
+
+    return count
+
+
+def test_a_message_that_leaves_the_reply_under_64_tokens_of_the_slot_is_refused(tiny_model_dir: Path) -> None:
+    per_slot, count = 512, chat_tokens(tiny_model_dir)
+    words = 1
+    while count(" ".join(f"w{i}" for i in range(words + 1))) < per_slot - 40:
+        words += 1
+        assert words < per_slot
+    # A message that fits the slot alone, not with 64 tokens for the reply.
+    text = " ".join(f"w{i}" for i in range(words + 1))
+    needed = count(text)
+    assert per_slot - 64 < needed < per_slot
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, text)
+        assert not pane.busy and pane.chat.messages == [] and pane.chat_input.text == text
+        [said] = notes(pane)
+        assert said.startswith(f"Not sent: this message does not fit its slot: the chat would take {needed:,} tokens "
+                               f"and 64 more for the reply, {needed + 64 - per_slot:,} over the slot's {per_slot}.")
+
+    run(make_app(tiny_model_dir, parallel=1, ctx_size=per_slot), scenario)
 
 
 def test_binary_and_oversized_files_are_refused_with_the_reason(tiny_model_dir: Path, workdir: Path) -> None:
