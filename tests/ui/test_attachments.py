@@ -4,7 +4,6 @@ too big for the slot, or a binary one, is refused with the message and its files
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.attachment_tray import AttachmentChip
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.file_picker import FilePicker
+from tests.counts import chat_counter
 from tests.pilot import make_app, notes, ready, run, send, slot_read, wait_for
 
 NOTES = "The launch code is 4471.\nKeep it in the drawer.\n"
@@ -82,7 +82,10 @@ def test_the_picker_filters_a_chip_shows_and_goes_and_the_file_reaches_the_promp
         pane.chat_input.text = "Read this: "
         await attach(pilot, pane, "plan")
         await attach(pilot, pane, "notes")
-        tokens = app.session.text_tokens(pane.attacher.attachments[-1].fenced())
+        # Its tokens in the message, as transformers counts them (the file fenced and named, as the prompt shows it).
+        count = chat_counter(tiny_model_dir)
+        tokens = count([{"role": "user", "content": f"docs/notes.md\n```\n{NOTES}```"}]) - count([{"role": "user",
+                                                                                                 "content": ""}])
         assert chips(pane) == ["@docs/plan.txt · 10 B · " + chips(pane)[0].split(" · ")[2],
                                f"@docs/notes.md · {len(NOTES)} B · {tokens} tokens ✕"]
         await pilot.press("alt+d")  # the last one goes
@@ -124,22 +127,12 @@ def test_a_file_too_big_for_the_slot_is_refused_and_the_message_stays(tiny_model
     run(make_app(tiny_model_dir), scenario)
 
 
-def chat_tokens(model: Path) -> Callable[[str], int]:
-    """The tokens of a chat of one user message, ready for the reply: the model's chat template and tokenizer read by
-    transformers itself (not counted by the app or the engine)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model))
+def test_a_message_that_leaves_the_reply_under_64_tokens_of_the_slot_is_refused(tiny_model_dir: Path) -> None:
+    per_slot, counter = 512, chat_counter(tiny_model_dir)
 
     def count(text: str) -> int:
-        chat = [{"role": "user", "content": text}]
-        return len(tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True)["input_ids"])
+        return counter([{"role": "user", "content": text}])
 
-    return count
-
-
-def test_a_message_that_leaves_the_reply_under_64_tokens_of_the_slot_is_refused(tiny_model_dir: Path) -> None:
-    per_slot, count = 512, chat_tokens(tiny_model_dir)
     words = 1
     while count(" ".join(f"w{i}" for i in range(words + 1))) < per_slot - 40:
         words += 1

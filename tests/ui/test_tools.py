@@ -11,13 +11,13 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from mlxchat.app.chats.store import ChatStore
-from mlxchat.app.session.counts import ROOM_TO_ANSWER
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolApproval, ToolEntry
 from tests.app.test_tool_servers import said
 from tests.conftest import ROOT
+from tests.counts import chat_counter, text_tokens
 from tests.pilot import make_app, notes, ready, run, submit, wait_for
 from tests.tiny_tools import ANSWER
 
@@ -48,6 +48,13 @@ def approval(app: ChatApp) -> ToolApproval | None:
 
 def answers(pane: ChatPane) -> list[str]:
     return [view.text for view in pane.query(ReplyView).results(ReplyView)]
+
+
+def listing_by_transformers(model: Path, app: ChatApp) -> tuple[int, int]:
+    """(tokens of an empty chat with the offered tools listed, of which the listing), counted by transformers."""
+    count, empty = chat_counter(model), [{"role": "user", "content": ""}]
+    whole = count(empty, app.session.tool_schemas())
+    return whole, whole - count(empty)
 
 
 def test_the_user_allows_a_call_by_key_and_the_answer_follows(tool_model_dir: Path) -> None:
@@ -126,7 +133,7 @@ def test_f5_says_what_the_tool_listing_takes_of_the_slot(tool_model_dir: Path) -
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await tools_ready(app, pilot)
-        whole, listing = app.session.listing_tokens("")  # type: ignore[misc]
+        whole, listing = listing_by_transformers(tool_model_dir, app)
         assert listing > 100 and whole > listing  # five tools' schemas
         await pilot.press("f5")
         await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
@@ -142,7 +149,7 @@ def test_f2_warns_when_the_tool_listing_leaves_a_slot_under_the_floor(tool_model
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await tools_ready(app, pilot)
-        whole, listing = app.session.listing_tokens("")  # type: ignore[misc]
+        whole, listing = listing_by_transformers(tool_model_dir, app)
         await pilot.press("f2")
         await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "the slots screen")
         warnings = str(app.screen.query_one("#slots-warnings").render())
@@ -186,22 +193,15 @@ def test_a_result_longer_than_the_slot_has_left_is_cut_with_a_note(tool_model_di
         assert note is not None
         whole, shown = (int(n.replace(",", "")) for n in note.groups())  # type: ignore[union-attr]
         # Cut to what the slot had left (2,560 tokens, the listing and the chat in them), counted by the model's
-        # tokenizer, not to the setting's 2,048: the reply that read it kept ROOM_TO_ANSWER tokens to go on.
+        # tokenizer, not to the setting's 2,048: the reply that read it kept its 64 tokens to go on.
         assert whole > 40_000 and 0 < shown < whole
         assert pane.last_stats is not None and 2560 * 0.8 < pane.last_stats.prompt_tokens  # (most of it: the result)
-        assert pane.last_stats.prompt_tokens + ROOM_TO_ANSWER <= 2560
+        assert pane.last_stats.prompt_tokens + 64 <= 2560
         # The cut result fits: the reply went on in the slot, and answered.
         assert pane.chat.messages[-1].text.strip() == "Paris is clear today."
 
     run(make_app(tool_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
-
-
-def tokens_of(model: Path, text: str) -> int:
-    """`text`'s tokens, counted by the model's tokenizer file through the `tokenizers` package (not by the app)."""
-    from tokenizers import Tokenizer
-
-    return len(Tokenizer.from_file(str(model / "tokenizer.json")).encode(text, add_special_tokens=False).ids)
 
 
 def shown(result: str) -> str:
@@ -219,7 +219,7 @@ def test_tool_result_max_tokens_cuts_a_result_the_slot_would_hold(tool_model_dir
         await submit(pilot, pane, "What is the weather in Paris?")
         await wait_for(pilot, lambda: not pane.busy, "the answer")
         (call,) = pane.chat.messages[1].tool_calls
-        given = tokens_of(tool_model_dir, shown(call["result"]))
+        given = text_tokens(tool_model_dir, shown(call["result"]))
         assert 90 <= given <= 100, given  # the setting's 100 tokens, counted by the tokenizer itself
         assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
 
@@ -236,7 +236,7 @@ def test_the_room_left_is_shared_by_the_results_of_one_round(two_call_model_dir:
         await wait_for(pilot, lambda: not pane.busy, "the answer")
         paris, lyon = pane.chat.messages[1].tool_calls
         assert (paris["arguments"], lyon["arguments"]) == ({"city": "Paris"}, {"city": "Lyon"})
-        given = [tokens_of(two_call_model_dir, shown(c["result"])) for c in (paris, lyon)]
+        given = [text_tokens(two_call_model_dir, shown(c["result"])) for c in (paris, lyon)]
         # Each took half of what the slot had left (2,560 tokens, the listing and the chat in them), so that both
         # fit: the reply went on in the slot, and answered.
         assert all(500 < n <= 2560 // 2 for n in given) and abs(given[0] - given[1]) < 20, given
