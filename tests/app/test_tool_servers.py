@@ -31,6 +31,16 @@ def started(servers: dict, log_dir: Path) -> ToolServers:
     return tool_servers
 
 
+def test_a_server_not_enabled_is_not_started_and_offers_no_tools(tmp_path: Path) -> None:
+    servers = started({"off": STDIO | {"enabled": False}, "on": STDIO}, tmp_path / "logs")
+    try:
+        off, on = servers.states()
+        assert (off.status, on.status) == ("off", "ready"), said(on)
+        assert {tool.server for tool in servers.tools()} == {"on"} and off.log is None
+    finally:
+        servers.close()
+
+
 def test_a_stdio_server_lists_its_tools_and_runs_their_calls(tmp_path: Path) -> None:
     servers = started({"test": STDIO, "broken": {"command": str(tmp_path / "no-such-server")}}, tmp_path / "logs")
     try:

@@ -246,6 +246,22 @@ def test_the_room_left_is_shared_by_the_results_of_one_round(two_call_model_dir:
         "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
 
 
+def test_tool_timeout_ends_a_call_that_takes_longer_and_the_model_is_told(tool_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_DELAY", "60")  # far past the setting's half second (and the test's wait)
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (call,) = pane.chat.messages[1].tool_calls
+        assert (call["status"], call["error"], call["result"]) == (
+            "done", True, "the call timed out after 0.5 s (tool_timeout)")
+        assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+
+    run(make_app(tool_model_dir, mcp={"tool_timeout": 0.5, "servers": {"test": SERVER | {
+        "env": ["TOOLS_WEATHER_DELAY"], "auto_approve": ["weather"]}}}), scenario)
+
+
 def test_a_reply_that_keeps_calling_stops_at_max_tool_rounds(tool_model_dir: Path, monkeypatch) -> None:
     monkeypatch.setenv("TOOLS_WEATHER_PREFIX", "again: ")  # each result has the model call the tool again
 
