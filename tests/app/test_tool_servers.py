@@ -83,6 +83,20 @@ def test_a_streamable_http_server_answers_and_a_bad_url_is_named(tmp_path: Path)
             servers.close()
 
 
+def test_headers_env_sends_each_header_from_its_variable(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_HTTP_TOKEN", "s3cret")  # the server asks for `Authorization: Bearer s3cret`
+    monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer s3cret")
+    with serving_mcp_over_http(tmp_path) as http:
+        servers = started({"with": {"url": f"{http.url}/mcp", "headers_env": {"Authorization": "MCP_TEST_TOKEN"}},
+                           "without": {"url": f"{http.url}/mcp"}}, tmp_path / "logs")
+        try:
+            with_header, without = servers.states()
+            assert with_header.status == "ready" and [t.name for t in with_header.tools] == TOOLS, said(with_header)
+            assert without.status == "failed"  # (refused with 401; the SDK's error does not say so)
+        finally:
+            servers.close()
+
+
 def test_doctor_lists_each_server_with_its_tools_or_its_error(tmp_path: Path, capsys) -> None:
     config = tmp_path / "config.toml"
     config.write_text(
