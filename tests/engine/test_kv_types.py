@@ -171,25 +171,6 @@ def tokenizer(tiny_model_dir):
     return load_tokenizer(tiny_model_dir)
 
 
-@pytest.mark.parametrize("kv_dtype", ["float32", "bfloat16"])
-def test_the_setting_reaches_the_slots_of_the_engine_the_app_starts(kv_dtype, tiny_model_dir: Path):
-    import mlx.core as mx
-
-    from mlxchat.app.config.settings import Settings
-    from mlxchat.app.session.start import start_engine
-
-    settings = Settings(model=str(tiny_model_dir), kv_dtype=kv_dtype, parallel=2, ctx_size=512)
-    started = start_engine(settings, lambda progress: None)
-    try:
-        engine = started.engine
-        engine.submit(0, tokens=PROMPTS[0], sampling=GREEDY).result(60)  # (the buffers are allocated on first use)
-        assert {a.dtype for a in engine.core.store.arrays} == {getattr(mx, kv_dtype)}
-        # The tiny llama's two layers, each a K and a V of its 2 slots x 2 heads x 256 tokens x 16 values.
-        assert engine.snapshot().kv_bytes_allocated == 2 * 2 * (2 * 2 * 256 * 16) * (4 if kv_dtype == "float32" else 2)
-    finally:
-        started.engine.shutdown()
-
-
 def test_heads_q8_cannot_group_are_refused_at_load(tiny_model_dir: Path):
     from mlxchat.engine.loading.models import ModelLoadError, load_model
 
