@@ -4,6 +4,7 @@ same, thinking off and a reasoning budget shape a reasoning model's reply."""
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -21,6 +22,7 @@ QUESTION = "Tell me about the sea."
 N = 12
 
 
+@functools.cache
 def mlx_lm_greedy(model: Path) -> str:
     """mlx-lm alone, greedy (its default sampler), on QUESTION as the model's chat template writes it."""
     from mlx_lm import generate, load
