@@ -30,18 +30,24 @@ def use_exact_matmuls(exact: bool) -> str:
 
 
 def batching_note(kind: str, dtype: str, kernels: bool = False, int8: bool = False) -> str:
-    """Whether a batched reply is the same as the prompt's reply alone on this device and dtype, in words.
+    """Whether a batched reply is the same as the prompt's reply alone on this device and dtype, and whether a row's
+    logits are the same bits, in words.
 
-    `kernels`: the quantized layers are multiplied by mlxchat's compiled matmul (engine.cpu.stored), whose
-    rows do not depend on the rows beside them; `int8`: by rows rounded to int8 (int8_activations)."""
+    `kernels`: the quantized or half-precision layers are multiplied by mlxchat's compiled matmul
+    (engine.cpu.stored), whose rows do not depend on the rows beside them (tests/engine/test_batch_invariance.py:
+    the same bits); `int8`: by rows rounded to int8 (int8_activations). float32 through a BLAS or a GPU's matmul is
+    not bit for bit: the library picks its kernel by the number of rows."""
     tf32 = kind == "cuda" and os.environ.get(TF32_VARIABLE, "1") != "0"
-    if dtype == "float32" and not tf32:
-        return "batched replies match each prompt's alone (float32, full precision)"
     if kernels and int8:
-        return ("batched replies match each prompt's alone (int8 activations through mlxchat's kernels), "
+        return ("batched replies match each prompt's alone, bit for bit (int8 activations through mlxchat's kernels), "
                 "and differ from the float32 model's (int8_activations = true)")
     if kernels:
-        return f"batched replies match each prompt's alone ({dtype} through mlxchat's kernels, float32 sums)"
+        return (f"batched replies match each prompt's alone, bit for bit ({dtype} through mlxchat's kernels, "
+                "float32 sums)")
+    if dtype == "float32" and not tf32:
+        library = "the BLAS" if kind == "cpu" else "MLX's GPU matmul"
+        return ("batched replies match each prompt's alone (float32, full precision), though not bit for bit: "
+                f"{library} picks its kernel by the number of rows, and a row's logits move in their last digits")
     why = "TF32 matmuls (exact = false)" if dtype == "float32" else f"{dtype} on {'the CPU' if kind == 'cpu' else 'a GPU'}"
     return f"batched replies can differ from each prompt's alone: {why} round differently by batch size"
 

@@ -103,7 +103,7 @@ def start_local(
     # Imported here: they load mlx.core, which must come after the caller has loaded its BLAS.
     from mlxchat.engine.cpu.blas import blas_in_use
     from mlxchat.engine.tuning import load_tuning
-    from mlxchat.engine.devices import batching_note, device_kind, device_name
+    from mlxchat.engine.devices import device_kind, device_name
     from mlxchat.engine.kv.disk import DiskTier
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.local_engine import Engine
@@ -130,7 +130,7 @@ def start_local(
         blas=blas_in_use().kind,
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
-        batching=batching_note(device_kind(), loaded.dtype, loaded.kernel_matmuls, loaded.int8_activations),
+        batching=loaded.batching_note,
     )
     tuned = load_tuning(loaded.model, config.tuning_file)
     try:

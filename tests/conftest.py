@@ -154,3 +154,11 @@ def search_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.tiny_tools import build_search_model
 
     return build_search_model(tmp_path_factory.mktemp("search") / "tiny-search")
+
+
+@pytest.fixture(scope="session")
+def two_call_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny tool model's twin that calls the tool twice in one round (tests/tiny_tools.py)."""
+    from tests.tiny_tools import build_two_call_model
+
+    return build_two_call_model(tmp_path_factory.mktemp("two-calls") / "tiny-two-calls")

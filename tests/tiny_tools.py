@@ -1,7 +1,8 @@
 """A tiny model that calls a tool (tests/tiny_scripted.py's table): asked anything, it calls `weather` for Paris in
 the format of mlx-lm's json_tools parser (Qwen's `<tool_call>{...}</tool_call>`); after a tool's result, whose turn
 the template ends with its own token, it answers from it (unless the result starts with "again": then it calls the
-tool again, for the round limit's test)."""
+tool again, for the round limit's test). Its twin (build_two_call_model) calls `weather` twice in one round, for
+Paris and for Lyon."""
 
 from __future__ import annotations
 
@@ -66,4 +67,17 @@ def build_search_model(path: Path) -> Path:
         path, ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", AFTER_RESULT, SEARCH_THEN_CALL],
         SEARCH_TEMPLATE,
         [("\n", ["<tool_call>", SEARCH_THEN_CALL, "</tool_call>", EOS]), (AFTER_RESULT, [ANSWER, EOS])],
+    )
+
+
+CALL_LYON = '{"name": "weather", "arguments": {"city": "Lyon"}}'
+BETWEEN_CALLS = "</tool_call><tool_call>"  # one token: a script cannot pass through the same token twice
+
+
+def build_two_call_model(path: Path) -> Path:
+    """Writes the tiny model that calls the tool twice in one reply, then answers from both results."""
+    return build_scripted_model(
+        path, ["<tool_call>", "</tool_call>", BETWEEN_CALLS, "<tool_response>", "</tool_response>", AFTER_RESULT,
+               CALL, CALL_LYON], TEMPLATE,
+        [("\n", ["<tool_call>", CALL, BETWEEN_CALLS, CALL_LYON, "</tool_call>", EOS]), (AFTER_RESULT, [ANSWER, EOS])],
     )

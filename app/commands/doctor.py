@@ -84,6 +84,7 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
         loaded = load_configured(settings)
         trained = f"{loaded.trained_ctx} tokens" if loaded.trained_ctx else "unknown"
         line("  loaded", f"{loaded.dtype}, {format_bytes(loaded.weights_bytes)} of weights, trained context {trained}")
+        line("  batching", loaded.batching_note)
         _tuning_lines(line, loaded, tune)
     except ModelLoadError as exc:
         line("model", f"ERROR: {exc}")

@@ -65,7 +65,7 @@ class LoadedModel:
     tuning: Tuning | None = None
     # How the slots may batch it, checked against mlx-lm alone at load (engine.loading.batch_check).
     batching: BatchCheck | None = None
-    # Whether its quantized layers are multiplied by the compiled kernels (engine.cpu.stored): batch-invariant.
+    # Whether its quantized layers are multiplied by the compiled kernels (engine.cpu.stored): batch-invariant, bits.
     kernel_matmuls: bool = False
     kv_dtype: str | None = None  # how the slots store K/V (engine.kv.kv_types; None: as the model computes them)
     int8_activations: bool = False  # its quantized layers multiply rows rounded to int8
@@ -86,6 +86,13 @@ class LoadedModel:
 
         return plan_slots(request, self.trained_ctx if capped else None, self.kv_bytes_per_token, self.kv_footprint,
                           self.kv_dtype)
+
+    @property
+    def batching_note(self) -> str:
+        """Whether its batched replies, and its rows' logits, are the same as alone on this device, in words."""
+        from mlxchat.engine.devices import batching_note, device_kind
+
+        return batching_note(device_kind(), self.dtype, self.kernel_matmuls, self.int8_activations)
 
     @property
     def padded_prefill(self) -> bool | None:

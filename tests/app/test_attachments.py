@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,24 @@ def test_the_listing_follows_gitignore_files_at_every_level(tmp_path: Path) -> N
     (tmp_path / "src" / ".gitignore").write_text("gen/\n!keep.tmp\n")
     assert files_under(tmp_path) == [".gitignore", "a.py", "src/.gitignore", "src/b.py", "src/keep.tmp"]
     assert files_under(tmp_path, limit=2) == [".gitignore", "a.py"]
+
+
+def test_a_folders_gitignore_applies_to_every_file_below_it_as_git_says(tmp_path: Path) -> None:
+    files = ("a.py", "debug.log", "src/b.py", "src/trace.log", "src/deep/c.log", "src/deep/d.py", "src/cache/e.py",
+             "src/deep/cache/f.py", "docs/g.md")
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    # Patterns without a slash match at any depth below the .gitignore's folder; `cache/` only folders.
+    (tmp_path / ".gitignore").write_text("*.log\ncache/\n")
+    (tmp_path / "src" / ".gitignore").write_text("!deep/c.log\n")  # a deeper file takes one back
+    want = [".gitignore", "a.py", "docs/g.md", "src/.gitignore", "src/b.py", "src/deep/c.log", "src/deep/d.py"]
+    assert files_under(tmp_path) == want
+    if shutil.which("git"):  # the same list as git's own
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+        listed = subprocess.run(["git", "-C", str(tmp_path), "ls-files", "--others", "--exclude-standard"],
+                                check=True, capture_output=True, text=True).stdout.split()
+        assert sorted(listed) == sorted(want)
 
 
 def test_the_model_reads_the_files_before_the_text_and_exports_show_them() -> None:

@@ -76,6 +76,23 @@ def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> Non
     assert (loaded.tools_off, loaded.tools_on) == (["fs/write"], ["fs/move"])
 
 
+def test_a_replys_reasoning_is_saved_apart_from_its_answer_and_read_back(db_path: Path) -> None:
+    store = open_store(db_path)
+    chat = a_chat("Is 91 prime?", "No: 7 x 13.")
+    reply = chat.messages[1]
+    thought = "91 = 7 x 13, so it is not.\nCheck: 7 x 13 = 91."
+    reply.reasoning, reply.reasoning_tokens, reply.reasoning_ms = thought, 17, 412.5
+    store.save(chat)
+    store.close()
+    assert chat.id is not None
+    loaded = open_store(db_path).load(chat.id)
+    assert loaded is not None
+    user, answer = loaded.messages
+    assert (answer.text, answer.reasoning, answer.reasoning_tokens, answer.reasoning_ms) == (
+        "No: 7 x 13.", thought, 17, 412.5)
+    assert (user.reasoning, user.reasoning_tokens, user.reasoning_ms) == ("", None, None)
+
+
 def test_saves_write_changed_messages_and_drop_removed_ones(db_path: Path) -> None:
     store = open_store(db_path)
     chat = a_chat("one", "two", "three", "four")

@@ -68,6 +68,23 @@ def test_doctor_flags_work_after_and_before_the_subcommand(
     assert "2048 / 2 = 1024 tokens per slot" in out
 
 
+def test_doctor_says_which_matmul_path_gives_rows_the_same_bits(tiny_model_dir: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from mlxchat.engine import device_kind
+    from mlxchat.engine.cpu import kernels
+    from tests.tiny_gguf import write_tiny_gguf
+
+    def batching(model: Path) -> str:
+        assert main(["doctor", "--model", str(model)]) == 0
+        return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  batching"))
+
+    library = "the BLAS" if device_kind() == "cpu" else "MLX's GPU matmul"
+    assert f"(float32, full precision), though not bit for bit: {library} picks its kernel" in batching(tiny_model_dir)
+    if kernels.status().active and device_kind() == "cpu":
+        gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
+        assert "match each prompt's alone, bit for bit (q4 (group 32) through mlxchat's kernels" in batching(gguf)
+
+
 def test_doctor_refuses_slots_the_model_cannot_use_without_a_summary(
     tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

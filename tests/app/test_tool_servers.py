@@ -31,6 +31,16 @@ def started(servers: dict, log_dir: Path) -> ToolServers:
     return tool_servers
 
 
+def test_a_server_not_enabled_is_not_started_and_offers_no_tools(tmp_path: Path) -> None:
+    servers = started({"off": STDIO | {"enabled": False}, "on": STDIO}, tmp_path / "logs")
+    try:
+        off, on = servers.states()
+        assert (off.status, on.status) == ("off", "ready"), said(on)
+        assert {tool.server for tool in servers.tools()} == {"on"} and off.log is None
+    finally:
+        servers.close()
+
+
 def test_a_stdio_server_lists_its_tools_and_runs_their_calls(tmp_path: Path) -> None:
     servers = started({"test": STDIO, "broken": {"command": str(tmp_path / "no-such-server")}}, tmp_path / "logs")
     try:
@@ -69,6 +79,20 @@ def test_a_streamable_http_server_answers_and_a_bad_url_is_named(tmp_path: Path)
             assert nowhere.status == "failed" and "ConnectError" in nowhere.error
             weather = next(t for t in servers.tools() if t.name == "weather")
             assert servers.call(weather, {"city": "Oslo"}, 10).result(30).text == "18 °C and clear in Oslo"
+        finally:
+            servers.close()
+
+
+def test_headers_env_sends_each_header_from_its_variable(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_HTTP_TOKEN", "s3cret")  # the server asks for `Authorization: Bearer s3cret`
+    monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer s3cret")
+    with serving_mcp_over_http(tmp_path) as http:
+        servers = started({"with": {"url": f"{http.url}/mcp", "headers_env": {"Authorization": "MCP_TEST_TOKEN"}},
+                           "without": {"url": f"{http.url}/mcp"}}, tmp_path / "logs")
+        try:
+            with_header, without = servers.states()
+            assert with_header.status == "ready" and [t.name for t in with_header.tools] == TOOLS, said(with_header)
+            assert without.status == "failed"  # (refused with 401; the SDK's error does not say so)
         finally:
             servers.close()
 

@@ -40,10 +40,14 @@ def test_batching_note_says_where_batched_replies_can_differ(monkeypatch) -> Non
         assert batching_note(kind, dtype).startswith("batched replies match"), kind
     assert "bfloat16 on a GPU" in batching_note("cuda", "bfloat16")
     assert "q4 (group 32) on a GPU" in batching_note("metal", "q4 (group 32)")
-    # Quantized layers through the compiled kernels: a row's sums do not depend on the rows beside it.
-    assert batching_note("cpu", "q4/q8 (group 32)", kernels=True).startswith("batched replies match")
+    # Quantized layers through the compiled kernels: a row's sums do not depend on the rows beside it, to the bit
+    # (tests/engine/test_batch_invariance.py); float32 through the BLAS only to rounding.
+    assert batching_note("cpu", "q4/q8 (group 32)", kernels=True).startswith(
+        "batched replies match each prompt's alone, bit for bit (q4/q8 (group 32) through mlxchat's kernels")
     int8 = batching_note("cpu", "q4/q8 (group 32), int8 activations", kernels=True, int8=True)
-    assert int8.startswith("batched replies match") and "differ from the float32 model's" in int8
+    assert int8.startswith("batched replies match each prompt's alone, bit for bit")
+    assert "differ from the float32 model's" in int8
+    assert "though not bit for bit: the BLAS picks its kernel by the number of rows" in batching_note("cpu", "float32")
     assert "q4/q8 (group 32) on the CPU" in batching_note("cpu", "q4/q8 (group 32)")
     monkeypatch.delenv(TF32_VARIABLE)
     assert "TF32" in batching_note("cuda", "float32")

@@ -45,19 +45,16 @@ def alone(model, prompt: list[int], n: int = NEW, kv_dtype: str | None = None) -
 
 
 def rounded_caches(model, kv_dtype: str | None) -> list:
-    """mlx-lm's own caches for `model`; with `kv_dtype`, each new key and value stored as the slots would store it
-    (engine.kv.kv_types), then widened back: the values the slots hold, read as they read them."""
+    """mlx-lm's own caches for `model`; with `kv_dtype`, each new key and value rounded by MLX's own operations as
+    the setting says (not by the engine's code under test), then widened back: the values the slots must hold."""
     from mlx_lm.models.cache import make_prompt_cache
-
-    from mlxchat.engine.kv.kv_types import KVType
 
     caches = make_prompt_cache(model)
     if kv_dtype is None:
         return caches
-    kv = KVType(kv_dtype)
 
     def rounded(x):
-        return kv.decode(kv.encode(x), x.dtype)
+        return stored_by_mlx(x, kv_dtype).astype(x.dtype)
 
     def wrap(cache) -> None:
         for part in getattr(cache, "caches", ()):
@@ -69,6 +66,25 @@ def rounded_caches(model, kv_dtype: str | None) -> list:
     for c in caches:
         wrap(c)
     return caches
+
+
+def q8_parts(x):
+    """`x` in MLX's affine 8-bit format, as kv_dtype = "q8" documents it: mx.quantize in groups of 64 values, or
+    of 32 where 64 does not divide the head."""
+    import mlx.core as mx
+
+    group = 64 if x.shape[-1] % 64 == 0 else 32
+    return mx.quantize(x, group_size=group, bits=8), group
+
+
+def stored_by_mlx(x, kv_dtype: str):
+    """`x` as `kv_dtype` keeps it, read back in float32 by MLX's own operations (astype, mx.dequantize)."""
+    import mlx.core as mx
+
+    if kv_dtype == "q8":
+        (w, scales, biases), group = q8_parts(x)
+        return mx.dequantize(w, scales, biases, group_size=group, bits=8)
+    return x.astype(getattr(mx, kv_dtype)).astype(mx.float32)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,9 @@
 """K/V stored as kv_dtype says (engine.kv.kv_types): the kernel reads each type as stored, every family gives in
 four slots what mlx-lm gives alone over the same stored values, and the bytes are counted as stored.
 
-The reference for a narrower type is mlx-lm alone with each new key and value rounded to that type before its
-cache keeps them (test_families.rounded_caches): the values the slots hold, widened as the slots widen them.
+The reference for a narrower type is mlx-lm alone with each new key and value rounded to that type by MLX's own
+operations (astype; mx.quantize and mx.dequantize for q8) before its cache keeps them (test_families.rounded_caches):
+never by the engine's KVType, whose bugs would then be the reference's too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from mlxchat.engine.cpu import kernels
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.local_engine import Engine
 from tests.engine.test_families import PROMPTS, batched_logits_equal_alone, each_slot_equals_alone, generated, plan
+from tests.engine.test_families import q8_parts, stored_by_mlx
 from tests.engine.test_families import alone as families_alone
 from tests.tiny_families import FAMILIES, build_family
 
@@ -61,25 +63,41 @@ def alone(model: Any, prompt: list[int], kv_dtype: str) -> list[int]:
 def test_the_kernel_reads_each_type_as_stored(kv_dtype, heads, kv_heads, n_new, rows, lengths):
     import mlx.core as mx
 
-    from mlxchat.engine.kv.kv_types import KVType
-
-    kv = KVType(kv_dtype)
-    k = kv.encode(mx.random.normal((4, kv_heads, 320, 64), key=mx.random.key(1)))
-    v = kv.encode(mx.random.normal((4, kv_heads, 320, 64), key=mx.random.key(2)))
+    # Stored and widened by MLX's own operations (mx.quantize, astype), not by the engine's KVType.
+    wide_k, wide_v = (mx.random.normal((4, kv_heads, 320, 64), key=mx.random.key(i)) for i in (1, 2))
+    k, v = (q8_parts(x)[0] if kv_dtype == "q8" else [x.astype(getattr(mx, kv_dtype))] for x in (wide_k, wide_v))
+    wide_k, wide_v = stored_by_mlx(wide_k, kv_dtype), stored_by_mlx(wide_v, kv_dtype)
     q = mx.random.normal((len(rows), heads, n_new, 64), key=mx.random.key(3))
     ext = kernels.status().module
-    wide_k, wide_v = kv.decode(k, mx.float32), kv.decode(v, mx.float32)
     for threads in (1, 2):
-        got = ext.slot_attention(q, list(k.parts), list(v.parts), mx.array(rows), mx.array(lengths), 0.25, threads)
+        got = ext.slot_attention(q, list(k), list(v), mx.array(rows), mx.array(lengths), 0.25, threads)
         want = ext.slot_attention(q, [wide_k], [wide_v], mx.array(rows), mx.array(lengths), 0.25, threads)
         # The float types widen exactly: the same bits as over the widened copy. q8's q * scale + bias is fused
         # in the kernel, rounded once where MLX's dequantize rounds twice.
         same = mx.array_equal(got, want) if kv_dtype != "q8" else mx.allclose(got, want, atol=1e-5, rtol=1e-5)
         assert same.item(), (kv_dtype, mx.abs(got - want).max().item())
     # A row's result is the same whatever shares its pass.
-    alone_row = ext.slot_attention(q[:1], list(k.parts), list(v.parts), mx.array(rows[:1]), mx.array(lengths[:1]),
-                                   0.25, 1)
+    alone_row = ext.slot_attention(q[:1], list(k), list(v), mx.array(rows[:1]), mx.array(lengths[:1]), 0.25, 1)
     assert mx.array_equal(got[:1], alone_row).item()
+
+
+@pytest.mark.parametrize("kv_dtype", NARROW)
+@pytest.mark.parametrize("dim", [64, 32, 96])
+def test_each_type_stores_what_mlx_itself_gives(kv_dtype, dim):
+    """KVType's stored parts are MLX's own bits for the type: astype, or mx.quantize's values, scales and biases (the
+    format mlx-lm's quantized attention reads), and they read back as mx.dequantize reads them."""
+    import mlx.core as mx
+
+    from mlxchat.engine.kv.kv_types import KVType
+
+    x = 3 * mx.random.normal((2, 2, 7, dim), key=mx.random.key(4))
+    kv = KVType(kv_dtype)
+    stored = kv.encode(x)
+    want = q8_parts(x)[0] if kv_dtype == "q8" else [x.astype(getattr(mx, kv_dtype))]
+    assert len(stored.parts) == len(want)
+    for got, part in zip(stored.parts, want):
+        assert got.dtype == part.dtype and mx.array_equal(got, part).item()
+    assert mx.array_equal(kv.decode(stored, mx.float32), stored_by_mlx(x, kv_dtype)).item()
 
 
 @needs_kernels

@@ -141,6 +141,29 @@ def test_a_prompt_arriving_while_slots_stream_shares_their_passes_and_everything
     assert core.slots[2].history[len(long) :] == alone(model, long, GREEDY.max_tokens)[:-1]
 
 
+def test_prompts_read_beside_a_stream_take_turns_so_a_long_one_does_not_starve_a_short_one(tokenizer) -> None:
+    # While a slot streams, a pass reads one prompt's chunk: the prompts waiting take turns, pass after pass. A long
+    # prompt in a lower slot must not be read whole before a short one that came with it gets a chunk.
+    model = build_family("llama")
+    core = SlotScheduler(model, tokenizer, plan(parallel=3, ctx_size=3 * 256), prefill_chunk=16)
+    streaming = SamplingParams(max_tokens=200, ignore_eos=True)
+    core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=streaming))
+    while not (core.slots[0].request and core.slots[0].request.generated >= 2):
+        core.step()
+    long, short = [(5 * j) % 250 + 1 for j in range(160)], PROMPTS[1]  # 160 tokens: ten chunks or more; 13: one
+    core.admit(Submit(RequestHandle(2, 1), tokens=long, sampling=GREEDY))
+    core.admit(Submit(RequestHandle(3, 2), tokens=short, sampling=GREEDY))
+    passes = 0
+    while core.slots[2].request and core.slots[2].request.pending:
+        core.step()
+        passes += 1
+    # Chunks of 8 to 16 tokens (the streaming pace's bounds): the short prompt is read within its first two turns.
+    assert passes <= 4 and len(core.slots[1].request.pending) >= 160 - 2 * 16  # type: ignore[union-attr]
+    while core.busy:
+        core.step()
+    assert core.slots[2].history[len(short) :] == alone(model, short, GREEDY.max_tokens)[:-1]
+
+
 def test_a_repartition_does_not_hold_both_plans_kv_at_once(tokenizer) -> None:
     # Eight layers, four slots each holding a conversation, rebuilt (the same plan: every slot's KV survives). Each
     # old layer goes once copied: the peak stays near one store and one layer, not two stores (as it was).

@@ -15,6 +15,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.attachment_tray import AttachmentChip
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.file_picker import FilePicker
+from tests.counts import chat_counter
 from tests.pilot import make_app, notes, ready, run, send, slot_read, wait_for
 
 NOTES = "The launch code is 4471.\nKeep it in the drawer.\n"
@@ -81,7 +82,10 @@ def test_the_picker_filters_a_chip_shows_and_goes_and_the_file_reaches_the_promp
         pane.chat_input.text = "Read this: "
         await attach(pilot, pane, "plan")
         await attach(pilot, pane, "notes")
-        tokens = app.session.text_tokens(pane.attacher.attachments[-1].fenced())
+        # Its tokens in the message, as transformers counts them (the file fenced and named, as the prompt shows it).
+        count = chat_counter(tiny_model_dir)
+        tokens = count([{"role": "user", "content": f"docs/notes.md\n```\n{NOTES}```"}]) - count([{"role": "user",
+                                                                                                 "content": ""}])
         assert chips(pane) == ["@docs/plan.txt · 10 B · " + chips(pane)[0].split(" · ")[2],
                                f"@docs/notes.md · {len(NOTES)} B · {tokens} tokens ✕"]
         await pilot.press("alt+d")  # the last one goes
@@ -122,6 +126,32 @@ def test_a_file_too_big_for_the_slot_is_refused_and_the_message_stays(tiny_model
         assert "tokens of big.txt" in said and "a slot of" not in said
 
     run(make_app(tiny_model_dir), scenario)
+
+
+def test_a_message_that_leaves_the_reply_under_64_tokens_of_the_slot_is_refused(tiny_model_dir: Path) -> None:
+    per_slot, counter = 512, chat_counter(tiny_model_dir)
+
+    def count(text: str) -> int:
+        return counter([{"role": "user", "content": text}])
+
+    words = 1
+    while count(" ".join(f"w{i}" for i in range(words + 1))) < per_slot - 40:
+        words += 1
+        assert words < per_slot
+    # A message that fits the slot alone, not with 64 tokens for the reply.
+    text = " ".join(f"w{i}" for i in range(words + 1))
+    needed = count(text)
+    assert per_slot - 64 < needed < per_slot
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, text)
+        assert not pane.busy and pane.chat.messages == [] and pane.chat_input.text == text
+        [said] = notes(pane)
+        assert said.startswith(f"Not sent: this message does not fit its slot: the chat would take {needed:,} tokens "
+                               f"and 64 more for the reply, {needed + 64 - per_slot:,} over the slot's {per_slot}.")
+
+    run(make_app(tiny_model_dir, parallel=1, ctx_size=per_slot), scenario)
 
 
 def test_binary_and_oversized_files_are_refused_with_the_reason(tiny_model_dir: Path, workdir: Path) -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from mlxchat.app.chats.store import ChatStore
-from mlxchat.app.session.counts import ROOM_TO_ANSWER
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolApproval, ToolEntry
 from tests.app.test_tool_servers import said
 from tests.conftest import ROOT
+from tests.counts import chat_counter, text_tokens
 from tests.pilot import make_app, notes, ready, run, submit, wait_for
 from tests.tiny_tools import ANSWER
 
@@ -52,6 +52,13 @@ def approval(app: ChatApp) -> ToolApproval | None:
 
 def answers(pane: ChatPane) -> list[str]:
     return [view.text for view in pane.query(ReplyView).results(ReplyView)]
+
+
+def listing_by_transformers(model: Path, app: ChatApp) -> tuple[int, int]:
+    """(tokens of an empty chat with the offered tools listed, of which the listing), counted by transformers."""
+    count, empty = chat_counter(model), [{"role": "user", "content": ""}]
+    whole = count(empty, app.session.tool_schemas())
+    return whole, whole - count(empty)
 
 
 def test_the_user_allows_a_call_by_key_and_the_answer_follows(tool_model_dir: Path) -> None:
@@ -111,12 +118,26 @@ def test_auto_approve_runs_the_call_without_asking(tool_model_dir: Path) -> None
     run(tools_app(tool_model_dir, auto_approve=["weather"]), scenario)
 
 
+def test_auto_approve_names_tools_not_their_server(tool_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: approval(app) is not None or not pane.busy, "the approval")
+        # Another tool of the same server runs unasked; weather is not listed, so its call waits for the user.
+        assert approval(app) is not None and not entries(pane)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        assert [c["status"] for c in pane.chat.messages[1].tool_calls] == ["denied"]
+
+    run(tools_app(tool_model_dir, auto_approve=["long_text"]), scenario)
+
+
 def test_f5_says_what_the_tool_listing_takes_of_the_slot(tool_model_dir: Path) -> None:
     from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await tools_ready(app, pilot)
-        whole, listing = app.session.listing_tokens("")  # type: ignore[misc]
+        whole, listing = listing_by_transformers(tool_model_dir, app)
         assert listing > 100 and whole > listing  # five tools' schemas
         await pilot.press("f5")
         await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
@@ -132,7 +153,7 @@ def test_f2_warns_when_the_tool_listing_leaves_a_slot_under_the_floor(tool_model
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         await tools_ready(app, pilot)
-        whole, listing = app.session.listing_tokens("")  # type: ignore[misc]
+        whole, listing = listing_by_transformers(tool_model_dir, app)
         await pilot.press("f2")
         await wait_for(pilot, lambda: isinstance(app.screen, SlotsScreen), "the slots screen")
         warnings = str(app.screen.query_one("#slots-warnings").render())
@@ -176,15 +197,73 @@ def test_a_result_longer_than_the_slot_has_left_is_cut_with_a_note(tool_model_di
         assert note is not None
         whole, shown = (int(n.replace(",", "")) for n in note.groups())  # type: ignore[union-attr]
         # Cut to what the slot had left (2,560 tokens, the listing and the chat in them), counted by the model's
-        # tokenizer, not to the setting's 2,048: the reply that read it kept ROOM_TO_ANSWER tokens to go on.
+        # tokenizer, not to the setting's 2,048: the reply that read it kept its 64 tokens to go on.
         assert whole > 40_000 and 0 < shown < whole
         assert pane.last_stats is not None and 2560 * 0.8 < pane.last_stats.prompt_tokens  # (most of it: the result)
-        assert pane.last_stats.prompt_tokens + ROOM_TO_ANSWER <= 2560
+        assert pane.last_stats.prompt_tokens + 64 <= 2560
         # The cut result fits: the reply went on in the slot, and answered.
         assert pane.chat.messages[-1].text.strip() == "Paris is clear today."
 
     run(make_app(tool_model_dir, parallel=1, ctx_size=2560, mcp={"tool_listing_max_tokens": LISTED, "servers": {
         "test": SERVER | {"env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
+
+
+def shown(result: str) -> str:
+    """The part of a cut result the model was given (its note off)."""
+    note = re.search(r"\n\[the result was cut: [\d,]+ characters, of which the first ([\d,]+) are shown\]$", result)
+    assert note is not None, result[-200:]
+    return result[: int(note.group(1).replace(",", ""))]
+
+
+def test_tool_result_max_tokens_cuts_a_result_the_slot_would_hold(tool_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_WORDS", "300")  # about 3,000 characters: the slot's 4,096 tokens would hold it
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (call,) = pane.chat.messages[1].tool_calls
+        given = text_tokens(tool_model_dir, shown(call["result"]))
+        assert 90 <= given <= 100, given  # the setting's 100 tokens, counted by the tokenizer itself
+        assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+
+    run(make_app(tool_model_dir, parallel=1, ctx_size=4096, mcp={"tool_result_max_tokens": 100, "servers": {"test": (
+        SERVER | {"env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]})}}), scenario)
+
+
+def test_the_room_left_is_shared_by_the_results_of_one_round(two_call_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_WORDS", "5000")  # each result far more than the slot holds
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris and in Lyon?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        paris, lyon = pane.chat.messages[1].tool_calls
+        assert (paris["arguments"], lyon["arguments"]) == ({"city": "Paris"}, {"city": "Lyon"})
+        given = [text_tokens(two_call_model_dir, shown(c["result"])) for c in (paris, lyon)]
+        # Each took half of what the slot had left (2,560 tokens, the listing and the chat in them), so that both
+        # fit: the reply went on in the slot, and answered.
+        assert all(500 < n <= 2560 // 2 for n in given) and abs(given[0] - given[1]) < 20, given
+        assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+
+    run(make_app(two_call_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
+        "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
+
+
+def test_tool_timeout_ends_a_call_that_takes_longer_and_the_model_is_told(tool_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TOOLS_WEATHER_DELAY", "60")  # far past the setting's half second (and the test's wait)
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await tools_ready(app, pilot)
+        await submit(pilot, pane, "What is the weather in Paris?")
+        await wait_for(pilot, lambda: not pane.busy, "the answer")
+        (call,) = pane.chat.messages[1].tool_calls
+        assert (call["status"], call["error"], call["result"]) == (
+            "done", True, "the call timed out after 0.5 s (tool_timeout)")
+        assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+
+    run(make_app(tool_model_dir, mcp={"tool_timeout": 0.5, "servers": {"test": SERVER | {
+        "env": ["TOOLS_WEATHER_DELAY"], "auto_approve": ["weather"]}}}), scenario)
 
 
 def test_a_reply_that_keeps_calling_stops_at_max_tool_rounds(tool_model_dir: Path, monkeypatch) -> None:

@@ -134,3 +134,15 @@ def test_alt_t_shows_each_replys_timings_and_hides_them_again(tiny_model_dir: Pa
         assert not load_settings(None, {}).show_timings
 
     run(make_app(tiny_model_dir), scenario)
+
+
+def test_show_timings_in_the_config_shows_them_from_the_start(tiny_model_dir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await send(pilot, pane, "Hello there")
+        await wait_for(pilot, lambda: not pane.busy, "a reply")
+        await pilot.pause()
+        (line,) = list(pane.query(".turn-timings").results(Static))
+        assert line.display and str(line.render()).startswith("prompt ")
+
+    run(make_app(tiny_model_dir, show_timings=True), scenario)
