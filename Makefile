@@ -17,7 +17,9 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml setup.py $(wildcard engine/cpu/kernels/*.cpp engine/cpu/kernels/*.h) engine/cpu/kernels/CMakeLists.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q -e '.[test,plot]'
+	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q -e '.[test,plot,vision]'
+	# Images (vision models): mlx-vlm's code without its declared dependencies (40 MB, not 1.1 GB: pyproject.toml).
+	$(BIN)/python -m pip install -q --no-deps mlx-vlm==0.7.10
 	# The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy,
 	# in a build folder kept in the venv (the wheel test builds from the same one).
 	MLXCHAT_KERNEL_BUILD=$(CURDIR)/$(VENV)/kernel-build $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .

@@ -1,0 +1,105 @@
+"""Tiny random-weight vision-language models, built on the fly with mlx-vlm's own classes.
+
+Each folder holds what a real one does: config.json, model.safetensors (saved from mlx-vlm's module, so its own
+sanitizing reads it back), a byte-level BPE tokenizer with the family's image tokens, a chat template that writes
+the family's image marker, and the processor's configuration (mlx-vlm's processor expands the marker into the
+image's tokens). Images are a few pixels on a side so the vision tower is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.tiny_model import build_tokenizer
+
+VOCAB = 384
+_TEXT = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 96, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "max_position_embeddings": 4096}
+_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "patch_size": 7, "image_size": 28}
+_NORM = {"do_normalize": True, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_rescale": True,
+         "rescale_factor": 1 / 255, "do_resize": True, "do_convert_rgb": True, "resample": 2}
+
+# Gemma's template, cut to what the tests send: text and image parts, a system prompt folded into the first turn.
+_GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<start_of_image>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+
+FAMILIES: dict[str, dict[str, Any]] = {
+    "gemma3": {
+        "scale": 1.0,  # (at 3.0, Gemma's embedding scale saturates every reply into one repeated token)
+        "config": {
+            "model_type": "gemma3",
+            "text_config": dict(_TEXT, model_type="gemma3_text", head_dim=16, query_pre_attn_scalar=16,
+                                sliding_window=128, sliding_window_pattern=2, vocab_size=VOCAB + 8,
+                                mm_tokens_per_image=4),
+            "vision_config": _SIGLIP,
+            "mm_tokens_per_image": 4,
+            "hidden_size": 64,
+            "vocab_size": VOCAB + 8,
+            "pad_token_id": 0,
+        },
+        "tokens": ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
+                   "<end_of_image>", "<image_soft_token>"],
+        "image_token": "<image_soft_token>",
+        "tokenizer": {"bos_token": "<bos>", "eos_token": "<end_of_turn>", "pad_token": "<pad>",
+                      "extra_special_tokens": {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                                               "image_token": "<image_soft_token>"}},
+        "template": _GEMMA_TEMPLATE,
+        "processor": {"processor_class": "Gemma3Processor", "image_seq_length": 4},
+        "image_processor": dict(_NORM, image_processor_type="Gemma3ImageProcessor", processor_class="Gemma3Processor",
+                                size={"height": 28, "width": 28}, do_pan_and_scan=False),
+    },
+}
+
+
+def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
+    """Writes a tiny `family` VLM folder at `path` (random float32 weights, scaled up a little so that greedy
+    replies are peaked and differ by prompt) and returns it."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_map
+    from mlx_vlm.utils import get_model_and_args
+
+    spec = FAMILIES[family]
+    path.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(VOCAB)
+    tok.add_special_tokens(spec["tokens"])
+    config = dict(spec["config"])
+    config["image_token_index"] = config["image_token_id"] = tok.token_to_id(spec["image_token"])
+    config["eos_token_id"] = tok.token_to_id(spec["tokenizer"]["eos_token"])
+    tok.save(str(path / "tokenizer.json"))
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    tokenizer_config = dict(spec["tokenizer"], tokenizer_class="PreTrainedTokenizerFast",
+                            chat_template=spec["template"], model_max_length=4096)
+    (path / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+    (path / "processor_config.json").write_text(json.dumps(spec["processor"], indent=2))
+    (path / "preprocessor_config.json").write_text(json.dumps(spec["image_processor"], indent=2))
+
+    module, _ = get_model_and_args(config)
+    model_config = module.ModelConfig.from_dict(config)
+    model_config.text_config = module.TextConfig.from_dict(config["text_config"])
+    model_config.vision_config = module.VisionConfig.from_dict(config["vision_config"])
+    mx.random.seed(seed)
+    model = module.Model(model_config)
+    scale = spec.get("scale", 3.0)
+    model.update(tree_map(lambda p: p * scale if p.ndim > 1 else p, model.parameters()))
+    mx.save_safetensors(str(path / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    return path
+
+
+def tiny_image(path: Path, seed: int = 0, size: tuple[int, int] = (40, 30)) -> Path:
+    """A small PNG of random pixels (a different picture per seed)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    return path
