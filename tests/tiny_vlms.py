@@ -33,6 +33,16 @@ _GEMMA_TEMPLATE = (
     "{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
 )
 
+# Llava's: USER / ASSISTANT turns, `<image>` where an image goes.
+_LLAVA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{{ message['role'].upper() + ': ' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{{ '</s>' if message['role'] == 'assistant' else '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma3": {
         "scale": 1.0,  # (at 3.0, Gemma's embedding scale saturates every reply into one repeated token)
@@ -58,6 +68,51 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "image_processor": dict(_NORM, image_processor_type="Gemma3ImageProcessor", processor_class="Gemma3Processor",
                                 size={"height": 28, "width": 28}, do_pan_and_scan=False),
     },
+    "llava": {
+        "config": {
+            "model_type": "llava",
+            "text_config": dict(_TEXT, model_type="llama", vocab_size=VOCAB + 4),
+            "vision_config": {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 48,
+                              "num_hidden_layers": 2, "num_attention_heads": 2, "patch_size": 7, "image_size": 28,
+                              "projection_dim": 32},
+            "vision_feature_layer": -2,
+            "vision_feature_select_strategy": "default",
+            "vocab_size": VOCAB + 4,
+        },
+        "tokens": ["<s>", "</s>", "<pad>", "<image>"],
+        "image_token": "<image>",
+        "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
+                      "extra_special_tokens": {"image_token": "<image>"}},
+        "template": _LLAVA_TEMPLATE,
+        "processor": {"processor_class": "LlavaProcessor", "patch_size": 7, "vision_feature_select_strategy": "default",
+                      "num_additional_image_tokens": 1, "image_token": "<image>"},
+        "image_processor": dict(_NORM, image_processor_type="CLIPImageProcessor", processor_class="LlavaProcessor",
+                                size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
+                                do_center_crop=True),
+    },
+    # Its language model keeps mRoPE positions on itself: refused at load (tests/engine/test_vision.py).
+    "qwen2_5_vl": {
+        "config": dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=VOCAB + 7,
+                       rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                       vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32,
+                                      "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
+                                      "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                                      "window_size": 56, "fullatt_block_indexes": [0]}),
+        "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                   "<|image_pad|>", "<|video_pad|>"],
+        "image_token": "<|image_pad|>",
+        "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        "template": "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+                    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+                    "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
+                    "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}{% elif item['type'] == 'text' %}"
+                    "{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
+                    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+        "processor": {"processor_class": "Qwen2_5_VLProcessor"},
+        "image_processor": dict(_NORM, image_processor_type="Qwen2VLImageProcessor",
+                                processor_class="Qwen2_5_VLProcessor", patch_size=14, merge_size=2,
+                                temporal_patch_size=2, min_pixels=56 * 56, max_pixels=56 * 56),
+    },
 }
 
 
@@ -74,6 +129,10 @@ def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
     tok.add_special_tokens(spec["tokens"])
     config = dict(spec["config"])
     config["image_token_index"] = config["image_token_id"] = tok.token_to_id(spec["image_token"])
+    for name in ("vision_start", "vision_end", "video"):  # (Qwen-VL's other markers)
+        token = tok.token_to_id(f"<|{name}_pad|>" if name == "video" else f"<|{name}|>")
+        if token is not None:
+            config[f"{name}_token_id"] = token
     config["eos_token_id"] = tok.token_to_id(spec["tokenizer"]["eos_token"])
     tok.save(str(path / "tokenizer.json"))
     (path / "config.json").write_text(json.dumps(config, indent=2))

@@ -246,8 +246,8 @@ def _load_model_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[st
     if not is_vision_config(config):
         return (*_load_folder(path), None)
     if vision_available():
-        model, _ = load_vision(path)
-        return model, load_tokenizer(path, eos_token_ids=config.get("eos_token_id")), config, None
+        tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
+        return load_vision(path, tokenizer)[0], tokenizer, config, None
     note = vision_missing(str(config.get("model_type")))
     try:
         return (*_load_folder(path), note)

@@ -18,6 +18,14 @@ from mlxchat.engine.loading.progress import ModelLoadError
 VISION_VERSION = "0.7.10"
 INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 
+# Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
+SEEING_FAMILIES = ("gemma3",)
+# Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
+REFUSED_VISION = {
+    "qwen2_vl, qwen2_5_vl, qwen3_vl": "their language model keeps one prompt's mRoPE positions on itself",
+    "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
+}
+
 # Language models that keep a prompt's image positions on the model object (Qwen-VL's mRoPE deltas), one
 # sequence at a time: slots would need them per slot, row by row.
 _ONE_SEQUENCE_STATE = ("_rope_deltas", "_position_ids")
@@ -80,6 +88,10 @@ def _slot_model_class() -> type:
             return type(self.language_model.layers[0].self_attn).__module__
 
         def make_cache(self) -> list[Any]:
+            from mlx_lm.models.cache import KVCache
+
+            if not hasattr(self.language_model, "make_cache"):  # (full attention in every layer, as mlx-lm assumes)
+                return [KVCache() for _ in self.layers]
             return [_mlx_lm_cache(c) for c in self.language_model.make_cache()]
 
         def __call__(self, inputs: Any, cache: Any = None, input_embeddings: Any = None) -> Any:
@@ -108,9 +120,37 @@ def _mlx_lm_cache(cache: Any) -> Any:
     return cache
 
 
-def load_vision(path: Path) -> tuple[Any, VisionParts]:
+def process(parts: VisionParts, text: str, images: list[Any]) -> dict[str, Any]:
+    """The processor's inputs for a rendered prompt and its images (paths or PIL images), as `mlx_vlm.generate`
+    prepares them: input_ids, pixel_values, the mask, and a family's own arrays."""
+    from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
+
+    return dict(prepare_inputs(parts.processor, images=images, prompts=[text], image_token_index=image_token(parts),
+                               add_special_tokens=should_add_special_tokens(parts.model_type, parts.processor)))
+
+
+def image_token(parts: VisionParts) -> int:
+    """The id the processor writes at each of an image's positions."""
+    config = parts.vlm.config
+    return getattr(config, "image_token_index", None) or getattr(config, "image_token_id", None)
+
+
+def _probe(parts: VisionParts, tokenizer: Any) -> None:
+    """Reads a blank image through the chat template and the processor, as a chat will: ModelLoadError if they fail."""
+    from PIL import Image
+
+    chat = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "?"}]}]
+    try:
+        text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        process(parts, text, [Image.new("RGB", (32, 32))])
+    except Exception as e:
+        raise ModelLoadError(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                             f"mlx-vlm's processor fails on an image here ({e})") from e
+
+
+def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     """mlx-vlm's model and processor from `path`, as (the slots' model, its vision parts); ModelLoadError when
-    mlx-vlm cannot load it or the slots cannot run its language model."""
+    mlx-vlm cannot load it, its processor cannot read an image, or the slots cannot run its language model."""
     from mlx_vlm.utils import load
 
     try:
@@ -125,4 +165,5 @@ def load_vision(path: Path) -> tuple[Any, VisionParts]:
             f"keeps one prompt's image positions on itself ({', '.join(kept)}, mRoPE), and the slots would need "
             "them per slot"
         )
+    _probe(parts, tokenizer)
     return _slot_model_class()(parts), parts

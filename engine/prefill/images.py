@@ -16,7 +16,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlxchat.engine.loading.vision import VisionParts
+from mlxchat.engine.loading.vision import VisionParts, image_token, process
 from mlxchat.engine.reply_refusals import NO_IMAGES
 from mlxchat.engine.requests import Submit, prompt_of, template_kwargs
 
@@ -86,16 +86,11 @@ class ImagePrompt:
 def image_prompt(parts: VisionParts, tokenizer: Any, messages: Any, kwargs: dict[str, Any]) -> ImagePrompt:
     """The prompt of a chat with images: rendered by the chat template (with `kwargs`: tools, the thinking switch),
     the markers expanded and the pixels read by the model's processor."""
-    from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
-
     paths = image_paths(messages)
     text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **kwargs)
-    config = parts.vlm.config
-    token = getattr(config, "image_token_index", None) or getattr(config, "image_token_id", None)
-    inputs = dict(prepare_inputs(parts.processor, images=paths, prompts=[text], image_token_index=token,
-                                 add_special_tokens=should_add_special_tokens(parts.model_type, parts.processor)))
+    inputs = process(parts, text, paths)
     ids = inputs.pop("input_ids")[0].tolist()
-    runs = _runs(ids, token)
+    runs = _runs(ids, image_token(parts))
     keys = [_key(Path(p).read_bytes()) for p in paths]
     if len(runs) != len(keys):  # (a family that tiles an image into several runs: one key for them all)
         keys = [_key(b"".join(k.to_bytes(8, "little") for k in keys))] * len(runs)

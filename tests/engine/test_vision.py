@@ -129,3 +129,27 @@ def test_without_mlx_vlm_a_vision_model_runs_as_text_and_says_how_to_install_it(
     loaded = load_model(str(folder))
     assert not loaded.sees
     assert "pip install --no-deps mlx-vlm" in loaded.vision_note and "gemma3" in loaded.vision_note
+
+
+# Each tiny VLM family's outcome at load, pinned: a change (a family that now runs, or a new refusal) fails here.
+REFUSED = {
+    "qwen2_5_vl": "keeps one prompt's image positions on itself",
+    "llava": "mlx-vlm's processor fails on an image here",
+}
+
+
+@pytest.mark.parametrize("family", sorted(REFUSED))
+def test_a_family_the_slots_cannot_run_with_images_is_refused_at_load_with_its_reason(family, tmp_path):
+    from mlxchat.engine.loading.models import load_model
+    from mlxchat.engine.loading.progress import ModelLoadError
+
+    folder = build_tiny_vlm(tmp_path / family, family)
+    with pytest.raises(ModelLoadError, match=f"model type '{family}'.*{REFUSED[family]}"):
+        load_model(str(folder))
+
+
+def test_the_families_listing_says_which_families_see():
+    from mlxchat.engine.loading.families import describe
+
+    [line] = [line for line in describe() if line.startswith("Families that see images")]
+    assert "alone: gemma3." in line and "qwen2_5_vl" in line and "llava" in line
