@@ -162,3 +162,17 @@ def tiny_image(path: Path, seed: int = 0, size: tuple[int, int] = (40, 30)) -> P
     pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
     Image.fromarray(pixels).save(path)
     return path
+
+
+def mlx_vlm_alone(folder: Path, messages: list[dict], n: int = 8) -> tuple[list[int], int]:
+    """mlx-vlm's own generate, greedy, on the chat as its processor reads it: (its tokens, its prompt's length)."""
+    from mlx_vlm import generate, load
+
+    vlm, processor = load(str(folder))
+    images = [p["path"] for m in messages if isinstance(m["content"], list) for p in m["content"]
+              if p["type"] == "image"]
+    plain = [dict(m, content=[{"type": p["type"], **({"text": p["text"]} if p["type"] == "text" else {})}
+                              for p in m["content"]]) if isinstance(m["content"], list) else m for m in messages]
+    prompt = processor.tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
+    result = generate(vlm, processor, prompt, image=images, max_tokens=n, temperature=0.0, verbose=False)
+    return list(result.token_ids), result.prompt_tokens

@@ -80,6 +80,10 @@ class ToolsAndCounts:
             return None
         return over_the_slot(needed, ROOM_TO_ANSWER, self.plan.per_slot, self.plan.ctx_size, files)
 
+    def image_tokens(self, path: str) -> int | None:
+        """How many tokens the image at `path` is to the model, counted by its processor (None: it takes no images)."""
+        return None if self.engine is None else self.engine.image_tokens(path)
+
     def text_tokens(self, text: str) -> int | None:
         """How many tokens `text` is to the model (None where the engine cannot say)."""
         if self.engine is None:

@@ -14,7 +14,7 @@ import pytest
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
-from tests.tiny_vlms import build_tiny_vlm, tiny_image
+from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
 
 NEW = 8
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True, temperature=0.0)
@@ -24,20 +24,6 @@ TEXTS = ["What is this?", "What is this?", "Paris is the capital of France. What
 def chat(image: Path | None, text: str) -> list[dict]:
     parts = ([{"type": "image", "path": str(image)}] if image else []) + [{"type": "text", "text": text}]
     return [{"role": "user", "content": parts}]
-
-
-def mlx_vlm_alone(folder: Path, messages: list[dict], n: int = NEW) -> tuple[list[int], int]:
-    """mlx-vlm's own generate, greedy, on the chat as its processor reads it: (its tokens, its prompt's length)."""
-    from mlx_vlm import generate, load
-
-    vlm, processor = load(str(folder))
-    images = [p["path"] for m in messages if isinstance(m["content"], list) for p in m["content"]
-              if p["type"] == "image"]
-    plain = [dict(m, content=[{"type": p["type"], **({"text": p["text"]} if p["type"] == "text" else {})}
-                              for p in m["content"]]) if isinstance(m["content"], list) else m for m in messages]
-    prompt = processor.tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
-    result = generate(vlm, processor, prompt, image=images, max_tokens=n, temperature=0.0, verbose=False)
-    return list(result.token_ids), result.prompt_tokens
 
 
 @pytest.fixture(scope="module")
