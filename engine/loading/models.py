@@ -228,7 +228,7 @@ def _load_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[str, Any
     try:
         model, config = mlx_load_model(path)
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
-    except (ValueError, OSError, KeyError) as e:
+    except (ValueError, OSError, KeyError, TypeError) as e:  # (TypeError: a config its module cannot build)
         raise ModelLoadError(f"The model in {path} could not be loaded: {e}") from e
     return model, tokenizer, config
 
@@ -240,17 +240,22 @@ def _load_model_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[st
 
     from mlx_lm.utils import load_tokenizer
 
-    from mlxchat.engine.loading.vision import is_vision_config, load_vision, vision_available, vision_missing
+    from mlxchat.engine.loading.vision import VisionRefused, is_vision_config, load_vision, vision_available, vision_missing
 
     config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
     if not is_vision_config(config):
         return (*_load_folder(path), None)
-    if vision_available():
+    as_text = ""  # what the note adds where the language model then loads through mlx-lm
+    if not vision_available():
+        note = vision_missing(str(config.get("model_type")))
+    else:
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
-        return load_vision(path, tokenizer)[0], tokenizer, config, None
-    note = vision_missing(str(config.get("model_type")))
+        try:
+            return load_vision(path, tokenizer)[0], tokenizer, config, None
+        except VisionRefused as e:  # its language model may still chat, through mlx-lm
+            note, as_text = str(e), ". It runs as a text model: images are refused."
     try:
-        return (*_load_folder(path), note)
+        return (*_load_folder(path), note + as_text)
     except ModelLoadError as e:
         raise ModelLoadError(f"{e}\n{note}") from e
 

@@ -52,6 +52,10 @@ def vision_missing(model_type: str) -> str:
             f"images are refused. To send it images, install it with: {INSTALL_VISION}")
 
 
+class VisionRefused(ModelLoadError):
+    """mlx-vlm loads the model, but the slots cannot run it with images; the message says why."""
+
+
 class VisionParts:
     """The parts of a vision-language model that are not its language model: the whole mlx-vlm model (vision
     tower, projector, its `get_input_embeddings`) and its processor. A plain object, so that a SlotModel's
@@ -144,8 +148,8 @@ def _probe(parts: VisionParts, tokenizer: Any) -> None:
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         process(parts, text, [Image.new("RGB", (32, 32))])
     except Exception as e:
-        raise ModelLoadError(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
-                             f"mlx-vlm's processor fails on an image here ({e})") from e
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"mlx-vlm's processor fails on an image here ({e})") from e
 
 
 def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
@@ -160,7 +164,7 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     parts = VisionParts(vlm, processor)
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
     if kept:
-        raise ModelLoadError(
+        raise VisionRefused(
             f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: its language model "
             f"keeps one prompt's image positions on itself ({', '.join(kept)}, mRoPE), and the slots would need "
             "them per slot"

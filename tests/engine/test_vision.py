@@ -6,6 +6,7 @@ in busy slots with a small prefill chunk (chunks begin and end inside an image's
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -125,13 +126,16 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("family", sorted(REFUSED))
-def test_a_family_the_slots_cannot_run_with_images_is_refused_at_load_with_its_reason(family, tmp_path):
+def test_a_family_the_slots_cannot_run_with_images_is_refused_images_at_load_with_its_reason(family, tmp_path):
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.loading.progress import ModelLoadError
 
     folder = build_tiny_vlm(tmp_path / family, family)
-    with pytest.raises(ModelLoadError, match=f"model type '{family}'.*{REFUSED[family]}"):
-        load_model(str(folder))
+    try:  # its language model chats through mlx-lm where mlx-lm has it, the refusal a note; else loading fails
+        said = load_model(str(folder)).vision_note
+    except ModelLoadError as e:
+        said = str(e)
+    assert re.search(f"model type '{family}'.*{REFUSED[family]}", said or "")
 
 
 def test_the_families_listing_says_which_families_see():
