@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -14,9 +15,11 @@ from textual.pilot import Pilot
 from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.ui.app import ChatApp
-from tests.pilot import make_app, ready, run, send, submit, wait_for
+from tests.markers import needs_cpu
+from tests.pilot import make_app, ready, run, send, steady_cursors, submit, wait_for
 from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
 from tests.ui.test_attachments import attach, chips, toasts
+from tests.ui.test_chat_snapshots import SIZE, converse
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +88,17 @@ def test_a_text_model_refuses_an_image_naming_alt_m(tiny_model_dir: Path, shots:
         assert any("shot.png is an image, and this model does not take images: alt+m" in t for t in toasts(app))
 
     run(make_app(tiny_model_dir), scenario)
+
+
+@needs_cpu  # (the accepted screen holds a random-weight reply as the CPU computes it)
+def test_snapshot_of_a_chat_with_an_image(gemma3: Path, shots: Path, snap_compare: Any) -> None:
+    """The image's line under the message it was sent with (name, pixels, size, tokens), where no picture is drawn."""
+    app = make_app(gemma3, sampling={"max_tokens": 6})
+
+    async def run_before(pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await attach(pilot, pane, "shot")
+        await converse(app, pilot, pane, "What is this?")
+        steady_cursors(app)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
