@@ -63,3 +63,8 @@ class ChatEngine(Protocol):
     def count_tokens(self, messages: Messages, tools: Tools | None = None) -> int | None:
         """How many tokens `messages` and `tools` take of a slot, as the chat template writes them (None: unknown)."""
         ...
+
+    def image_tokens(self, path: str) -> int | None:
+        """How many tokens the image at `path` is to the model, counted by its own processor; None where the model
+        takes no images (a text model, a server)."""
+        ...

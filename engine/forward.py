@@ -25,7 +25,8 @@ class Forward:
         family = type(model).__module__.rsplit(".", 1)[-1]
         args = getattr(model, "args", None)
         self._head: Callable[[mx.array], mx.array] | None = None
-        self._body: Callable[[mx.array, list[Any]], mx.array] = lambda inputs, caches: model(inputs, cache=caches)
+        self._body: Callable[..., mx.array] = lambda inputs, caches, embeds=None: (
+            model(inputs, cache=caches) if embeds is None else model(inputs, cache=caches, input_embeddings=embeds))
         self._cores: SingleThreadedBlas | None = None
         # Several groups of rows (a decode pass and a prompt chunk) through one pass, where the body allows.
         self._bodies: Callable[[list[tuple[mx.array, list[Any]]]], list[mx.array]] | None = None
@@ -55,16 +56,18 @@ class Forward:
         else:
             self._cores.release()
 
-    def states(self, inputs: mx.array, caches: list[Any]) -> mx.array:
-        """The pass's output before the head where it can be skipped, else its logits.
+    def states(self, inputs: mx.array, caches: list[Any], embeds: mx.array | None = None) -> mx.array:
+        """The pass's output before the head where it can be skipped, else its logits. `embeds`: the rows'
+        input embeddings in place of their tokens' (an image's, for a vision model's generic body only).
 
         For a pass whose only use is the K/V it stores: evaluate the caches, not this.
         """
-        return self._body(inputs, caches)
+        return self._body(inputs, caches) if embeds is None else self._body(inputs, caches, embeds)
 
-    def logits(self, inputs: mx.array, caches: list[Any], positions: mx.array | None) -> mx.array:
-        """Logits (B, vocab) at each row's position (positions (B,), or None when L is 1)."""
-        states = _at(self._body(inputs, caches), positions)
+    def logits(self, inputs: mx.array, caches: list[Any], positions: mx.array | None,
+               embeds: mx.array | None = None) -> mx.array:
+        """Logits (B, vocab) at each row's position (positions (B,), or None when L is 1); `embeds` as `states`."""
+        states = _at(self.states(inputs, caches, embeds), positions)
         return self._head(states) if self._head is not None else states
 
     @property

@@ -13,13 +13,15 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from mlxchat.engine.cpu.blas import blas_workers
 from mlxchat.engine.cpu.priority import run_below_ui
 from mlxchat.engine.devices import release_thread_streams
 from mlxchat.engine.events import EngineSnapshot
-from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, render
+from mlxchat.engine.prefill.images import image_paths, image_prompt, image_tokens
+from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, render, template_kwargs
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.status import EngineInfo
@@ -120,8 +122,17 @@ class Engine(TakesRequests):
         return self.core.info
 
     def count_tokens(self, messages: Messages, tools: Tools | None = None) -> int | None:
-        """How many tokens `messages` (and `tools`) take as the chat template writes them (from any thread)."""
+        """How many tokens `messages` (and `tools`) take as the chat template writes them, a vision model's images
+        as its processor expands them (from any thread)."""
+        vision = getattr(self.core.model, "vision_parts", None)
+        if vision is not None and image_paths(messages):
+            return len(image_prompt(vision, self.core.tokenizer, messages, template_kwargs(tools=tools)).ids)
         return len(render(self.core.tokenizer, messages, tools=tools))
+
+    def image_tokens(self, path: str) -> int | None:
+        """How many tokens the image at `path` is to the model, counted by its own processor (None: a text model)."""
+        vision = getattr(self.core.model, "vision_parts", None)
+        return None if vision is None else image_tokens(vision, self.core.tokenizer, Path(path))
 
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step."""

@@ -7,6 +7,7 @@ from mlxchat.engine.requests import Messages
 
 SHUT_DOWN = "the engine has been shut down"
 EMPTY = "there is nothing to answer: the chat is empty"
+NO_IMAGES = "this model does not take images: load one that sees (a vision-language model) to send them"
 
 
 def no_such_slot(slot_id: int, n_slots: int) -> str:

@@ -62,11 +62,16 @@ def render(tokenizer: Any, messages: Messages, thinking: bool = True, tools: Too
     """A chat's tokens as the model's chat template writes them, ready for its reply. `thinking` False turns the
     template's thinking switch off (mlx-lm passes it under the name the template knows; on, it is mlx-lm's
     default: the switch is on where the model marks reasoning)."""
+    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, **template_kwargs(thinking, tools))
+    return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+
+
+def template_kwargs(thinking: bool = True, tools: Tools | None = None) -> dict[str, Any]:
+    """What the chat template is given besides the messages: the thinking switch (off only) and the tools."""
     kwargs: dict[str, Any] = {} if thinking else {"enable_thinking": False}
     if tools:
         kwargs["tools"] = list(tools)
-    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, **kwargs)
-    return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+    return kwargs
 
 
 class TakesRequests:

@@ -17,7 +17,7 @@ from mlx_lm.utils import common_prefix_len
 from mlxchat.engine import reply_refusals as refusals
 from mlxchat.engine.events import Done, EngineSnapshot
 from mlxchat.engine.forward import Forward
-from mlxchat.engine.requests import Submit, deliver, prompt_of
+from mlxchat.engine.requests import Submit, deliver
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.disk import DiskTier
 from mlxchat.engine.kv.slot_store import SlotKVStore
@@ -33,6 +33,7 @@ from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
 from mlxchat.engine.status import EngineInfo, engine_snapshot
+from mlxchat.engine.prefill.images import NoImages, request_prompt
 
 
 @dataclass
@@ -252,9 +253,9 @@ class SlotScheduler:
         if slot.request is not None:
             return refuse(refusals.still_answering(slot.id))
         try:
-            prompt = prompt_of(self.tokenizer, submit)
-        except Exception as exc:  # a template that rejects the chat is this request's problem only
-            return refuse(refusals.unrenderable(exc))
+            prompt, images = request_prompt(getattr(self.model, "vision_parts", None), self.tokenizer, submit)
+        except Exception as exc:  # a template (or an image) that the chat cannot take is this request's problem only
+            return refuse(str(exc) if isinstance(exc, NoImages) else refusals.unrenderable(exc))
         capacity = self.store.capacity
         if len(prompt) + 1 > capacity:
             return refuse(refusals.does_not_fit(len(prompt), slot.id, capacity, self.plan, submit.messages))
@@ -286,7 +287,7 @@ class SlotScheduler:
             refilled=max(0, common - cached),
             pending=prompt[cached:],
             restored_from=restored_from,
-            lost=self.prefixes.parked.why_lost(prompt, cached),
+            lost=self.prefixes.parked.why_lost(prompt, cached), images=images,
         )
 
     # ---- prefill ----
@@ -303,11 +304,11 @@ class SlotScheduler:
         Returns the prompt tokens read."""
         part = PromptChunks(slots, chunk, self.store)
         if part.positions is not None:
-            firsts = part.sample(self.forward.logits(part.inputs, part.caches, part.positions))
+            firsts = part.sample(self.forward.logits(part.inputs, part.caches, part.positions, part.embeds))
             mx.eval(firsts)
             return self._advance(part, firsts.tolist())
         # Only the K/V of middle chunks are needed: evaluating them skips the head entirely.
-        self.forward.states(part.inputs, part.caches)
+        self.forward.states(part.inputs, part.caches, part.embeds)
         mx.eval(self.store.arrays)
         return self._advance(part, [])
 

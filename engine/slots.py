@@ -34,6 +34,8 @@ class Request:
     pending: list[int] = field(default_factory=list)
     restored_from: str | None = None  # where its cached prefix came from when not its slot: "parked", "slot 2"
     lost: str | None = None  # why a history it continues had to be prefilled again (its parked KV was evicted)
+    # Its images' inputs (engine.prefill.images.ImagePrompt: a vision model's), read when a chunk reaches them.
+    images: Any = None
     next_input: int | None = None
     generated: int = 0
     unreported: int = 0  # generated tokens whose text has not been sent yet

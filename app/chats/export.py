@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 from typing import Literal
 
 from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
@@ -51,6 +52,10 @@ def to_markdown(chat: Chat) -> str:
         lines += [message.text, ""]
         for record in message.attachments:  # each file as it was sent: name, size, when, content
             attached = Attachment.from_record(record)
+            if attached.is_image:  # its copy in the data folder, named by its bytes' SHA-256
+                lines += [f"**Attached image** `{attached.name}` ({attached.width}×{attached.height} · {attached.sizes}, "
+                          f"{attached.attached})", "", f"![{attached.name}]({Path(attached.path).as_uri()})", ""]
+                continue
             lines += [f"**Attached** `{attached.name}` ({attached.sizes}, {attached.attached})", "", attached.block(), ""]
         for call in message.tool_calls:  # each call, then its result, as a quoted block
             arguments = json.dumps(call["arguments"], ensure_ascii=False)

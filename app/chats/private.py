@@ -33,9 +33,9 @@ def private_database(path: Path) -> None:
         tighten(path.with_name(path.name + suffix))
 
 
-def write_private(path: Path, text: str) -> None:
-    """Writes `text` (UTF-8) to `path`, which only its owner can read, whatever it was before."""
+def write_private(path: Path, text: str | bytes) -> None:
+    """Writes `text` (UTF-8, or bytes as they are) to `path`, which only its owner can read, whatever it was before."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
+    with os.fdopen(fd, "wb") as file:
         os.fchmod(fd, FILE_MODE)  # an existing file keeps its mode through O_CREAT: set it
-        file.write(text)
+        file.write(text.encode("utf-8") if isinstance(text, str) else text)

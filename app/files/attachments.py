@@ -27,6 +27,13 @@ class Attachment:
     text: str
     attached: str  # when (stored time)
     tokens: int | None = None  # its text to the loaded model (None: not counted, as for a server)
+    # An image (app.files.images): its pixels' size; `path` is then its copy in the data folder, `text` empty.
+    width: int | None = None
+    height: int | None = None
+
+    @property
+    def is_image(self) -> bool:
+        return self.width is not None
 
     def fenced(self) -> str:
         """The file as the model reads it: its name, then its text in a fence."""
@@ -44,7 +51,8 @@ class Attachment:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Attachment:
-        return cls(**{k: record[k] for k in ("name", "path", "size", "text", "attached")}, tokens=record.get("tokens"))
+        return cls(**{k: record[k] for k in ("name", "path", "size", "text", "attached")}, tokens=record.get("tokens"),
+                   width=record.get("width"), height=record.get("height"))
 
     @property
     def sizes(self) -> str:
@@ -54,8 +62,9 @@ class Attachment:
 
     @property
     def label(self) -> str:
-        """What its chip says: "notes.md · 1.2 KiB · 312 tokens"."""
-        return f"{self.name} · {self.sizes}"
+        """What its chip says: "notes.md · 1.2 KiB · 312 tokens", an image's with its pixels: "shot.png · 640×480 · …"."""
+        pixels = f" · {self.width}×{self.height}" if self.is_image else ""
+        return f"{self.name}{pixels} · {self.sizes}"
 
 
 def shown_name(path: Path, folder: Path) -> str:
@@ -94,7 +103,11 @@ def read_attachment(path: Path, max_kb: int, folder: Path, when: str) -> Attachm
     return Attachment(name, str(path.resolve()), len(data), text, when)
 
 
-def with_files(text: str, attachments: list[dict[str, Any]]) -> str:
-    """A user message as the model reads it: each attached file fenced and named, then what the user wrote."""
-    files = [Attachment.from_record(a).fenced() for a in attachments]
-    return "\n\n".join([*files, text]) if files else text
+def with_files(text: str, attachments: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A user message as the model reads it: each attached text file fenced and named, then what the user wrote;
+    with images, the chat template's parts: each image (its saved copy), then that text."""
+    attached = [Attachment.from_record(a) for a in attachments]
+    files = [a.fenced() for a in attached if not a.is_image]
+    text = "\n\n".join([*files, text]) if files else text
+    images = [{"type": "image", "path": a.path} for a in attached if a.is_image]
+    return [*images, {"type": "text", "text": text}] if images else text

@@ -130,6 +130,10 @@ class ToolsAndCounts:
                 f"take {listing.tokens:,} tokens of it. Turn tools off for this chat (F5), or set "
                 f"mcp.tool_listing_max_tokens under {listing.tokens:,} to have them searched instead.")
 
+    def image_tokens(self, path: str) -> int | None:
+        """How many tokens the image at `path` is to the model, counted by its processor (None: it takes no images)."""
+        return None if self.engine is None else self.engine.image_tokens(path)
+
     def text_tokens(self, text: str) -> int | None:
         """How many tokens `text` is to the model (None where the engine cannot say)."""
         if self.engine is None:

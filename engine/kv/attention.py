@@ -145,7 +145,8 @@ def install(model: Any) -> bool:
     """
     from mlx_lm.models import base
 
-    module = sys.modules[type(model).__module__]
+    # (a vision model's language model names its own module: engine.loading.vision.SlotModel)
+    module = sys.modules[getattr(model, "attention_module", None) or type(model).__module__]
     current = getattr(module, "scaled_dot_product_attention", None)
     if current is None:
         return False

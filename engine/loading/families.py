@@ -76,4 +76,9 @@ def describe() -> list[str]:
         "found its batched output equal to the model alone; one that differs, or asks for another kind, "
         "is refused when it loads, naming what is missing."
     )
+    from mlxchat.engine.loading.vision import REFUSED_VISION, SEEING_FAMILIES
+
+    lines.append("Families that see images (through mlx-vlm), checked token for token against mlx-vlm alone: "
+                 + ", ".join(SEEING_FAMILIES) + ". Refused with images: "
+                 + "; ".join(f"{names} ({why})" for names, why in REFUSED_VISION.items()) + ".")
     return lines

@@ -69,6 +69,8 @@ class LoadedModel:
     kernel_matmuls: bool = False
     kv_dtype: str | None = None  # how the slots store K/V (engine.kv.kv_types; None: as the model computes them)
     int8_activations: bool = False  # its quantized layers multiply rows rounded to int8
+    sees: bool = False  # it takes images (a vision model loaded through mlx-vlm: engine.loading.vision)
+    vision_note: str | None = None  # why a vision model does not take images here (mlx-vlm is missing)
 
     @property
     def kv_key(self) -> str:
@@ -233,9 +235,36 @@ def _load_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[str, Any
     try:
         model, config = mlx_load_model(path)
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
-    except (ValueError, OSError, KeyError) as e:
+    except (ValueError, OSError, KeyError, TypeError) as e:  # (TypeError: a config its module cannot build)
         raise ModelLoadError(f"The model in {path} could not be loaded: {e}") from e
     return model, tokenizer, config
+
+
+def _load_model_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[str, Any], str | None]:
+    """`_load_folder`'s, except that a vision-language model loads through mlx-vlm where it is installed (else its
+    language model through mlx-lm, where mlx-lm has it); the fourth value says why it takes no images, if so."""
+    import json
+
+    from mlx_lm.utils import load_tokenizer
+
+    from mlxchat.engine.loading.vision import VisionRefused, is_vision_config, load_vision, vision_available, vision_missing
+
+    config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
+    if not is_vision_config(config):
+        return (*_load_folder(path), None)
+    as_text = ""  # what the note adds where the language model then loads through mlx-lm
+    if not vision_available():
+        note = vision_missing(str(config.get("model_type")))
+    else:
+        tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
+        try:
+            return load_vision(path, tokenizer)[0], tokenizer, config, None
+        except VisionRefused as e:  # its language model may still chat, through mlx-lm
+            note, as_text = str(e), ". It runs as a text model: images are refused."
+    try:
+        return (*_load_folder(path), note + as_text)
+    except ModelLoadError as e:
+        raise ModelLoadError(f"{e}\n{note}") from e
 
 
 def load_model(
@@ -279,7 +308,7 @@ def load_model(
     from mlxchat.engine.loading.lazy import materialize
 
     report(Progress("Loading weights", 0, 0))
-    model, tokenizer, config = _load_folder(mlx_path)
+    model, tokenizer, config, vision_note = _load_model_folder(mlx_path)
     # The layer kinds first: a model no slot can hold is refused before any conversion.
     _refused(layer_kinds, model)
     target = _target_dtype(weights_dtype, model)
@@ -298,14 +327,17 @@ def load_model(
     kv = kv_footprint(model, kv_type)
     # After the forward passes above: a module that fills a table on its first call has done so by now.
     materialize(model)
+    vision = getattr(model, "vision_parts", None)
+    text = config.get("text_config") or {}
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
         source=source,
         mlx_path=mlx_path,
         dtype=_describe_dtype(model) + (", int8 activations" if int8_activations else ""),
-        weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
-        trained_ctx=config.get("max_position_embeddings") or config.get("context_length"),
+        weights_bytes=sum(p.nbytes for _, p in tree_flatten((vision.vlm if vision else model).parameters())),
+        trained_ctx=(config.get("max_position_embeddings") or config.get("context_length")
+                     or text.get("max_position_embeddings")),
         kv_bytes_per_token=kv.bytes_per_token,
         config=config,
         kv_footprint=kv,
@@ -313,6 +345,8 @@ def load_model(
         kernel_matmuls=stored.holds_stored(model),
         kv_dtype=kv_type.name,
         int8_activations=int8_activations,
+        sees=vision is not None,
+        vision_note=vision_note,
     )
 
 

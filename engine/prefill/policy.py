@@ -52,7 +52,18 @@ def pick_prefill(order: list[Slot], store: SlotKVStore, chunk: int, padded: bool
     if not padded:
         order = [s for s in order if chunk_width([s], chunk) == width]
     fits = [s for s in order if store.lengths[s.id] + width <= store.capacity]
-    return (fits or order[:1])[: max(1, budget // width)]
+    picked = (fits or order[:1])[: max(1, budget // width)]
+    # A chunk that reaches an image is read as embeddings, in a pass of its own.
+    return next(([s] for s in picked if reads_image(s, chunk)), picked) if len(picked) > 1 else picked
+
+
+def reads_image(slot: Slot, chunk: int) -> bool:
+    """Whether the slot's next prompt chunk (up to `chunk` tokens) reaches an image's positions."""
+    r = slot.request
+    if r is None or r.images is None:
+        return False
+    start = len(r.prompt) - len(r.pending)
+    return r.images.touches_images(start, start + min(chunk, len(r.pending)))
 
 
 class PromptChunks:
@@ -68,6 +79,12 @@ class PromptChunks:
         self.chunks = [p[:width] for p in pending]
         self.inputs = mx.array([c + c[-1:] * (width - len(c)) for c in self.chunks])
         self.caches = store.batch(self.rows, width, [len(c) for c in self.chunks])
+        # A chunk that reaches an image (always alone in its pass): its embeddings, the vision tower's among them.
+        self.embeds: mx.array | None = None
+        if len(slots) == 1 and reads_image(slots[0], width):
+            images, start = slots[0].request.images, slots[0].request.prompt_processed  # type: ignore[union-attr]
+            self.inputs = mx.array([images.ids[start : start + width]])
+            self.embeds = images.embeddings(start, start + width)
         self.ending = [len(c) == len(p) for c, p in zip(self.chunks, pending)]
         # Where each row's logits are read when some prompt ends in this chunk (its last real token).
         self.positions = mx.array([len(c) - 1 for c in self.chunks]) if any(self.ending) else None

@@ -128,6 +128,10 @@ class RemoteEngine(TakesRequests):
         """None: the server's template and tokenizer are its own."""
         return None
 
+    def image_tokens(self, path: str) -> int | None:
+        """None: images are not sent to servers yet."""
+        return None
+
     def snapshot(self) -> EngineSnapshot:
         """Every slot: the server's /slots figures where it has them, mlxchat's own otherwise."""
         self._poll_slots()

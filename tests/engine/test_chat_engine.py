@@ -15,7 +15,8 @@ CALLS = [name for name, value in vars(ChatEngine).items() if inspect.isfunction(
 
 @pytest.mark.parametrize("engine", [Engine, RemoteEngine], ids=["local", "remote"])
 def test_each_engine_takes_every_call_as_the_protocol_names_it(engine: type) -> None:
-    assert set(CALLS) == {"submit", "cancel", "clear", "bind", "repartition", "shutdown", "snapshot", "count_tokens"}
+    assert set(CALLS) == {"submit", "cancel", "clear", "bind", "repartition", "shutdown", "snapshot", "count_tokens",
+                         "image_tokens"}
     for name in CALLS:
         wanted = inspect.signature(getattr(ChatEngine, name)).parameters
         offered = inspect.signature(getattr(engine, name)).parameters

@@ -25,7 +25,7 @@ from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys, slot_words
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
-from mlxchat.app.ui.widgets.file_attacher import FileAttacher
+from mlxchat.app.ui.widgets.file_attacher import FileAttacher, images_dir
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note, user_turn
 from mlxchat.app.ui.tool_round import next_round
 from mlxchat.app.ui.widgets.pane_keys import PaneKeys
@@ -108,7 +108,7 @@ class ChatPane(TitledBox, PaneKeys):
         # Held, not queried: a timer (drafts) or a late key can ask for them while the pane is being closed.
         self._box = ChatInput(self.conversation.prompts, text=chat.draft, soft_wrap=True,
                               placeholder="Message · Enter sends · ctrl+j new line · @ attaches a file")
-        self._attacher = FileAttacher(self._box, session.text_tokens, lambda: self.app.settings.attach_max_kb)
+        self._attacher = FileAttacher(self._box, session, lambda: self.app.settings.attach_max_kb, images_dir(store))
         self._undrawn = False  # whether text came that the reply does not show yet (the chat was hidden)
 
     def compose(self) -> ComposeResult:

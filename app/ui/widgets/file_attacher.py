@@ -12,10 +12,19 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from mlxchat.app.chats.chat import now
+from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.files.attachments import Attachment, AttachmentError, read_attachment
+from mlxchat.app.files.images import is_image, no_images, read_image
+from mlxchat.app.paths import default_db_path
+from mlxchat.app.session.session import Session
 from mlxchat.app.ui.widgets.attachment_tray import AttachmentTray
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.file_picker import FilePicker
+
+
+def images_dir(store: ChatStore | None) -> Path:
+    """Where attached images' copies are kept: beside the chat database (default_db_path's folder without one)."""
+    return (store.path if store else default_db_path()).parent / "images"
 
 
 class FileAttacher(Vertical):
@@ -24,13 +33,15 @@ class FileAttacher(Vertical):
 
     DEFAULT_CSS = "FileAttacher { height: auto; }"
 
-    def __init__(self, box: ChatInput, count: Callable[[str], int | None], max_kb: Callable[[], int]) -> None:
-        """`box`: the message box (a sibling); `count(text)`: its tokens to the model (None: unknown); `max_kb()`:
-        attach_max_kb as the settings say."""
+    def __init__(self, box: ChatInput, session: Session, max_kb: Callable[[], int], images: Path) -> None:
+        """`box`: the message box (a sibling); `session`: a text's or an image's tokens to the model, whether it
+        sees; `max_kb()`: attach_max_kb as the settings say; `images`: where images' copies are kept (images_dir)."""
         super().__init__()
         self._box = box
-        self._count = count
+        self._count = session.text_tokens
         self._max_kb = max_kb
+        self._session = session
+        self._images = images
 
     def compose(self) -> ComposeResult:
         yield AttachmentTray()
@@ -54,12 +65,27 @@ class FileAttacher(Vertical):
     def _picked(self, event: FilePicker.Picked) -> None:
         event.stop()
         try:
-            attachment = read_attachment(event.path, self._max_kb(), Path.cwd(), now())
+            if is_image(event.path):
+                attachment = self._image(event.path)
+            else:
+                attachment = read_attachment(event.path, self._max_kb(), Path.cwd(), now())
+                attachment = dataclasses.replace(attachment, tokens=self._count(attachment.fenced()))
         except AttachmentError as exc:
             self.notify(f"Not attached: {exc}.", severity="error", timeout=10)
             return
-        self.tray.add(dataclasses.replace(attachment, tokens=self._count(attachment.fenced())))
+        self.tray.add(attachment)
         self._back_to_box()
+
+    def _image(self, path: Path) -> Attachment:
+        """The image at `path` as an attachment with its tokens to the model (its processor's count)."""
+        if not self._session.sees:
+            raise AttachmentError(no_images(path, Path.cwd()))
+        attachment = read_image(path, Path.cwd(), now(), self._images)
+        try:
+            tokens = self._session.image_tokens(attachment.path)
+        except Exception as exc:  # (the model's processor refuses this picture)
+            raise AttachmentError(f"{attachment.name} cannot be read by the model's processor: {exc}") from None
+        return dataclasses.replace(attachment, tokens=tokens)
 
     @on(FilePicker.Closed)
     def _closed(self, event: FilePicker.Closed) -> None:

@@ -1,0 +1,173 @@
+"""Vision-language models through mlx-vlm: its model modules, processors and weight sanitizing, no port of ours.
+
+A folder whose config names a vision tower (`vision_config`) loads with `mlx_vlm.utils.load`. The slots run its
+language model like any text model (`SlotModel`: mlx-lm's call, caches and layers); its vision tower and projector
+run during prefill, through the model's own `get_input_embeddings` (engine.prefill.images).
+mlx and mlx_vlm are imported inside functions, as engine.loading.models does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mlxchat.engine.loading.progress import ModelLoadError
+
+# What adds image support to an install: mlx-vlm itself (its own dependencies are mostly what mlx-lm already
+# brings; the rest, a web server, datasets, opencv, audio, are for its other uses) and Pillow for its processors.
+VISION_VERSION = "0.7.10"
+INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
+
+# Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
+SEEING_FAMILIES = ("gemma3",)
+# Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
+REFUSED_VISION = {
+    "qwen2_vl, qwen2_5_vl, qwen3_vl": "their language model keeps one prompt's mRoPE positions on itself",
+    "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
+}
+
+# Language models that keep a prompt's image positions on the model object (Qwen-VL's mRoPE deltas), one
+# sequence at a time: slots would need them per slot, row by row.
+_ONE_SEQUENCE_STATE = ("_rope_deltas", "_position_ids")
+
+
+def is_vision_config(config: dict[str, Any]) -> bool:
+    """Whether a model folder's config describes a vision-language model (a vision tower beside its language model)."""
+    return isinstance(config.get("vision_config"), dict)
+
+
+def vision_available() -> bool:
+    """Whether mlx-vlm (and the Pillow its processors read images with) is installed."""
+    try:
+        import mlx_vlm  # noqa: F401
+        import PIL  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def vision_missing(model_type: str) -> str:
+    """What a user who loads a vision model without mlx-vlm is told."""
+    return (f"This model ({model_type}) sees images, but mlx-vlm is not installed: it runs as a text model and "
+            f"images are refused. To send it images, install it with: {INSTALL_VISION}")
+
+
+class VisionRefused(ModelLoadError):
+    """mlx-vlm loads the model, but the slots cannot run it with images; the message says why."""
+
+
+class VisionParts:
+    """The parts of a vision-language model that are not its language model: the whole mlx-vlm model (vision
+    tower, projector, its `get_input_embeddings`) and its processor. A plain object, so that a SlotModel's
+    parameters are its language model's alone (conversions and kernels touch those only)."""
+
+    def __init__(self, vlm: Any, processor: Any) -> None:
+        self.vlm = vlm
+        self.processor = processor
+        self.model_type: str = vlm.config.model_type
+        self.runs = 0  # how many times the vision tower has read images (engine.prefill.images)
+
+
+def _slot_model_class() -> type:
+    import mlx.nn as nn
+
+    class SlotModel(nn.Module):
+        """A vision-language model's language model as the slots run a text model: `model(inputs, cache=...)` gives
+        logits, `input_embeddings` takes the rows' embeddings in place of their tokens (an image's), `make_cache`
+        gives mlx-lm's caches of the kinds mlx-vlm's own would be."""
+
+        def __init__(self, parts: VisionParts) -> None:
+            super().__init__()
+            self.language_model = parts.vlm.language_model
+            self.vision_parts = parts
+            self.args = _Args(parts.model_type)
+
+        @property
+        def layers(self) -> list[Any]:
+            return self.language_model.layers
+
+        @property
+        def attention_module(self) -> str:
+            """The module whose `scaled_dot_product_attention` the layers call (engine.kv.attention.install)."""
+            return type(self.language_model.layers[0].self_attn).__module__
+
+        def make_cache(self) -> list[Any]:
+            from mlx_lm.models.cache import KVCache
+
+            if not hasattr(self.language_model, "make_cache"):  # (full attention in every layer, as mlx-lm assumes)
+                return [KVCache() for _ in self.layers]
+            return [_mlx_lm_cache(c) for c in self.language_model.make_cache()]
+
+        def __call__(self, inputs: Any, cache: Any = None, input_embeddings: Any = None) -> Any:
+            return self.language_model(inputs, inputs_embeds=input_embeddings, cache=cache).logits
+
+    return SlotModel
+
+
+class _Args:
+    def __init__(self, model_type: str) -> None:
+        self.model_type = model_type
+
+
+def _mlx_lm_cache(cache: Any) -> Any:
+    """mlx-lm's cache of the kind mlx-vlm's `cache` is (they keep the same protocol); another kind is returned as
+    it is, and the slots refuse it by name (engine.loading.families)."""
+    from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache
+
+    kind = type(cache).__name__
+    if kind == "KVCache":
+        return KVCache()
+    if kind == "RotatingKVCache":
+        return RotatingKVCache(max_size=cache.max_size, keep=cache.keep)
+    if kind == "ArraysCache":
+        return ArraysCache(len(cache.cache))
+    return cache
+
+
+def process(parts: VisionParts, text: str, images: list[Any]) -> dict[str, Any]:
+    """The processor's inputs for a rendered prompt and its images (paths or PIL images), as `mlx_vlm.generate`
+    prepares them: input_ids, pixel_values, the mask, and a family's own arrays."""
+    from mlx_vlm.utils import prepare_inputs, should_add_special_tokens
+
+    return dict(prepare_inputs(parts.processor, images=images, prompts=[text], image_token_index=image_token(parts),
+                               add_special_tokens=should_add_special_tokens(parts.model_type, parts.processor)))
+
+
+def image_token(parts: VisionParts) -> int:
+    """The id the processor writes at each of an image's positions."""
+    config = parts.vlm.config
+    return getattr(config, "image_token_index", None) or getattr(config, "image_token_id", None)
+
+
+def _probe(parts: VisionParts, tokenizer: Any) -> None:
+    """Reads a blank image through the chat template and the processor, as a chat will: ModelLoadError if they fail."""
+    from PIL import Image
+
+    chat = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "?"}]}]
+    try:
+        text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        process(parts, text, [Image.new("RGB", (32, 32))])
+    except Exception as e:
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"mlx-vlm's processor fails on an image here ({e})") from e
+
+
+def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
+    """mlx-vlm's model and processor from `path`, as (the slots' model, its vision parts); ModelLoadError when
+    mlx-vlm cannot load it, its processor cannot read an image, or the slots cannot run its language model."""
+    from mlx_vlm.utils import load
+
+    try:
+        vlm, processor = load(str(path))
+    except (ValueError, OSError, KeyError, ImportError) as e:
+        raise ModelLoadError(f"mlx-vlm could not load the vision model in {path}: {e}") from e
+    parts = VisionParts(vlm, processor)
+    kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
+    if kept:
+        raise VisionRefused(
+            f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: its language model "
+            f"keeps one prompt's image positions on itself ({', '.join(kept)}, mRoPE), and the slots would need "
+            "them per slot"
+        )
+    _probe(parts, tokenizer)
+    return _slot_model_class()(parts), parts

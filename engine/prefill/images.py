@@ -1,0 +1,125 @@
+"""A chat with images as a vision model reads it: its tokens, keyed by the images' bytes, and its embeddings.
+
+The chat template writes each image part's marker; mlx-vlm's `prepare_inputs` (the processor) expands each into
+the image's tokens and reads the pixels, as `mlx_vlm.generate` does. In the slot's history an image's positions
+hold ids made from a hash of its bytes (negative: never a vocabulary id), so a parked, saved or reused prefix
+matches only the same image, and a later turn that keeps it reuses its K/V without running the vision tower again.
+The tower runs during prefill, the first time a chunk reaches an image's positions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+
+from mlxchat.engine.loading.vision import VisionParts, image_token, process
+from mlxchat.engine.reply_refusals import NO_IMAGES
+from mlxchat.engine.requests import Submit, prompt_of, template_kwargs
+
+_KEY_SPACE = 2**30
+# What get_input_embeddings may give besides the embeddings that the slots cannot carry per row.
+_CARRIED = {"inputs_embeds", "attention_mask_4d"}
+
+
+def image_paths(messages: Any) -> list[str]:
+    """The image files of a chat's messages, in order (parts `{"type": "image", "path": ...}`)."""
+    paths = []
+    for message in messages or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            paths += [str(part["path"]) for part in content if isinstance(part, dict) and part.get("type") == "image"]
+    return paths
+
+
+def _key(data: bytes) -> int:
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "little")
+
+
+def _runs(ids: list[int], token: int) -> list[tuple[int, int]]:
+    """The [start, end) runs of `token` in `ids`."""
+    runs: list[tuple[int, int]] = []
+    for i, t in enumerate(ids):
+        if t != token:
+            continue
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    return runs
+
+
+@dataclass
+class ImagePrompt:
+    """A prompt with images: the ids the model reads, the ids the slot keeps, and the inputs of its vision tower."""
+
+    parts: VisionParts
+    ids: list[int]  # as the processor wrote them
+    keyed: list[int]  # the same, each image position an id keyed by its image's bytes
+    runs: list[tuple[int, int]]  # where image tokens lie
+    inputs: dict[str, Any]  # prepare_inputs' arrays (pixel_values, the mask, a family's own)
+    _embeds: Any = field(default=None, repr=False)
+
+    def touches_images(self, start: int, end: int) -> bool:
+        """Whether positions [start, end) hold any image token."""
+        return any(s < end and start < e for s, e in self.runs)
+
+    def embeddings(self, start: int, end: int) -> mx.array:
+        """The model's input embeddings of positions [start, end), shape (1, end - start, hidden): the first call runs
+        the vision tower over every image of the prompt (a ValueError where the family needs more than embeddings)."""
+        if self._embeds is None:
+            inputs = dict(self.inputs)
+            pixel_values, mask = inputs.pop("pixel_values"), inputs.pop("attention_mask", None)
+            out = self.parts.vlm.get_input_embeddings(mx.array([self.ids]), pixel_values, mask=mask, **inputs)
+            extra = [k for k, v in out.to_dict().items() if v is not None and k not in _CARRIED]
+            if extra:
+                raise ValueError(f"model type '{self.parts.model_type}' feeds its language model more than embeddings "
+                                 f"with an image ({', '.join(extra)}), which the slots cannot carry yet")
+            self._embeds = out.inputs_embeds
+            self.parts.runs += 1
+        return self._embeds[:, start:end]
+
+
+def image_prompt(parts: VisionParts, tokenizer: Any, messages: Any, kwargs: dict[str, Any]) -> ImagePrompt:
+    """The prompt of a chat with images: rendered by the chat template (with `kwargs`: tools, the thinking switch),
+    the markers expanded and the pixels read by the model's processor."""
+    paths = image_paths(messages)
+    text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **kwargs)
+    inputs = process(parts, text, paths)
+    ids = inputs.pop("input_ids")[0].tolist()
+    runs = _runs(ids, image_token(parts))
+    keys = [_key(Path(p).read_bytes()) for p in paths]
+    if len(runs) != len(keys):  # (a family that tiles an image into several runs: one key for them all)
+        keys = [_key(b"".join(k.to_bytes(8, "little") for k in keys))] * len(runs)
+    keyed = list(ids)
+    n = 0
+    for (start, end), key in zip(runs, keys):
+        for i in range(start, end):
+            keyed[i] = -1 - (key + n) % _KEY_SPACE
+            n += 1
+    return ImagePrompt(parts, ids, keyed, runs, inputs)
+
+
+class NoImages(Exception):
+    """A chat with images sent to a model that takes none."""
+
+
+def request_prompt(vision: VisionParts | None, tokenizer: Any, submit: Submit) -> tuple[list[int], ImagePrompt | None]:
+    """A request's prompt as the slot keeps it, and its images' inputs where it has any (`vision`: the model's);
+    NoImages where it has images and the model takes none."""
+    if not image_paths(submit.messages):
+        return prompt_of(tokenizer, submit), None
+    if vision is None:
+        raise NoImages(NO_IMAGES)
+    kwargs = template_kwargs(submit.sampling.thinking, submit.tools)
+    images = image_prompt(vision, tokenizer, submit.messages or [], kwargs)
+    return images.keyed, images
+
+
+def image_tokens(parts: VisionParts, tokenizer: Any, path: Path) -> int:
+    """How many tokens the model reads for the image at `path`, counted by its own processor."""
+    prompt = image_prompt(parts, tokenizer, [{"role": "user", "content": [{"type": "image", "path": str(path)}]}], {})
+    return sum(e - s for s, e in prompt.runs)

@@ -1,0 +1,145 @@
+"""Vision-language models in the slots, token for token against mlx-vlm generating alone.
+
+Tiny random-weight VLMs (tests/tiny_vlms.py) load through load_model as the app loads them; chats with images run
+in busy slots with a small prefill chunk (chunks begin and end inside an image's tokens), greedy.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlxchat.engine.events import SamplingParams
+from mlxchat.engine.local_engine import Engine
+from mlxchat.engine.plan import SlotRequest, plan_slots
+from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
+
+NEW = 8
+GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True, temperature=0.0)
+TEXTS = ["What is this?", "What is this?", "Paris is the capital of France. What is in the image?"]
+
+
+def chat(image: Path | None, text: str) -> list[dict]:
+    parts = ([{"type": "image", "path": str(image)}] if image else []) + [{"type": "text", "text": text}]
+    return [{"role": "user", "content": parts}]
+
+
+@pytest.fixture(scope="module")
+def gemma3(tmp_path_factory):
+    from mlxchat.engine.loading.models import load_model
+
+    folder = build_tiny_vlm(tmp_path_factory.mktemp("vlm") / "gemma3", "gemma3")
+    images = [tiny_image(folder.parent / f"shot{i}.png", seed=i) for i in range(3)]
+    return folder, images, load_model(str(folder))
+
+
+def engine_for(loaded, parallel: int = 3) -> Engine:
+    plan = plan_slots(SlotRequest(parallel, parallel * 256, parallel_max=8, per_slot_floor=64, per_slot_min=32),
+                      None, 0, loaded.kv_footprint)
+    return Engine(loaded.model, loaded.tokenizer, plan, padded_prefill=loaded.padded_prefill, prefill_chunk=3)
+
+
+def reply_tokens(engine: Engine, slot: int, done) -> list[int]:
+    """The reply's tokens as the slot holds them (every one but the last, which no pass has read yet)."""
+    history = engine.core.slots[slot].history
+    return history[len(history) - (done.stats.generated_tokens - 1):]
+
+
+def test_images_in_busy_slots_equal_mlx_vlm_alone_and_a_second_turn_reuses_them(gemma3):
+    folder, images, loaded = gemma3
+    assert loaded.sees and loaded.vision_note is None
+    chats = [chat(images[i], TEXTS[i]) for i in range(3)]
+    wanted = [mlx_vlm_alone(folder, c) for c in chats]
+    assert wanted[0][0] != wanted[1][0]  # the same words about two images: the picture decides the reply
+    engine = engine_for(loaded)
+    try:
+        dones = [h.result(60) for h in [engine.submit(i, c, sampling=GREEDY) for i, c in enumerate(chats)]]
+        assert [d.error for d in dones] == [None] * 3
+        for i, (tokens, prompt_tokens) in enumerate(wanted):
+            assert reply_tokens(engine, i, dones[i]) == tokens[:-1], f"slot {i}"
+            # The image's tokens count against the slot, as mlx-vlm's processor counts them.
+            assert dones[i].stats.prompt_tokens == prompt_tokens
+        runs = loaded.model.vision_parts.runs
+        assert runs == 3
+
+        # A second turn keeps the image: its K/V is reused, the vision tower does not run again.
+        second = chats[0] + [{"role": "assistant", "content": dones[0].text},
+                             {"role": "user", "content": [{"type": "text", "text": "And then?"}]}]
+        done = engine.submit(0, second, sampling=GREEDY).result(60)
+        assert done.error is None
+        assert loaded.model.vision_parts.runs == runs
+        assert done.stats.cached_tokens >= wanted[0][1]
+        assert reply_tokens(engine, 0, done) == mlx_vlm_alone(folder, second)[0][:-1]
+    finally:
+        engine.shutdown()
+
+
+def test_another_image_of_the_same_size_is_read_again_not_reused(gemma3):
+    """The image's positions in a slot's history are keyed by its bytes: the same words about another picture share
+    the prefix up to the image only."""
+    folder, images, loaded = gemma3
+    engine = engine_for(loaded, parallel=1)
+    try:
+        first = engine.submit(0, chat(images[0], "What is this?"), sampling=GREEDY).result(60)
+        runs = loaded.model.vision_parts.runs
+        other = chat(images[1], "What is this?")
+        done = engine.submit(0, other, sampling=GREEDY).result(60)
+        assert first.error is None and done.error is None
+        assert loaded.model.vision_parts.runs == runs + 1
+        assert done.stats.cached_tokens < first.stats.prompt_tokens - NEW
+        assert reply_tokens(engine, 0, done) == mlx_vlm_alone(folder, other)[0][:-1]
+    finally:
+        engine.shutdown()
+
+
+def test_a_text_model_refuses_an_image(tiny_model_dir, tmp_path):
+    from mlxchat.engine.loading.models import load_model
+
+    loaded = load_model(str(tiny_model_dir))
+    assert not loaded.sees
+    engine = engine_for(loaded, parallel=1)
+    try:
+        done = engine.submit(0, chat(tiny_image(tmp_path / "a.png"), "hi"), sampling=GREEDY).result(60)
+        assert done.refused and "does not take images" in done.error
+    finally:
+        engine.shutdown()
+
+
+def test_without_mlx_vlm_a_vision_model_runs_as_text_and_says_how_to_install_it(gemma3, monkeypatch):
+    from mlxchat.engine.loading.models import load_model
+
+    folder, _, _ = gemma3
+    monkeypatch.setitem(sys.modules, "mlx_vlm", None)  # (as if it were not installed: `import mlx_vlm` fails)
+    loaded = load_model(str(folder))
+    assert not loaded.sees
+    assert "pip install --no-deps mlx-vlm" in loaded.vision_note and "gemma3" in loaded.vision_note
+
+
+# Each tiny VLM family's outcome at load, pinned: a change (a family that now runs, or a new refusal) fails here.
+REFUSED = {
+    "qwen2_5_vl": "keeps one prompt's image positions on itself",
+    "llava": "mlx-vlm's processor fails on an image here",
+}
+
+
+@pytest.mark.parametrize("family", sorted(REFUSED))
+def test_a_family_the_slots_cannot_run_with_images_is_refused_images_at_load_with_its_reason(family, tmp_path):
+    from mlxchat.engine.loading.models import load_model
+    from mlxchat.engine.loading.progress import ModelLoadError
+
+    folder = build_tiny_vlm(tmp_path / family, family)
+    try:  # its language model chats through mlx-lm where mlx-lm has it, the refusal a note; else loading fails
+        said = load_model(str(folder)).vision_note
+    except ModelLoadError as e:
+        said = str(e)
+    assert re.search(f"model type '{family}'.*{REFUSED[family]}", said or "")
+
+
+def test_the_families_listing_says_which_families_see():
+    from mlxchat.engine.loading.families import describe
+
+    [line] = [line for line in describe() if line.startswith("Families that see images")]
+    assert "alone: gemma3." in line and "qwen2_5_vl" in line and "llava" in line

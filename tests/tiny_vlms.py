@@ -1,0 +1,178 @@
+"""Tiny random-weight vision-language models, built on the fly with mlx-vlm's own classes.
+
+Each folder holds what a real one does: config.json, model.safetensors (saved from mlx-vlm's module, so its own
+sanitizing reads it back), a byte-level BPE tokenizer with the family's image tokens, a chat template that writes
+the family's image marker, and the processor's configuration (mlx-vlm's processor expands the marker into the
+image's tokens). Images are a few pixels on a side so the vision tower is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.tiny_model import build_tokenizer
+
+VOCAB = 384
+_TEXT = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 96, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "max_position_embeddings": 4096}
+_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "patch_size": 7, "image_size": 28}
+_NORM = {"do_normalize": True, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_rescale": True,
+         "rescale_factor": 1 / 255, "do_resize": True, "do_convert_rgb": True, "resample": 2}
+
+# Gemma's template, cut to what the tests send: text and image parts, a system prompt folded into the first turn.
+_GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<start_of_image>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+
+# Llava's: USER / ASSISTANT turns, `<image>` where an image goes.
+_LLAVA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{{ message['role'].upper() + ': ' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{{ '</s>' if message['role'] == 'assistant' else '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+FAMILIES: dict[str, dict[str, Any]] = {
+    "gemma3": {
+        "scale": 1.0,  # (at 3.0, Gemma's embedding scale saturates every reply into one repeated token)
+        "config": {
+            "model_type": "gemma3",
+            "text_config": dict(_TEXT, model_type="gemma3_text", head_dim=16, query_pre_attn_scalar=16,
+                                sliding_window=128, sliding_window_pattern=2, vocab_size=VOCAB + 8,
+                                mm_tokens_per_image=4),
+            "vision_config": _SIGLIP,
+            "mm_tokens_per_image": 4,
+            "hidden_size": 64,
+            "vocab_size": VOCAB + 8,
+            "pad_token_id": 0,
+        },
+        "tokens": ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
+                   "<end_of_image>", "<image_soft_token>"],
+        "image_token": "<image_soft_token>",
+        "tokenizer": {"bos_token": "<bos>", "eos_token": "<end_of_turn>", "pad_token": "<pad>",
+                      "extra_special_tokens": {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                                               "image_token": "<image_soft_token>"}},
+        "template": _GEMMA_TEMPLATE,
+        "processor": {"processor_class": "Gemma3Processor", "image_seq_length": 4},
+        "image_processor": dict(_NORM, image_processor_type="Gemma3ImageProcessor", processor_class="Gemma3Processor",
+                                size={"height": 28, "width": 28}, do_pan_and_scan=False),
+    },
+    "llava": {
+        "config": {
+            "model_type": "llava",
+            "text_config": dict(_TEXT, model_type="llama", vocab_size=VOCAB + 4),
+            "vision_config": {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 48,
+                              "num_hidden_layers": 2, "num_attention_heads": 2, "patch_size": 7, "image_size": 28,
+                              "projection_dim": 32},
+            "vision_feature_layer": -2,
+            "vision_feature_select_strategy": "default",
+            "vocab_size": VOCAB + 4,
+        },
+        "tokens": ["<s>", "</s>", "<pad>", "<image>"],
+        "image_token": "<image>",
+        "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
+                      "extra_special_tokens": {"image_token": "<image>"}},
+        "template": _LLAVA_TEMPLATE,
+        "processor": {"processor_class": "LlavaProcessor", "patch_size": 7, "vision_feature_select_strategy": "default",
+                      "num_additional_image_tokens": 1, "image_token": "<image>"},
+        "image_processor": dict(_NORM, image_processor_type="CLIPImageProcessor", processor_class="LlavaProcessor",
+                                size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
+                                do_center_crop=True),
+    },
+    # Its language model keeps mRoPE positions on itself: refused at load (tests/engine/test_vision.py).
+    "qwen2_5_vl": {
+        "config": dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=VOCAB + 7,
+                       rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                       vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32,
+                                      "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
+                                      "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                                      "window_size": 56, "fullatt_block_indexes": [0]}),
+        "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                   "<|image_pad|>", "<|video_pad|>"],
+        "image_token": "<|image_pad|>",
+        "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        "template": "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+                    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+                    "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
+                    "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}{% elif item['type'] == 'text' %}"
+                    "{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
+                    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+        "processor": {"processor_class": "Qwen2_5_VLProcessor"},
+        "image_processor": dict(_NORM, image_processor_type="Qwen2VLImageProcessor",
+                                processor_class="Qwen2_5_VLProcessor", patch_size=14, merge_size=2,
+                                temporal_patch_size=2, min_pixels=56 * 56, max_pixels=56 * 56),
+    },
+}
+
+
+def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
+    """Writes a tiny `family` VLM folder at `path` (random float32 weights, scaled up a little so that greedy
+    replies are peaked and differ by prompt) and returns it."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_map
+    from mlx_vlm.utils import get_model_and_args
+
+    spec = FAMILIES[family]
+    path.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(VOCAB)
+    tok.add_special_tokens(spec["tokens"])
+    config = dict(spec["config"])
+    config["image_token_index"] = config["image_token_id"] = tok.token_to_id(spec["image_token"])
+    for name in ("vision_start", "vision_end", "video"):  # (Qwen-VL's other markers)
+        token = tok.token_to_id(f"<|{name}_pad|>" if name == "video" else f"<|{name}|>")
+        if token is not None:
+            config[f"{name}_token_id"] = token
+    config["eos_token_id"] = tok.token_to_id(spec["tokenizer"]["eos_token"])
+    tok.save(str(path / "tokenizer.json"))
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    tokenizer_config = dict(spec["tokenizer"], tokenizer_class="PreTrainedTokenizerFast",
+                            chat_template=spec["template"], model_max_length=4096)
+    (path / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+    (path / "processor_config.json").write_text(json.dumps(spec["processor"], indent=2))
+    (path / "preprocessor_config.json").write_text(json.dumps(spec["image_processor"], indent=2))
+
+    module, _ = get_model_and_args(config)
+    model_config = module.ModelConfig.from_dict(config)
+    model_config.text_config = module.TextConfig.from_dict(config["text_config"])
+    model_config.vision_config = module.VisionConfig.from_dict(config["vision_config"])
+    mx.random.seed(seed)
+    model = module.Model(model_config)
+    scale = spec.get("scale", 3.0)
+    model.update(tree_map(lambda p: p * scale if p.ndim > 1 else p, model.parameters()))
+    mx.save_safetensors(str(path / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    return path
+
+
+def tiny_image(path: Path, seed: int = 0, size: tuple[int, int] = (40, 30)) -> Path:
+    """A small PNG of random pixels (a different picture per seed)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+def mlx_vlm_alone(folder: Path, messages: list[dict], n: int = 8) -> tuple[list[int], int]:
+    """mlx-vlm's own generate, greedy, on the chat as its processor reads it: (its tokens, its prompt's length)."""
+    from mlx_vlm import generate, load
+
+    vlm, processor = load(str(folder))
+    images = [p["path"] for m in messages if isinstance(m["content"], list) for p in m["content"]
+              if p["type"] == "image"]
+    plain = [dict(m, content=[{"type": p["type"], **({"text": p["text"]} if p["type"] == "text" else {})}
+                              for p in m["content"]]) if isinstance(m["content"], list) else m for m in messages]
+    prompt = processor.tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
+    result = generate(vlm, processor, prompt, image=images, max_tokens=n, temperature=0.0, verbose=False)
+    return list(result.token_ids), result.prompt_tokens
