@@ -46,7 +46,7 @@ def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(gem
         await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
         second = app.chat_panes[1]
         await attach(pilot, second, "shot")
-        line = f"@shot.png · 40×30 · {size / 1024:.1f} KB · 4 tokens"
+        line = f"@shot.png · 40×30 · {size / 1024:.1f} KiB · 4 tokens"
         assert chips(second) == [f"{line} ✕"]
         await submit(pilot, first, "Tell me a long story about Paris.")  # (streams while the picture is read)
         await send(pilot, second, "What is this?")

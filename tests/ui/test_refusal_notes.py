@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
 from tests.pilot import make_app, notes, ready, run, send, submit, wait_for
-from tests.ui.test_tools import SERVER, tools_ready
+from tests.ui.test_tools import LISTED, SERVER, tools_ready
 
 
 def test_an_old_refusal_goes_once_a_message_is_sent(tiny_model_dir: Path) -> None:
@@ -43,7 +43,9 @@ def test_a_reply_whose_tool_results_leave_no_room_says_it_cannot_go_on(tool_mode
         assert pane.chat.messages[0].role == "user" and pane.chat_input.text == ""  # (the message stays sent)
         assert pane.chat.messages[-1].tool_calls[0]["status"] == "done"  # (and the results it got)
 
-    run(make_app(tool_model_dir, parallel=1, ctx_size=1024, mcp={"max_tool_rounds": 50, "servers": {"test": SERVER | {
+    # (the listing kept whole: this is about results that do not fit, not about a listing searched instead)
+    run(make_app(tool_model_dir, parallel=1, ctx_size=1024, mcp={"max_tool_rounds": 50, "tool_listing_max_tokens": LISTED,
+                                                                "servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_PREFIX", "TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
 
 

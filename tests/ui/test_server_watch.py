@@ -64,7 +64,8 @@ def test_a_server_killed_while_idle_is_named_and_f5_or_the_palette_restarts_it(t
         await pilot.press("escape")
         await pilot.press("f5")
         await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form again")
-        assert len(app.screen.query_one(SelectionList).options) == 5 and not app.screen.query(".restart-server")
+        # (its row, which turns all of it on or off, and its 5 tools)
+        assert len(app.screen.query_one(SelectionList).options) == 1 + 5 and not app.screen.query(".restart-server")
         await pilot.press("escape")
         # Killed again: the palette offers its restart.
         app._notifications.clear()

@@ -70,6 +70,8 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
             if self._room is not None:
                 yield Static(self._room([t for t in self._tools if t.key in self._on]), classes="settings-room",
                              markup=False)
+            if self._failed and self._restart is not None:  # (above what scrolls: a failed server is seen at once)
+                yield ServerRestarts(self._failed, self._restart)
             with VerticalScroll():
                 yield Label("System prompt")
                 yield FreedTextArea(self._settings.system_prompt, id="system-prompt", soft_wrap=True)
@@ -86,8 +88,6 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                 if self._tools:
                     yield Label("Tools its replies may call (space turns one on or off; a server's row, all of it)")
                     yield SelectionList[str](*self._tool_rows(), id="tools")
-                if self._failed and self._restart is not None:
-                    yield ServerRestarts(self._failed, self._restart)
             yield Static(id="form-error", markup=False)
             with Horizontal():
                 yield Button("Cancel", id="cancel")
