@@ -50,6 +50,11 @@ class Submit:
     unlisted_tools: Tools | None = None  # tools it may call that the template does not list: their definitions are
     # in the conversation (found by a search); the tool parser reads their schemas
 
+    @property
+    def callable_tools(self) -> Tools | None:
+        """Every tool its reply may call: those listed and those found by a search (None: no tools)."""
+        return [*(self.tools or ()), *(self.unlisted_tools or ())] or None
+
 
 def prompt_of(tokenizer: Any, submit: Submit) -> list[int]:
     """The request's prompt: its raw tokens, or its chat as the chat template writes it (with its tools)."""

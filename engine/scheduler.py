@@ -272,7 +272,6 @@ class SlotScheduler:
                 self.prefixes.park(slot, self.store)
             slot.rollback(self.store, exact)
         cached = len(slot.history)
-        tools = [*(submit.tools or ()), *(submit.unlisted_tools or ())] or None  # (found by a tool search: read, unlisted)
         slot.request = Request(
             id=handle.request_id,
             handle=handle,
@@ -281,8 +280,8 @@ class SlotScheduler:
             sampler=SlotSampler(sampling),
             detokenizer=self.tokenizer.detokenizer,
             on_event=on_event,
-            split=self.replies.split(prompt, sampling, tools),
-            tools=tools,
+            split=self.replies.split(prompt, sampling, submit.callable_tools),
+            tools=submit.callable_tools,
             cached=cached,
             refilled=max(0, common - cached),
             pending=prompt[cached:],
