@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml setup.py $(KERNELS)
 	@echo "mlxchat: installing the packages (about a minute)"
 	# --no-compile: Python compiles what it imports, when it first does; compiling every file of every package
 	# (transformers alone has thousands) took 23 of the 39 CPU seconds of this step.
-	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[plot,vision]'
+	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[plot,vision,kernels]'
 	# Images (vision models): mlx-vlm's code without its declared dependencies (40 MB, not 1.1 GB: pyproject.toml).
 	$(BIN)/python -m pip install -q --no-compile --no-deps mlx-vlm==0.7.10
 	$(call build_kernels,$(MLXCHAT_KERNEL_LEVELS))
@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml setup.py $(KERNELS)
 # level's module, for the tests that compare their bits (tests/engine/test_kernel_levels.py).
 TESTS_READY := $(VENV)/.tests-ready
 $(TESTS_READY): $(STAMP)
-	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[test,plot,vision]'
+	MLXCHAT_SKIP_KERNELS=1 $(BIN)/python -m pip install -q --no-compile -e '.[test,plot,vision,kernels]'
 	$(call build_kernels,all)
 	@touch $@
 
