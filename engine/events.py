@@ -23,6 +23,9 @@ class SamplingParams:
     ignore_eos: bool = False  # as llama-server's: decode to max_tokens (benchmarks, tests)
     thinking: bool = True  # the chat template's thinking switch (enable_thinking), for models that have one
     reasoning_budget: int | None = None  # reasoning tokens before the engine ends the reasoning (None: no cap)
+    # "lookup": drafts from the chat's own tokens, checked in the batched pass (engine.speculation); the reply is the
+    # same token for token where the pass is batch-invariant. "off": one token a pass.
+    speculative: str = "off"
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class RequestStats:
     lost: str | None = None
     reasoning_tokens: int = 0  # of generated_tokens, those the reply reasoned with (its markers not counted)
     reasoning_s: float = 0.0  # from its first reasoning token to the one that ended its reasoning
+    drafted_tokens: int = 0  # tokens drafted for it and checked (speculative decoding)
+    accepted_tokens: int = 0  # of those, the ones the model chose too (each saved a pass)
 
     @property
     def cached_from(self) -> str | None:

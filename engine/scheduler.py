@@ -32,6 +32,7 @@ from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
+from mlxchat.engine.speculation.verify import Verifier
 from mlxchat.engine.status import EngineInfo, engine_snapshot
 
 
@@ -78,6 +79,7 @@ class SlotScheduler:
         self.slots = [Slot(i) for i in range(plan.parallel)]
         self.store = self._new_store(plan)
         self.replies = ReplyStream(tokenizer, lambda: self.store)
+        self.verifier = Verifier(self.forward, self.replies, lambda: self.store)
         self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = RateMeter()
         self.widest_pass = 0  # the most slots one decode pass has carried
@@ -206,7 +208,7 @@ class SlotScheduler:
                 batch = self._prefill_batch(prefilling, self.prefill_chunk, self.prefill_budget)
                 read = self._guarded(batch, lambda slots: self._prefill(slots, self.prefill_chunk)) or 0
             burst_left = reading_burst and any(s.request and s.request.pending for s in self.slots)
-            rows = 0 if burst_left else self._decode()[0]
+            rows = 0 if burst_left else self._checked() if self.verifier.wanted(self.slots) else self._decode()[0]
             self._record(started, read, rows)
         except Exception as exc:
             self.fail_all(exc)
@@ -394,6 +396,13 @@ class SlotScheduler:
             self._read(previous)
         return len(rows), read
 
+    def _checked(self) -> int:
+        """Reads the pass in flight, then checks drafts in a pass of every decoding slot (engine.speculation)."""
+        self.settle()
+        rows, tokens = self._guarded([s for s in self.slots if s.request], self.verifier.check) or (0, 0)
+        self._decoded(rows, tokens)
+        return rows
+
     def _continues(self, r: Request) -> bool:
         """Whether a reply may go on after its next token (known limits only; EOS is seen later)."""
         return not r.cancelled and r.generated + 1 < r.sampling.max_tokens
@@ -438,9 +447,9 @@ class SlotScheduler:
 
     # ---- the report ----
 
-    def _decoded(self, rows: int) -> None:
-        """A decode pass gave `rows` slots a token each."""
-        self.rate.record(rows)
+    def _decoded(self, rows: int, tokens: int | None = None) -> None:
+        """A decode pass gave `rows` slots a token each (`tokens` in all where it checked drafts)."""
+        self.rate.record(rows if tokens is None else tokens)
         self.widest_pass = max(self.widest_pass, rows)
 
     def snapshot(self) -> EngineSnapshot:

@@ -10,6 +10,7 @@ from mlxchat.engine.events import Event, SamplingParams, SlotState
 from mlxchat.engine.handle import RequestHandle
 from mlxchat.engine.rate import stream_rate
 from mlxchat.engine.sampling import SlotSampler
+from mlxchat.engine.speculation.acceptance import DraftState
 
 if TYPE_CHECKING:
     from mlxchat.engine.kv.slot_store import SlotKVStore
@@ -41,6 +42,7 @@ class Request:
     # Tokens the engine feeds in place of the model's next ones (the end of reasoning, its budget spent).
     forced: list[int] = field(default_factory=list)
     cancelled: bool = False
+    drafts: DraftState | None = None  # its drafting, where it speculates (engine.speculation)
     t_submit: float = field(default_factory=time.perf_counter)
     t_first: float | None = None
     t_last: float | None = None

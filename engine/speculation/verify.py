@@ -1,0 +1,142 @@
+"""The pass that checks drafts: every decoding slot's rows in one forward pass, a drafting slot's as a short chunk
+(its last token and its draft), the others' as decode rows; each row's token drawn as the plain step would draw
+it there, the drafts kept as far as they equal those draws, the rest of their K/V dropped.
+
+Exact where the pass is batch-invariant (the compiled kernels): a chunk's rows give the bits single steps would
+(its queries attend one by one as decode rows do: engine.kv.layout.PassLayout.per_token), and a seeded row draws
+with the key of its position in the reply (engine.sampling.SlotSampler.ahead), so a reply with drafts is the
+reply without them, token for token.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import mlx.core as mx
+
+from mlxchat.engine.forward import Forward
+from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.reply_stream import ReplyStream
+from mlxchat.engine.sampling import SlotSampler, sample_rows
+from mlxchat.engine.slots import Request, Slot
+from mlxchat.engine.speculation.acceptance import DraftState, accepted
+
+# The most rows (decode rows and drafted tokens together) one checking pass carries. Beyond it a pass is
+# compute-bound and drafts are cut to fit: measured by `mlxchat bench --scenario speculative` (README).
+PASS_ROWS = 48
+
+
+def drafts_for(r: Request) -> bool:
+    """Whether this reply drafts: it asked to, and no tokens are forced on it (a reasoning budget may force some)."""
+    return r.sampling.speculative == "lookup" and r.split.budget is None and not r.forced
+
+
+class Verifier:
+    """Drafts for the slots whose replies ask for them and checks them, in the scheduler's pass."""
+
+    def __init__(self, forward: Forward, replies: ReplyStream, store: Callable[[], SlotKVStore]) -> None:
+        self.forward = forward
+        self.replies = replies
+        self._store = store
+
+    @property
+    def store(self) -> SlotKVStore:
+        return self._store()
+
+    def wanted(self, slots: list[Slot]) -> bool:
+        """Whether some decoding reply has a draft to check now: only then does the step wait for the pass in
+        flight and check, else decode passes stay pipelined (a reply that does not repeat costs nothing)."""
+        if not self.store.rolls_back:
+            return False
+        for s in slots:
+            r = s.request
+            if r is not None and not r.pending and not r.cancelled and drafts_for(r):
+                state = r.drafts = r.drafts or DraftState()
+                if state.draft(s.history, r.generated, 1):
+                    return True
+        return False
+
+    def check(self, slots: list[Slot]) -> tuple[int, int]:
+        """One pass over every decoding slot (each with its next input known): (slots decoded, tokens they gave)."""
+        store = self.store
+        decoding = [s for s in slots if s.request is not None and s.request.next_input is not None]
+        plans: list[tuple[Slot, list[int]]] = []
+        for s in decoding:
+            r = s.request
+            assert r is not None and r.next_input is not None
+            s.history.append(r.next_input)
+            r.next_input = None
+            plans.append((s, self._draft(s, r, store)))
+        plans = _fit(plans, PASS_ROWS)
+        singles = [(s, d) for s, d in plans if not d]
+        drafting = [(s, d) for s, d in plans if d]
+        # Decode rows apart from the chunks where the forward can run two groups in one pass; else one padded group.
+        groups = [singles, drafting] if self.forward.mixes and singles and drafting else [plans]
+        batches = [self._rows(store, group) for group in groups]
+        logits = self.forward.every_logits([(inputs, caches) for inputs, caches, _ in batches])
+        picked = mx.concatenate([mx.take(lg.reshape(-1, lg.shape[-1]), mx.array(at), axis=0)
+                                 for lg, (_, _, at) in zip(logits, batches)])
+        order = [plan for group in groups for plan in group]
+        draws = [r_ahead for s, d in order for r_ahead in s.request.sampler.ahead(len(d) + 1)]  # type: ignore[union-attr]
+        tokens = sample_rows(picked, draws)
+        mx.eval(tokens, store.arrays)
+        store.commit([s.id for s, _ in order], [len(d) + 1 for _, d in order])
+        chosen, start, given = tokens.tolist(), 0, 0
+        for s, d in order:
+            targets = chosen[start : start + len(d) + 1]
+            given += self._take(s, d, targets, draws[start : start + len(d) + 1])
+            start += len(d) + 1
+        return len(order), given
+
+    def _draft(self, s: Slot, r: Request, store: SlotKVStore) -> list[int]:
+        """The slot's draft for this pass: within its room (context and max_tokens) and only where it drafts."""
+        if r.cancelled or not drafts_for(r) or not store.rolls_back:
+            return []
+        room = min(store.capacity - store.lengths[s.id] - 1, r.sampling.max_tokens - r.generated - 1)
+        r.drafts = r.drafts or DraftState()
+        return r.drafts.draft(s.history, r.generated, room)
+
+    def _rows(self, store: SlotKVStore, plans: list[tuple[Slot, list[int]]]) -> tuple[mx.array, list[Any], list[int]]:
+        """A group's inputs (right-padded), its caches, and where each real row lies in its flattened logits."""
+        width = max(len(d) + 1 for _, d in plans)
+        rows = [[s.history[-1]] + d for s, d in plans]
+        inputs = mx.array([row + row[-1:] * (width - len(row)) for row in rows])
+        caches = store.batch([s.id for s, _ in plans], width, [len(row) for row in rows], per_token=True)
+        at = [i * width + j for i, row in enumerate(rows) for j in range(len(row))]
+        return inputs, caches, at
+
+    def _take(self, s: Slot, drafts: list[int], targets: list[int], draws: list[SlotSampler]) -> int:
+        """Streams the slot's tokens that the check confirmed; drops the K/V of the rest. Returns tokens given."""
+        r = s.request
+        assert r is not None
+        if r.cancelled:
+            self.replies.finish(s, "cancelled")
+            s.rollback(self.store, len(s.history))
+            return 0
+        n = accepted(drafts, targets)
+        # The rejected drafts' K/V dropped: the slot holds what n + 1 single steps would have left.
+        self.store.rollback(s.id, len(s.history) + n)
+        r.sampler.skip(draws[n])
+        if drafts:
+            assert r.drafts is not None
+            r.drafts.record(len(drafts), n, r.generated)
+        given = 0
+        for i, token in enumerate(targets[: n + 1]):
+            given += 1
+            if not self.replies.take(s, token, next_pass=i < n):
+                break
+        s.rollback(self.store, len(s.history))  # (a reply that ended on a confirmed token keeps no K/V past it)
+        return given
+
+
+def _fit(plans: list[tuple[Slot, list[int]]], most: int) -> list[tuple[Slot, list[int]]]:
+    """The plans with their drafts cut, longest first, until all rows fit in `most` (every slot keeps its row)."""
+    rows = sum(len(d) + 1 for _, d in plans)
+    if rows <= most:
+        return plans
+    cut = [list(d) for _, d in plans]
+    while rows > most and any(cut):
+        longest = max(range(len(cut)), key=lambda i: len(cut[i]))
+        cut[longest].pop()
+        rows -= 1
+    return [(s, d) for (s, _), d in zip(plans, cut)]

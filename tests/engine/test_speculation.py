@@ -1,0 +1,83 @@
+"""Speculative decoding (engine.speculation) changes no token: replies with drafts checked in the batched pass equal
+the replies without, greedy and seeded, in busy slots; the K/V of rejected drafts is dropped exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlxchat.engine.events import Done, SamplingParams
+from mlxchat.engine.handle import RequestHandle
+from mlxchat.engine.requests import Submit
+from mlxchat.engine.scheduler import SlotScheduler
+from mlxchat.engine.speculation.acceptance import DraftState, accepted
+from mlxchat.engine.speculation.lookup import NgramLookup
+from tests.engine.test_families import plan, tokenizer  # noqa: F401 (the fixture)
+from tests.tiny_families import build_family
+
+# Prompts that repeat runs of themselves, so that lookup finds drafts; the tiny models' replies cycle (sampled: at a low
+# temperature, their random weights give flat distributions).
+PROMPTS = [[(5 * i + j % 7) % 250 + 1 for j in range(n)] for i, n in enumerate((9, 23, 40))]
+GREEDY = SamplingParams(max_tokens=40, ignore_eos=True)
+SEEDED = SamplingParams(temperature=0.1, top_p=0.95, top_k=20, seed=7, max_tokens=40, ignore_eos=True)
+
+
+def replies(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams) -> list[list[int]]:
+    """Each prompt answered in its own slot, all at once; the tokens each slot then holds after its prompt. Where the
+    replies draft, some of their drafts must have been accepted (and some not, across them)."""
+    handles = [RequestHandle(i + 1, i) for i in range(len(prompts))]
+    for handle, prompt in zip(handles, prompts):
+        core.admit(Submit(handle, tokens=prompt, sampling=sampling))
+    while core.busy:
+        core.step()
+    stats = []
+    for handle in handles:
+        done = [e for e in handle.events(timeout=0) if isinstance(e, Done)]
+        assert done and done[-1].error is None, done
+        stats.append(done[-1].stats)
+    if sampling.speculative != "off":
+        assert sum(s.accepted_tokens for s in stats) > 0
+        assert sum(s.drafted_tokens - s.accepted_tokens for s in stats) > 0
+    return [core.slots[h.slot_id].history[len(p) :] for h, p in zip(handles, prompts)]
+
+
+def both_ways(family: str, tokenizer, sampling: SamplingParams, **kw) -> tuple[list, list, SlotScheduler]:
+    model = build_family(family)
+    plain = replies(SlotScheduler(model, tokenizer, plan(), **kw), PROMPTS, sampling)
+    core = SlotScheduler(model, tokenizer, plan(), **kw)
+    drafted = replies(core, PROMPTS, dataclasses.replace(sampling, speculative="lookup"))
+    return plain, drafted, core
+
+
+def test_lookup_proposes_what_followed_the_latest_earlier_occurrence() -> None:
+    lookup = NgramLookup()
+    tokens = [1, 2, 3, 4, 5, 9, 2, 3, 4, 6, 7, 2, 3, 4]
+    assert lookup.propose(tokens, 3) == [6, 7, 2]  # (the latest "2 3 4" before the end, not the first)
+    tokens.append(6)
+    assert lookup.propose(tokens, 2) == [7, 2]
+    assert NgramLookup().propose([1, 2, 3, 4], 4) == []
+
+
+def test_only_the_prefix_the_model_chose_is_accepted_and_the_draft_length_adapts() -> None:
+    assert accepted([5, 6, 7], [5, 6, 8, 1]) == 2
+    assert accepted([5, 6, 7], [4, 6, 7, 1]) == 0
+    state = DraftState()
+    k = state.k
+    state.record(k, k, 10)
+    assert state.k == 2 * k
+    state.record(state.k, 1, 20)
+    assert state.k == 2
+    state.record(2, 0, 30)
+    state.record(2, 0, 31)
+    assert state.draft([1, 2, 3, 1, 2, 3], 32, 8) == []  # two misses in a row: a pause
+    assert (state.drafted, state.accepted) == (k + 2 * k + 4, k + 1)
+
+
+def test_greedy_replies_with_drafts_equal_replies_without_in_busy_slots(tokenizer) -> None:
+    plain, drafted, core = both_ways("llama", tokenizer, GREEDY)
+    assert drafted == plain
+    assert core.rate  # (it ran)
+
+
+def test_seeded_replies_with_drafts_equal_replies_without_in_busy_slots(tokenizer) -> None:
+    plain, drafted, _ = both_ways("llama", tokenizer, SEEDED)
+    assert drafted == plain
