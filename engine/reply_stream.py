@@ -120,8 +120,8 @@ class ReplyStream:
             lost=r.lost,
             reasoning_tokens=r.split.reasoning_tokens,
             reasoning_s=r.split.reasoning_s,
-            drafted_tokens=r.drafts.drafted if r.drafts else 0,
-            accepted_tokens=r.drafts.accepted if r.drafts else 0,
+            drafted_tokens=r.drafted,
+            accepted_tokens=r.accepted,
         )
         reasoning = "".join(r.split.reasoning_text)
         calls = tool_calls(self.tokenizer, r.split.tool_texts, r.tools, r.id)

@@ -28,7 +28,7 @@ from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.prefill.pacing import STALL, StepCosts
 from mlxchat.engine.prefill.policy import PromptChunks, burst, pick_prefill, prefill_budget
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
-from mlxchat.engine.rate import RateMeter
+from mlxchat.engine.rate import PassMeter
 from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
@@ -79,11 +79,10 @@ class SlotScheduler:
         self.slots = [Slot(i) for i in range(plan.parallel)]
         self.store = self._new_store(plan)
         self.replies = ReplyStream(tokenizer, lambda: self.store)
-        self.verifier = Verifier(self.forward, self.replies, lambda: self.store)
         self.prefixes = Prefixes(park_budget_bytes, disk)
-        self.rate = RateMeter()
-        self.widest_pass = 0  # the most slots one decode pass has carried
+        self.rate = PassMeter()
         self.costs = StepCosts(prefill_stall)
+        self.verifier = Verifier(self.forward, self.replies, lambda: self.store, self.rate)
         # Prompt tokens one pass reads when nothing streams (engine.prefill.policy).
         self.prefill_budget = prefill_budget()
         self._rr = 0
@@ -345,7 +344,7 @@ class SlotScheduler:
         firsts = part.sample(chunk_logits) if chunk_logits is not None else None
         mx.eval(tokens, firsts, self.store.arrays)
         self.store.commit(ids, [1] * len(ids))
-        self._decoded(len(decoding))
+        self.rate.passed(len(decoding))
         for s, token in zip(decoding, tokens.tolist()):
             if s.request is not None:
                 if s.request.cancelled:
@@ -399,9 +398,7 @@ class SlotScheduler:
     def _checked(self) -> int:
         """Reads the pass in flight, then checks drafts in a pass of every decoding slot (engine.speculation)."""
         self.settle()
-        rows, tokens = self._guarded([s for s in self.slots if s.request], self.verifier.check) or (0, 0)
-        self._decoded(rows, tokens)
-        return rows
+        return self._guarded([s for s in self.slots if s.request], self.verifier.check) or 0
 
     def _continues(self, r: Request) -> bool:
         """Whether a reply may go on after its next token (known limits only; EOS is seen later)."""
@@ -428,7 +425,7 @@ class SlotScheduler:
 
     def _read(self, finished: _DecodePass) -> None:
         """Turns a decode pass's tokens into text and decides, per slot, whether its reply goes on."""
-        self._decoded(len(finished.rows))
+        self.rate.passed(len(finished.rows))
         fed_next = {id(r) for _, r in self._pass.rows} if self._pass else set()
         for (s, r), token in zip(finished.rows, finished.tokens.tolist()):
             if s.request is not r:
@@ -447,12 +444,7 @@ class SlotScheduler:
 
     # ---- the report ----
 
-    def _decoded(self, rows: int, tokens: int | None = None) -> None:
-        """A decode pass gave `rows` slots a token each (`tokens` in all where it checked drafts)."""
-        self.rate.record(rows if tokens is None else tokens)
-        self.widest_pass = max(self.widest_pass, rows)
-
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step (safe from any thread)."""
         return engine_snapshot(self.slots, self.store, self.info, self._memory, self.rate, self.prefixes,
-                               self.widest_pass)
+                               self.rate.widest)

@@ -10,7 +10,6 @@ from mlxchat.engine.events import Event, SamplingParams, SlotState
 from mlxchat.engine.handle import RequestHandle
 from mlxchat.engine.rate import stream_rate
 from mlxchat.engine.sampling import SlotSampler
-from mlxchat.engine.speculation.acceptance import DraftState
 
 if TYPE_CHECKING:
     from mlxchat.engine.kv.slot_store import SlotKVStore
@@ -42,7 +41,8 @@ class Request:
     # Tokens the engine feeds in place of the model's next ones (the end of reasoning, its budget spent).
     forced: list[int] = field(default_factory=list)
     cancelled: bool = False
-    drafts: DraftState | None = None  # its drafting, where it speculates (engine.speculation)
+    drafted: int = 0  # tokens drafted for it and checked (engine.speculation)
+    accepted: int = 0  # of those, the ones the model chose too
     t_submit: float = field(default_factory=time.perf_counter)
     t_first: float | None = None
     t_last: float | None = None

@@ -23,13 +23,11 @@ def accepted(drafts: list[int], targets: list[int]) -> int:
 
 
 class DraftState:
-    """One reply's drafting: its lookup over the slot's tokens, its next draft's length, and its counts."""
+    """One reply's drafting: its lookup over the slot's tokens, and its next draft's length."""
 
     def __init__(self) -> None:
         self.lookup = NgramLookup()
         self.k = FIRST_DRAFT
-        self.drafted = 0
-        self.accepted = 0
         self._misses = 0
         self._pause = 0
         self._resume_at = 0  # the reply's generated count from which it drafts again
@@ -42,8 +40,6 @@ class DraftState:
 
     def record(self, drafted: int, taken: int, generated: int) -> None:
         """A checked draft of `drafted` tokens, `taken` of them accepted, at the reply's `generated` tokens."""
-        self.drafted += drafted
-        self.accepted += taken
         if taken == drafted:
             self.k = min(MOST_DRAFTED, self.k * 2)
         else:

@@ -16,6 +16,7 @@ import mlx.core as mx
 
 from mlxchat.engine.forward import Forward
 from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.rate import PassMeter
 from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
@@ -34,10 +35,12 @@ def drafts_for(r: Request) -> bool:
 class Verifier:
     """Drafts for the slots whose replies ask for them and checks them, in the scheduler's pass."""
 
-    def __init__(self, forward: Forward, replies: ReplyStream, store: Callable[[], SlotKVStore]) -> None:
+    def __init__(self, forward: Forward, replies: ReplyStream, store: Callable[[], SlotKVStore], rate: PassMeter) -> None:
         self.forward = forward
         self.replies = replies
         self._store = store
+        self.rate = rate
+        self._drafting: dict[int, tuple[Request, DraftState]] = {}  # slot id -> its reply and that reply's drafting
 
     @property
     def store(self) -> SlotKVStore:
@@ -51,13 +54,12 @@ class Verifier:
         for s in slots:
             r = s.request
             if r is not None and not r.pending and not r.cancelled and drafts_for(r):
-                state = r.drafts = r.drafts or DraftState()
-                if state.draft(s.history, r.generated, 1):
+                if self._state(s, r).draft(s.history, r.generated, 1):
                     return True
         return False
 
-    def check(self, slots: list[Slot]) -> tuple[int, int]:
-        """One pass over every decoding slot (each with its next input known): (slots decoded, tokens they gave)."""
+    def check(self, slots: list[Slot]) -> int:
+        """One pass over every decoding slot (each with its next input known); returns the slots decoded."""
         store = self.store
         decoding = [s for s in slots if s.request is not None and s.request.next_input is not None]
         plans: list[tuple[Slot, list[int]]] = []
@@ -86,15 +88,22 @@ class Verifier:
             targets = chosen[start : start + len(d) + 1]
             given += self._take(s, d, targets, draws[start : start + len(d) + 1])
             start += len(d) + 1
-        return len(order), given
+        self.rate.passed(len(order), given)
+        return len(order)
 
     def _draft(self, s: Slot, r: Request, store: SlotKVStore) -> list[int]:
         """The slot's draft for this pass: within its room (context and max_tokens) and only where it drafts."""
         if r.cancelled or not drafts_for(r) or not store.rolls_back:
             return []
         room = min(store.capacity - store.lengths[s.id] - 1, r.sampling.max_tokens - r.generated - 1)
-        r.drafts = r.drafts or DraftState()
-        return r.drafts.draft(s.history, r.generated, room)
+        return self._state(s, r).draft(s.history, r.generated, room)
+
+    def _state(self, s: Slot, r: Request) -> DraftState:
+        """The drafting of the reply `r` in slot `s` (a new reply in the slot starts afresh)."""
+        held = self._drafting.get(s.id)
+        if held is None or held[0] is not r:
+            held = self._drafting[s.id] = (r, DraftState())
+        return held[1]
 
     def _rows(self, store: SlotKVStore, plans: list[tuple[Slot, list[int]]]) -> tuple[mx.array, list[Any], list[int]]:
         """A group's inputs (right-padded), its caches, and where each real row lies in its flattened logits."""
@@ -118,8 +127,8 @@ class Verifier:
         self.store.rollback(s.id, len(s.history) + n)
         r.sampler.skip(draws[n])
         if drafts:
-            assert r.drafts is not None
-            r.drafts.record(len(drafts), n, r.generated)
+            self._state(s, r).record(len(drafts), n, r.generated)
+            r.drafted, r.accepted = r.drafted + len(drafts), r.accepted + n
         given = 0
         for i, token in enumerate(targets[: n + 1]):
             given += 1
