@@ -134,6 +134,8 @@ _NAMES: dict[str, str] = {
     "remote_plan": "mlxchat.engine.remote.state",
     # requests
     "Messages": "mlxchat.engine.requests",
+    # speculation.notes
+    "model_speculation": "mlxchat.engine.speculation.notes",
     # startup
     "EngineConfig": "mlxchat.engine.startup",
     "ModelFacts": "mlxchat.engine.startup",

@@ -124,6 +124,8 @@ class SlotSnapshot:
     label: str | None
     refilled_tokens: int = 0  # the current (or last) request's, see RequestStats
     reasoning_tokens: int | None = None  # while the reply reasons: its reasoning tokens so far, else None
+    drafted: int = 0  # tokens drafted for its reply and checked so far (speculative decoding)
+    accepted: int = 0  # of those, the ones the model chose too
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,7 @@ class EngineSnapshot:
     slots: tuple[SlotSnapshot, ...]
     server: str | None = None  # a remote engine's word on where the slot figures come from
     batching: str = ""  # whether batched replies match solo ones here (engine.devices.batching_note)
+    speculation: str = ""  # whether lookup drafts run for this model, and change no token (engine.speculation.notes)
     parked: tuple[ParkedSnapshot, ...] = ()  # most recently parked first
     park_budget_bytes: int = 0
     disk: str = ""  # the saved-KV tier on disk in a line ("" when it is off)

@@ -48,3 +48,7 @@ NOT_TINY: dict[str, str] = {
     "prism_hadamard_qwen35": "its model does not build: ValueError: Unsupported Hadamard pack:",
     "spark2_5": "its model does not build: ValueError: Missing RoPE parameters for",
 }
+
+# Families whose layers cannot give back a slot's latest tokens (windows shorter than the test's slots, recurrent
+# state): they draft nothing (tests/engine/test_speculation_families.py).
+NO_SPECULATION: set[str] = set()

@@ -100,6 +100,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE messages ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'",
         "ALTER TABLE messages ADD COLUMN model TEXT NOT NULL DEFAULT ''",
     ),
+    # 10: speculative decoding: each chat's setting ("off", "lookup"), each reply's drafted and accepted tokens.
+    (
+        "ALTER TABLE chats ADD COLUMN speculative TEXT NOT NULL DEFAULT 'off'",
+        "ALTER TABLE messages ADD COLUMN drafted_tokens INTEGER",
+        "ALTER TABLE messages ADD COLUMN accepted_tokens INTEGER",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

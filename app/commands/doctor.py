@@ -26,6 +26,7 @@ from mlxchat.engine import (
     plan_slots,
     format_bytes,
     memory_info,
+    model_speculation,
     remedy,
     resolve_model,
 )
@@ -89,6 +90,8 @@ def run_doctor(settings: Settings, requested: BlasInfo, out: TextIO | None = Non
             line("context", f"REFUSED: {reason}")
     else:
         _plan_lines(line, plan, loaded is not None)
+        if loaded:
+            line("speculation", model_speculation(loaded, plan.per_slot))
 
     available = format_bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
     total = f" of {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""

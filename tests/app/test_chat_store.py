@@ -46,16 +46,17 @@ def test_a_new_database_is_wal_at_the_latest_version(db_path: Path) -> None:
     open_store(db_path).close()
     db = sqlite3.connect(db_path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> None:
     store = open_store(db_path)
-    sampling = SamplingParams(temperature=0.3, top_p=0.9, top_k=20, max_tokens=99, seed=7)
+    sampling = SamplingParams(temperature=0.3, top_p=0.9, top_k=20, max_tokens=99, seed=7, speculative="lookup")
     chat = a_chat("What is MLX?\nSecond line", "An array framework.", sampling=sampling)
     reply = chat.messages[1]
     reply.finish_reason, reply.prompt_tokens, reply.generated_tokens = "stop", 12, 5
     reply.cached_tokens, reply.cached_from, reply.ttft_ms, reply.decode_tok_s = 9, "memory", 31.5, 14.25
+    reply.drafted_tokens, reply.accepted_tokens = 4, 3
     store.save(chat)
     assert chat.id is not None and chat.saved and all(m.saved for m in chat.messages)
     store.close()
@@ -70,6 +71,7 @@ def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> Non
             loaded.messages[1].generated_tokens) == ("stop", 12, 5)
     timings = loaded.messages[1]
     assert (timings.cached_tokens, timings.cached_from, timings.ttft_ms, timings.decode_tok_s) == (9, "memory", 31.5, 14.25)
+    assert (timings.drafted_tokens, timings.accepted_tokens) == (4, 3)
     assert loaded.messages[0].created <= loaded.messages[1].created
     assert loaded.prompt()[0] == {"role": "system", "content": "Be brief."}
 

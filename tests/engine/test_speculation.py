@@ -21,9 +21,9 @@ GREEDY = SamplingParams(max_tokens=40, ignore_eos=True)
 SEEDED = SamplingParams(temperature=0.1, top_p=0.95, top_k=20, seed=7, max_tokens=40, ignore_eos=True)
 
 
-def replies(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams) -> list[list[int]]:
-    """Each prompt answered in its own slot, all at once; the tokens each slot then holds after its prompt. Where the
-    replies draft, some of their drafts must have been accepted (and some not, across them)."""
+def answered(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams) -> tuple[list, list]:
+    """Each prompt answered in its own slot, all at once: the tokens each slot then holds after its prompt, and
+    each reply's stats."""
     handles = [RequestHandle(i + 1, i) for i in range(len(prompts))]
     for handle, prompt in zip(handles, prompts):
         core.admit(Submit(handle, tokens=prompt, sampling=sampling))
@@ -34,10 +34,16 @@ def replies(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingPar
         done = [e for e in handle.events(timeout=0) if isinstance(e, Done)]
         assert done and done[-1].error is None, done
         stats.append(done[-1].stats)
+    return [core.slots[h.slot_id].history[len(p) :] for h, p in zip(handles, prompts)], stats
+
+
+def replies(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams) -> list[list[int]]:
+    """`answered`'s tokens; where the replies draft, some of their drafts must have been accepted (and some not)."""
+    tokens, stats = answered(core, prompts, sampling)
     if sampling.speculative != "off":
         assert sum(s.accepted_tokens for s in stats) > 0
         assert sum(s.drafted_tokens - s.accepted_tokens for s in stats) > 0
-    return [core.slots[h.slot_id].history[len(p) :] for h, p in zip(handles, prompts)]
+    return tokens
 
 
 def both_ways(family: str, tokenizer, sampling: SamplingParams, **kw) -> tuple[list, list, SlotScheduler]:
