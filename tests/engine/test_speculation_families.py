@@ -30,5 +30,5 @@ def test_replies_with_drafts_equal_replies_without(family: str, tokenizer) -> No
         assert drafted == plain, f"{family}, {'greedy' if sampling.temperature == 0 else 'seeded'}"
         rolls_back = family not in NO_SPECULATION
         assert core.store.rolls_back == rolls_back, f"{family}: NO_SPECULATION in tests/family_outcomes.py"
-        if not rolls_back:
-            assert sum(s.drafted_tokens for s in stats) == 0, family
+        # (drafts were checked where the family rolls back, none drafted where it cannot)
+        assert (sum(s.drafted_tokens for s in stats) > 0) == rolls_back, family
