@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
-from mlxchat.app.chats.chat import Chat, title_from
+from mlxchat.app.chats.chat import Chat, ChatMessage, title_from
 from mlxchat.app.chats.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path
@@ -259,3 +259,13 @@ def test_a_search_says_where_it_matched_with_the_text_around_it(db_path: Path) -
     (found,) = [c.found for c in store.list_chats("FIRST")]  # the title comes from the first message
     assert found is not None and found.where == "in the title"
     assert [c.found for c in store.list_chats()] == [None]
+
+
+def test_a_reply_s_timings_line_says_what_was_drafted_and_accepted() -> None:
+    from mlxchat.app.chats.conversation import timings_line
+
+    reply = ChatMessage("assistant", "text", prompt_tokens=1000, generated_tokens=256, ttft_ms=900.0, decode_tok_s=61.5)
+    assert "drafted" not in (timings_line(reply) or "")  # (a reply with no drafts, or from before speculation)
+    reply.drafted_tokens, reply.accepted_tokens = 212, 171
+    assert timings_line(reply) == ("prompt 1,000 tokens · first token 0.90 s · 256 tokens at 61.5 tok/s · "
+                                   "drafted 212 · accepted 171 (81%)")
