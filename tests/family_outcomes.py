@@ -83,3 +83,6 @@ NO_SPECULATION: set[str] = {
     "rwkv7",
     "step3p5",
 }
+
+# Families whose tiny model's greedy replies to that test's prompts repeat no run of their context: nothing to draft.
+NO_REPEAT: set[str] = {"granite"}

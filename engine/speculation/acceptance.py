@@ -28,6 +28,8 @@ class DraftState:
     def __init__(self) -> None:
         self.lookup = NgramLookup()
         self.k = FIRST_DRAFT
+        # The token the lookup expected next when it asked for a checking pass (Verifier.wanted), if it did.
+        self.expected: int | None = None
         self._misses = 0
         self._pause = 0
         self._resume_at = 0  # the reply's generated count from which it drafts again
@@ -37,6 +39,19 @@ class DraftState:
         if generated < self._resume_at or room < 1:
             return []
         return self.lookup.propose(tokens, min(self.k, room))
+
+    def expect(self, tokens: list[int], generated: int) -> bool:
+        """Whether the lookup has a next token to offer after `tokens` (then kept as `expected`)."""
+        offered = self.draft(tokens, generated, 1)
+        self.expected = offered[0] if offered else None
+        return self.expected is not None
+
+    def came(self, token: int, generated: int) -> None:
+        """The token that did come after what `expect` saw: another one than expected counts as a draft missed at its
+        first token (the step gave up its pipelining for it)."""
+        if self.expected is not None and token != self.expected:
+            self.record(1, 0, generated)
+        self.expected = None
 
     def record(self, drafted: int, taken: int, generated: int) -> None:
         """A checked draft of `drafted` tokens, `taken` of them accepted, at the reply's `generated` tokens."""

@@ -54,7 +54,7 @@ class Verifier:
         for s in slots:
             r = s.request
             if r is not None and not r.pending and not r.cancelled and drafts_for(r):
-                if self._state(s, r).draft(s.history, r.generated, 1):
+                if self._state(s, r).expect(s.history, r.generated):
                     return True
         return False
 
@@ -96,7 +96,9 @@ class Verifier:
         if r.cancelled or not drafts_for(r) or not store.rolls_back:
             return []
         room = min(store.capacity - store.lengths[s.id] - 1, r.sampling.max_tokens - r.generated - 1)
-        return self._state(s, r).draft(s.history, r.generated, room)
+        state = self._state(s, r)
+        state.came(s.history[-1], r.generated)
+        return state.draft(s.history, r.generated, room)
 
     def _state(self, s: Slot, r: Request) -> DraftState:
         """The drafting of the reply `r` in slot `s` (a new reply in the slot starts afresh)."""
