@@ -20,11 +20,7 @@ from mlxchat.engine.rate import PassMeter
 from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
-from mlxchat.engine.speculation.acceptance import DraftState, accepted
-
-# The most rows (decode rows and drafted tokens together) one checking pass carries. Beyond it a pass is
-# compute-bound and drafts are cut to fit: measured by `mlxchat bench --scenario speculative` (README).
-PASS_ROWS = 48
+from mlxchat.engine.speculation.acceptance import DraftState, accepted, worth
 
 
 def drafts_for(r: Request) -> bool:
@@ -51,9 +47,12 @@ class Verifier:
         flight and check, else decode passes stay pipelined (a reply that does not repeat costs nothing)."""
         if not self.store.rolls_back:
             return False
-        for s in slots:
+        decoding = [s for s in slots if s.request is not None and not s.request.pending]
+        least = worth(len(decoding))
+        for s in decoding:
             r = s.request
-            if r is not None and not r.pending and not r.cancelled and drafts_for(r):
+            assert r is not None
+            if not r.cancelled and drafts_for(r) and self._state(s, r).length(least):
                 if self._state(s, r).expect(s.history, r.generated):
                     return True
         return False
@@ -63,13 +62,13 @@ class Verifier:
         store = self.store
         decoding = [s for s in slots if s.request is not None and s.request.next_input is not None]
         plans: list[tuple[Slot, list[int]]] = []
+        least = worth(len(decoding))
         for s in decoding:
             r = s.request
             assert r is not None and r.next_input is not None
             s.history.append(r.next_input)
             r.next_input = None
-            plans.append((s, self._draft(s, r, store)))
-        plans = _fit(plans, PASS_ROWS)
+            plans.append((s, self._draft(s, r, store, least)))
         singles = [(s, d) for s, d in plans if not d]
         drafting = [(s, d) for s, d in plans if d]
         # Decode rows apart from the chunks where the forward can run two groups in one pass; else one padded group.
@@ -91,14 +90,15 @@ class Verifier:
         self.rate.passed(len(order), given)
         return len(order)
 
-    def _draft(self, s: Slot, r: Request, store: SlotKVStore) -> list[int]:
-        """The slot's draft for this pass: within its room (context and max_tokens) and only where it drafts."""
+    def _draft(self, s: Slot, r: Request, store: SlotKVStore, least: float) -> list[int]:
+        """The slot's draft for this pass: only where it drafts, each token likely enough to be taken (`least`) to pay
+        for its row, within its room (context and max_tokens)."""
         if r.cancelled or not drafts_for(r) or not store.rolls_back:
             return []
-        room = min(store.capacity - store.lengths[s.id] - 1, r.sampling.max_tokens - r.generated - 1)
         state = self._state(s, r)
         state.came(s.history[-1], r.generated)
-        return state.draft(s.history, r.generated, room)
+        room = min(store.capacity - store.lengths[s.id] - 1, r.sampling.max_tokens - r.generated - 1)
+        return state.draft(s.history, r.generated, min(room, state.length(least)))
 
     def _state(self, s: Slot, r: Request) -> DraftState:
         """The drafting of the reply `r` in slot `s` (a new reply in the slot starts afresh)."""
@@ -139,15 +139,3 @@ class Verifier:
         s.rollback(self.store, len(s.history))  # (a reply that ended on a confirmed token keeps no K/V past it)
         return given
 
-
-def _fit(plans: list[tuple[Slot, list[int]]], most: int) -> list[tuple[Slot, list[int]]]:
-    """The plans with their drafts cut, longest first, until all rows fit in `most` (every slot keeps its row)."""
-    rows = sum(len(d) + 1 for _, d in plans)
-    if rows <= most:
-        return plans
-    cut = [list(d) for _, d in plans]
-    while rows > most and any(cut):
-        longest = max(range(len(cut)), key=lambda i: len(cut[i]))
-        cut[longest].pop()
-        rows -= 1
-    return [(s, d) for (s, _), d in zip(plans, cut)]

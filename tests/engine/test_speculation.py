@@ -9,7 +9,7 @@ from mlxchat.engine.events import Done, SamplingParams
 from mlxchat.engine.handle import RequestHandle
 from mlxchat.engine.requests import Submit
 from mlxchat.engine.scheduler import SlotScheduler
-from mlxchat.engine.speculation.acceptance import DraftState, accepted
+from mlxchat.engine.speculation.acceptance import DraftState, accepted, worth
 from mlxchat.engine.speculation.lookup import NgramLookup
 from tests.engine.test_families import alone, plan, tokenizer  # noqa: F401 (the fixture)
 from tests.markers import needs_default_model
@@ -64,19 +64,19 @@ def test_lookup_proposes_what_followed_the_latest_earlier_occurrence() -> None:
     assert NgramLookup().propose([1, 2, 3, 4], 4) == []
 
 
-def test_only_the_prefix_the_model_chose_is_accepted_and_the_draft_length_adapts() -> None:
+def test_only_the_prefix_the_model_chose_is_accepted_and_the_draft_length_follows_what_was_taken() -> None:
     assert accepted([5, 6, 7], [5, 6, 8, 1]) == 2
     assert accepted([5, 6, 7], [4, 6, 7, 1]) == 0
-    state = DraftState()
-    k = state.k
-    state.record(k, k, 10)
-    assert state.k == 2 * k
-    state.record(state.k, 1, 20)
-    assert state.k == 2
-    state.record(2, 0, 30)
-    state.record(2, 0, 31)
-    assert state.draft([1, 2, 3, 1, 2, 3], 32, 8) == []  # two misses in a row: a pause
-    assert state.draft([1, 2, 3, 1, 2, 3], 35, 8) == [1]  # (for 4 tokens; then one token, as the last was cut at 1)
+    # A drafted token pays for its row where it is taken with a chance of at least 0.3 x slots / (1 + 0.3 x slots).
+    assert (round(worth(1), 3), round(worth(8), 3)) == (0.231, 0.706)
+    state = DraftState()  # 2 taken of 3 tried: each token taken with a chance of 2/3, two tokens 4/9, three 8/27...
+    assert (state.length(0.3), state.length(0.7)) == (2, 0)
+    state.record(8, 8, 10)  # 0.8 x 2 + 8 = 9.6 taken, of 0.8 x 3 + 8 = 10.4 tried
+    assert state.rate == 9.6 / 10.4 and state.length(0.5) == 8  # (0.923 ** 8 = 0.53, ** 9 = 0.49)
+    state.record(4, 0, 20)
+    state.record(4, 0, 21)
+    assert state.draft([1, 2, 3, 1, 2, 3], 22, 8) == []  # two misses in a row: a pause
+    assert state.draft([1, 2, 3, 1, 2, 3], 25, 8) == [1, 2, 3]  # (for 4 tokens)
 
 
 def test_greedy_replies_with_drafts_equal_replies_without_in_busy_slots(tokenizer) -> None:
