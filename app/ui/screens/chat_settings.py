@@ -67,7 +67,7 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                     yield Label("thinking")
                     yield Switch(sampling.thinking, id="thinking",
                                  tooltip=Sampling.model_fields["thinking"].description)
-                yield Label("speculative (lookup)")
+                yield Label("speculative")
                 yield Switch(sampling.speculative == "lookup", id="speculative",
                              tooltip=Sampling.model_fields["speculative"].description)
             if self._tools:
