@@ -30,11 +30,11 @@ def accepted(drafts: list[int], targets: list[int]) -> int:
     return n
 
 
-def worth(slots: int) -> float:
+def worth(slots: int, row_cost: float = ROW_COST) -> float:
     """The least chance of being taken a drafted token needs to pay for its row in a pass of `slots` decoding slots:
-    its row costs ROW_COST of the pass's fixed part, and the pass's tokens cost (1 + ROW_COST x slots) / slots each.
+    its row costs `row_cost` of the pass's fixed part, and the pass's tokens cost (1 + row_cost x slots) / slots each.
     One slot: 0.23; eight: 0.71 (where the pass is compute-bound, drafts rarely pay)."""
-    return ROW_COST * slots / (1 + ROW_COST * slots)
+    return row_cost * slots / (1 + row_cost * slots)
 
 
 class DraftState:

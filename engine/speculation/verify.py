@@ -20,7 +20,7 @@ from mlxchat.engine.rate import PassMeter
 from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
-from mlxchat.engine.speculation.acceptance import DraftState, accepted, worth
+from mlxchat.engine.speculation.acceptance import ROW_COST, DraftState, accepted, worth
 
 
 def drafts_for(r: Request) -> bool:
@@ -37,6 +37,7 @@ class Verifier:
         self._store = store
         self.rate = rate
         self._drafting: dict[int, tuple[Request, DraftState]] = {}  # slot id -> its reply and that reply's drafting
+        self.row_cost = ROW_COST  # what a row costs a pass, against its fixed part (engine.speculation.acceptance)
 
     @property
     def store(self) -> SlotKVStore:
@@ -48,7 +49,7 @@ class Verifier:
         if not self.store.rolls_back:
             return False
         decoding = [s for s in slots if s.request is not None and not s.request.pending]
-        least = worth(len(decoding))
+        least = worth(len(decoding), self.row_cost)
         for s in decoding:
             r = s.request
             assert r is not None
@@ -62,7 +63,7 @@ class Verifier:
         store = self.store
         decoding = [s for s in slots if s.request is not None and s.request.next_input is not None]
         plans: list[tuple[Slot, list[int]]] = []
-        least = worth(len(decoding))
+        least = worth(len(decoding), self.row_cost)
         for s in decoding:
             r = s.request
             assert r is not None and r.next_input is not None
