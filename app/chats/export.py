@@ -98,6 +98,8 @@ def _shapes(m: ChatMessage) -> list[dict]:
         "cached_from": m.cached_from,
         "ttft_ms": m.ttft_ms,
         "decode_tok_s": m.decode_tok_s,
+        "drafted_tokens": m.drafted_tokens,
+        "accepted_tokens": m.accepted_tokens,
         "generated_tokens": m.generated_tokens,
         "created": m.created,
         "updated": m.updated,
