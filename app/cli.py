@@ -17,6 +17,7 @@ from mlxchat.engine import KV_SCENARIO, LONG_PROMPT_TOKENS, LONG_SCENARIO, LONG_
 from mlxchat.engine import (
     DEFAULT_ENGINES,
     SCENARIO_ENGINES,
+    SPECULATIVE_SCENARIO,
     DEFAULT_MAX_TOKENS,
     DEFAULT_REPEATS,
     DEFAULT_SLOTS,
@@ -105,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                             f"{','.join(DEFAULT_ENGINES)}, and for --scenario reasoning "
                             f"{','.join(SCENARIO_ENGINES['reasoning'])}: what splitting reasoning from answer costs)")
     bench.add_argument("--scenario",
-                       choices=[*sorted(SCENARIOS), RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO],
+                       choices=[*sorted(SCENARIOS), RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO,
+                                SPECULATIVE_SCENARIO],
                        default="short",
                        help=f"prompts to play; {RETURN_SCENARIO}: time to first token of a chat coming back to "
                             "its parked KV against a full prefill (the smallest --slots count, twice as many chats); "
@@ -113,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                             f"arrives (their gaps before and during it, its first token against alone); "
                             f"{RESUME_SCENARIO}: a long chat's first token after a restart, with the disk tier "
                             f"and without; {KV_SCENARIO}: each kv_dtype's bytes a token, its agreement with "
-                            "float64 and its greedy replies against float32 K/V")
+                            f"float64 and its greedy replies against float32 K/V; {SPECULATIVE_SCENARIO}: decode "
+                            "tok/s with lookup drafts against none (an edit task, plain prompts, 8 edit chats)")
     bench.add_argument("--slots", type=_slot_counts, default=list(DEFAULT_SLOTS), metavar="N,M",
                        help=f"slot counts to measure, e.g. 1,2,4,8 (up to {MAX_SLOTS})")
     bench.add_argument("--shape", choices=list(SHAPES), metavar="NAME",

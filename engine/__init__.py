@@ -37,6 +37,10 @@ _NAMES: dict[str, str] = {
     "format_resume_table": "mlxchat.engine.bench.resume_scenario",
     "RESUME_SCENARIO": "mlxchat.engine.bench.resume_scenario",
     "run_resume_bench": "mlxchat.engine.bench.resume_scenario",
+    # bench.speculative_scenario
+    "format_speculative_table": "mlxchat.engine.bench.speculative_scenario",
+    "run_speculative_bench": "mlxchat.engine.bench.speculative_scenario",
+    "SPECULATIVE_SCENARIO": "mlxchat.engine.bench.speculative_scenario",
     # bench.return_scenario
     "format_return_table": "mlxchat.engine.bench.return_scenario",
     "RETURN_SCENARIO": "mlxchat.engine.bench.return_scenario",
@@ -137,6 +141,8 @@ _NAMES: dict[str, str] = {
     "remote_plan": "mlxchat.engine.remote.state",
     # requests
     "Messages": "mlxchat.engine.requests",
+    # speculation.notes
+    "model_speculation": "mlxchat.engine.speculation.notes",
     # startup
     "EngineConfig": "mlxchat.engine.startup",
     "load_step": "mlxchat.engine.startup",

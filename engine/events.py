@@ -23,6 +23,9 @@ class SamplingParams:
     ignore_eos: bool = False  # as llama-server's: decode to max_tokens (benchmarks, tests)
     thinking: bool = True  # the chat template's thinking switch (enable_thinking), for models that have one
     reasoning_budget: int | None = None  # reasoning tokens before the engine ends the reasoning (None: no cap)
+    # "lookup": drafts from the chat's own tokens, checked in the batched pass (engine.speculation); the reply is the
+    # same token for token where the pass is batch-invariant. "off": one token a pass.
+    speculative: str = "off"
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class RequestStats:
     lost: str | None = None
     reasoning_tokens: int = 0  # of generated_tokens, those the reply reasoned with (its markers not counted)
     reasoning_s: float = 0.0  # from its first reasoning token to the one that ended its reasoning
+    drafted_tokens: int = 0  # tokens drafted for it and checked (speculative decoding)
+    accepted_tokens: int = 0  # of those, the ones the model chose too (each saved a pass)
 
     @property
     def cached_from(self) -> str | None:
@@ -119,6 +124,8 @@ class SlotSnapshot:
     label: str | None
     refilled_tokens: int = 0  # the current (or last) request's, see RequestStats
     reasoning_tokens: int | None = None  # while the reply reasons: its reasoning tokens so far, else None
+    drafted: int = 0  # tokens drafted for its reply and checked so far (speculative decoding)
+    accepted: int = 0  # of those, the ones the model chose too
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,7 @@ class EngineSnapshot:
     slots: tuple[SlotSnapshot, ...]
     server: str | None = None  # a remote engine's word on where the slot figures come from
     batching: str = ""  # whether batched replies match solo ones here (engine.devices.batching_note)
+    speculation: str = ""  # whether lookup drafts run for this model, and change no token (engine.speculation.notes)
     parked: tuple[ParkedSnapshot, ...] = ()  # most recently parked first
     park_budget_bytes: int = 0
     disk: str = ""  # the saved-KV tier on disk in a line ("" when it is off)

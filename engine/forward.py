@@ -87,6 +87,28 @@ class Forward:
         rows = decoded.shape[0]
         return logits[:rows], (logits[rows:] if positions is not None else None)
 
+    def every_logits(self, groups: list[tuple[mx.array, list[Any]]]) -> list[mx.array]:
+        """Logits (B, L, vocab) at every position of each group's rows (B, L), with its own caches; several groups
+        share one pass only where the body allows it (`mixes`), else there must be one."""
+        if self._bodies is not None and self._head is not None:
+            states = self._bodies(groups)
+        else:
+            assert len(groups) == 1, "groups share a pass only where the forward mixes"
+            states = [self._body(*groups[0])]
+        if self._head is None:
+            return states
+        logits, out, start = self._head(_rows_of(states)), [], 0
+        for s in states:
+            b, n = s.shape[:2]
+            out.append(logits[start : start + b * n].reshape(b, n, -1))
+            start += b * n
+        return out
+
+
+def _rows_of(states: list[mx.array]) -> mx.array:
+    """Every position of every group, as rows (tokens, D)."""
+    return mx.concatenate([s.reshape(-1, s.shape[-1]) for s in states], axis=0)
+
 
 def _at(x: mx.array, positions: mx.array | None) -> mx.array:
     """x[b, positions[b]] for x of shape (B, L, D)."""

@@ -44,3 +44,16 @@ class RateMeter:
     def _forget(self, now: float) -> None:
         while self._recent and now - self._recent[0][0] > self.window_s:
             self._recent.popleft()
+
+
+class PassMeter(RateMeter):
+    """The rate of a scheduler's decode passes, and the most slots one pass has carried (batching at work)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.widest = 0
+
+    def passed(self, rows: int, tokens: int | None = None) -> None:
+        """A decode pass gave `rows` slots a token each (`tokens` in all where it checked drafts)."""
+        self.record(rows if tokens is None else tokens)
+        self.widest = max(self.widest, rows)

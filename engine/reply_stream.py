@@ -120,6 +120,8 @@ class ReplyStream:
             lost=r.lost,
             reasoning_tokens=r.split.reasoning_tokens,
             reasoning_s=r.split.reasoning_s,
+            drafted_tokens=r.drafted,
+            accepted_tokens=r.accepted,
         )
         reasoning = "".join(r.split.reasoning_text)
         calls = tool_calls(self.tokenizer, r.split.tool_texts, r.tools, r.id)

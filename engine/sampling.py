@@ -28,6 +28,34 @@ class SlotSampler:
         self.key, key = mx.random.split(self.key)
         return key
 
+    def ahead(self, n: int) -> list["SlotSampler"]:
+        """Samplers of this slot's next `n` draws, each with the key its draw at that position would take
+        (a checked draft's row draws as the plain step there would); `skip` then moves past those kept."""
+        samplers, chain = [], self.key
+        for _ in range(n):
+            draw = _KeyedDraw(self.params)
+            if chain is not None:
+                chain, draw.key = mx.random.split(chain)
+            draw.chain = chain
+            samplers.append(draw)
+        return samplers
+
+    def skip(self, drawn: "SlotSampler") -> None:
+        """Moves this slot's draws past `drawn` (one of `ahead`'s samplers), as if it had drawn up to it."""
+        self.key = drawn.chain
+
+
+class _KeyedDraw(SlotSampler):
+    """One draw at a known position: its key is fixed (None: MLX's global generator)."""
+
+    def __init__(self, params: SamplingParams) -> None:
+        self.params = params
+        self.key: mx.array | None = None
+        self.chain: mx.array | None = None  # the slot's key after this draw
+
+    def next_key(self) -> mx.array | None:
+        return self.key
+
 
 def sample_rows(logits: mx.array, samplers: list[SlotSampler]) -> mx.array:
     """Token ids (B,) for logits (B, vocab), each row by its slot's sampler.

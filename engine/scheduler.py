@@ -28,10 +28,11 @@ from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.prefill.pacing import STALL, StepCosts
 from mlxchat.engine.prefill.policy import PromptChunks, burst, pick_prefill, prefill_budget
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
-from mlxchat.engine.rate import RateMeter
+from mlxchat.engine.rate import PassMeter
 from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
+from mlxchat.engine.speculation.verify import Verifier
 from mlxchat.engine.status import EngineInfo, engine_snapshot
 from mlxchat.engine.prefill.images import NoImages, request_prompt
 
@@ -80,9 +81,9 @@ class SlotScheduler:
         self.store = self._new_store(plan)
         self.replies = ReplyStream(tokenizer, lambda: self.store)
         self.prefixes = Prefixes(park_budget_bytes, disk)
-        self.rate = RateMeter()
-        self.widest_pass = 0  # the most slots one decode pass has carried
+        self.rate = PassMeter()
         self.costs = StepCosts(prefill_stall)
+        self.verifier = Verifier(self.forward, self.replies, lambda: self.store, self.rate)
         # Prompt tokens one pass reads when nothing streams (engine.prefill.policy).
         self.prefill_budget = prefill_budget()
         self._rr = 0
@@ -207,7 +208,7 @@ class SlotScheduler:
                 batch = self._prefill_batch(prefilling, self.prefill_chunk, self.prefill_budget)
                 read = self._guarded(batch, lambda slots: self._prefill(slots, self.prefill_chunk)) or 0
             burst_left = reading_burst and any(s.request and s.request.pending for s in self.slots)
-            rows = 0 if burst_left else self._decode()[0]
+            rows = 0 if burst_left else self._checked() if self.verifier.wanted(self.slots) else self._decode()[0]
             self._record(started, read, rows)
         except Exception as exc:
             self.fail_all(exc)
@@ -344,7 +345,7 @@ class SlotScheduler:
         firsts = part.sample(chunk_logits) if chunk_logits is not None else None
         mx.eval(tokens, firsts, self.store.arrays)
         self.store.commit(ids, [1] * len(ids))
-        self._decoded(len(decoding))
+        self.rate.passed(len(decoding))
         for s, token in zip(decoding, tokens.tolist()):
             if s.request is not None:
                 if s.request.cancelled:
@@ -374,7 +375,7 @@ class SlotScheduler:
         inputs: list[mx.array] = []
         if previous is not None:
             for i, (s, r) in enumerate(previous.rows):
-                if s.request is r and self._continues(r) and self.store.lengths[s.id] + 1 <= self.store.capacity:
+                if s.request is r and r.continues() and self.store.lengths[s.id] + 1 <= self.store.capacity:
                     rows.append((s, r))  # (a reply whose reasoning ends at its budget is fed its end marker)
                     inputs.append(mx.array(r.forced[0]) if r.forced else previous.tokens[i])
         for s in self.slots:
@@ -395,9 +396,10 @@ class SlotScheduler:
             self._read(previous)
         return len(rows), read
 
-    def _continues(self, r: Request) -> bool:
-        """Whether a reply may go on after its next token (known limits only; EOS is seen later)."""
-        return not r.cancelled and r.generated + 1 < r.sampling.max_tokens
+    def _checked(self) -> int:
+        """Reads the pass in flight, then checks drafts in a pass of every decoding slot (engine.speculation)."""
+        self.settle()
+        return self._guarded([s for s in self.slots if s.request], self.verifier.check) or 0
 
     def _dispatch(
         self, rows: list[tuple[Slot, Request]], inputs: list[mx.array], prompts: tuple[list[Slot], int] | None
@@ -420,7 +422,7 @@ class SlotScheduler:
 
     def _read(self, finished: _DecodePass) -> None:
         """Turns a decode pass's tokens into text and decides, per slot, whether its reply goes on."""
-        self._decoded(len(finished.rows))
+        self.rate.passed(len(finished.rows))
         fed_next = {id(r) for _, r in self._pass.rows} if self._pass else set()
         for (s, r), token in zip(finished.rows, finished.tokens.tolist()):
             if s.request is not r:
@@ -439,12 +441,7 @@ class SlotScheduler:
 
     # ---- the report ----
 
-    def _decoded(self, rows: int) -> None:
-        """A decode pass gave `rows` slots a token each."""
-        self.rate.record(rows)
-        self.widest_pass = max(self.widest_pass, rows)
-
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step (safe from any thread)."""
         return engine_snapshot(self.slots, self.store, self.info, self._memory, self.rate, self.prefixes,
-                               self.widest_pass)
+                               self.rate.widest)

@@ -43,9 +43,15 @@ class Request:
     # Tokens the engine feeds in place of the model's next ones (the end of reasoning, its budget spent).
     forced: list[int] = field(default_factory=list)
     cancelled: bool = False
+    drafted: int = 0  # tokens drafted for it and checked (engine.speculation)
+    accepted: int = 0  # of those, the ones the model chose too
     t_submit: float = field(default_factory=time.perf_counter)
     t_first: float | None = None
     t_last: float | None = None
+
+    def continues(self) -> bool:
+        """Whether the reply may go on after its next token (known limits only; EOS is seen later)."""
+        return not self.cancelled and self.generated + 1 < self.sampling.max_tokens
 
     @property
     def prompt_processed(self) -> int:

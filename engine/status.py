@@ -9,6 +9,7 @@ from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.prefixes import Prefixes
 from mlxchat.engine.rate import RateMeter
 from mlxchat.engine.slots import Slot
+from mlxchat.engine.speculation.notes import speculation_note
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ def engine_snapshot(
                 kv_bytes_used=held[s.id] if s.id < store.n_slots else 0,
                 label=s.label,
                 reasoning_tokens=r.split.reasoning_tokens if r and r.split.reasoning else None,
+                drafted=r.drafted if r else 0,
+                accepted=r.accepted if r else 0,
             )
         )
     active, peak = memory
@@ -79,4 +82,5 @@ def engine_snapshot(
         disk_notes=prefixes.disk.said() if prefixes.disk else (),
         widest_pass=widest_pass,
         kv_dtype=store.kv_type.name,
+        speculation=speculation_note(store.rolls_back, info.batching),
     )

@@ -48,3 +48,41 @@ NOT_TINY: dict[str, str] = {
     "prism_hadamard_qwen35": "its model does not build: ValueError: Unsupported Hadamard pack:",
     "spark2_5": "its model does not build: ValueError: Missing RoPE parameters for",
 }
+
+# Families whose layers cannot give back a slot's latest tokens (windows shorter than the test's slots, recurrent
+# state): they draft nothing (tests/engine/test_speculation_families.py).
+NO_SPECULATION: set[str] = {
+    "afmoe",
+    "baichuan_m1",
+    "bailing_hybrid",
+    "bailing_moe_linear",
+    "bailing_moe_v3",
+    "cohere2",
+    "falcon_h1",
+    "gear",
+    "gemma3",
+    "gemma3_text",
+    "gemma4",
+    "gemma4_text",
+    "gpt_oss",
+    "iquestloopcoder",
+    "jamba",
+    "lfm2",
+    "lfm2-vl",
+    "lfm2_moe",
+    "mamba",
+    "mamba2",
+    "muse_glimmer",
+    "olmo3",
+    "olmo_hybrid",
+    "plamo2",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "qwen3_next",
+    "recurrent_gemma",
+    "rwkv7",
+    "step3p5",
+}
+
+# Families whose tiny model's greedy replies to that test's prompts repeat no run of their context: nothing to draft.
+NO_REPEAT: set[str] = {"granite"}

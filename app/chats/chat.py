@@ -41,6 +41,9 @@ class ChatMessage:
     cached_from: str | None = None
     ttft_ms: float | None = None
     decode_tok_s: float | None = None
+    # Tokens drafted for a reply and checked (speculative decoding), and those the model chose too.
+    drafted_tokens: int | None = None
+    accepted_tokens: int | None = None
     # A reply's reasoning, apart from its answer (`text`): its text, its tokens and how long it took.
     reasoning: str = ""
     reasoning_tokens: int | None = None
@@ -116,7 +119,7 @@ class Chat:
 # The message fields a row of the messages table holds, in its column order.
 MESSAGE_COLUMNS = ("role", "text", "finish_reason", "prompt_tokens", "generated_tokens", "created", "updated",
                    "cached_tokens", "cached_from", "ttft_ms", "decode_tok_s", "reasoning", "reasoning_tokens",
-                   "reasoning_ms", "tool_calls", "attachments", "model")
+                   "reasoning_ms", "tool_calls", "attachments", "model", "drafted_tokens", "accepted_tokens")
 JSON_COLUMNS = ("tool_calls", "attachments")  # the fields held as JSON text
 
 

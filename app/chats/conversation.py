@@ -82,6 +82,8 @@ class Conversation:
             message.cached_tokens, message.cached_from = stats.cached_tokens, stats.cached_from
             message.ttft_ms = round(1000 * stats.ttft_s, 1) if stats.ttft_s else None
             message.decode_tok_s = round(stats.decode_tok_s, 2) if stats.decode_tok_s else None
+            if stats.drafted_tokens:
+                message.drafted_tokens, message.accepted_tokens = stats.drafted_tokens, stats.accepted_tokens
         self.save()
         return message
 
@@ -247,6 +249,10 @@ def timings_line(message: ChatMessage) -> str | None:
     if message.generated_tokens:
         speed = f" at {message.decode_tok_s:.1f} tok/s" if message.decode_tok_s else ""
         parts.append(f"{message.generated_tokens:,} tokens{speed}")
+    if message.drafted_tokens:
+        accepted = message.accepted_tokens or 0
+        parts.append(f"drafted {message.drafted_tokens:,} · accepted {accepted:,} "
+                     f"({100 * accepted / message.drafted_tokens:.0f}%)")
     if message.model:
         parts.append(message.model)
     return " · ".join(parts)

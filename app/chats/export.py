@@ -39,7 +39,8 @@ def to_markdown(chat: Chat) -> str:
         f"- created {chat.created} · updated {chat.updated}",
         f"- temperature {s.temperature:g} · top_p {s.top_p:g} · top_k {s.top_k} · max_tokens {s.max_tokens}"
         f" · seed {seed}" + ("" if s.thinking else " · thinking off")
-        + ("" if s.reasoning_budget is None else f" · reasoning_budget {s.reasoning_budget}"),
+        + ("" if s.reasoning_budget is None else f" · reasoning_budget {s.reasoning_budget}")
+        + ("" if s.speculative == "off" else f" · speculative {s.speculative}"),
         "",
     ]
     if chat.system_prompt:
@@ -102,6 +103,8 @@ def _shapes(m: ChatMessage) -> list[dict]:
         "cached_from": m.cached_from,
         "ttft_ms": m.ttft_ms,
         "decode_tok_s": m.decode_tok_s,
+        "drafted_tokens": m.drafted_tokens,
+        "accepted_tokens": m.accepted_tokens,
         "generated_tokens": m.generated_tokens,
         "created": m.created,
         "updated": m.updated,

@@ -102,6 +102,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 10: the tools a chat offers that their server's `tools` leaves off (JSON: "server/tool" names).
     ("ALTER TABLE chats ADD COLUMN tools_on TEXT NOT NULL DEFAULT '[]'",),
+    # 11: speculative decoding: each chat's setting ("off", "lookup"), each reply's drafted and accepted tokens.
+    (
+        "ALTER TABLE chats ADD COLUMN speculative TEXT NOT NULL DEFAULT 'off'",
+        "ALTER TABLE messages ADD COLUMN drafted_tokens INTEGER",
+        "ALTER TABLE messages ADD COLUMN accepted_tokens INTEGER",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # SQLite's own words for a file that is not, or no longer, a database: only these set a file aside.

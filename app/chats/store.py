@@ -171,7 +171,8 @@ class ChatStore(TabLeases, ChatSearch):
 
 
 # A chat's settings as its row holds them: the SamplingParams fields of these names, in this order.
-_SAMPLING_COLUMNS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "thinking", "reasoning_budget")
+_SAMPLING_COLUMNS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "thinking", "reasoning_budget",
+                     "speculative")
 _ROW_COLUMNS = (f"title, created, updated, model, system_prompt, {', '.join(_SAMPLING_COLUMNS)}, draft, reasoning_open,"
                 " tools_off, tools_on")
 _CHAT_COLUMNS = f"id, {_ROW_COLUMNS}"

@@ -24,6 +24,7 @@ from mlxchat.engine import (
     RETURN_SLOTS,
     RETURN_TOKENS,
     SCENARIOS,
+    SPECULATIVE_SCENARIO,
 )
 
 
@@ -36,7 +37,8 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.ui and (args.shape or args.plot):
         print("mlxchat: --shape and --plot measure the engines; leave them out with --ui", file=sys.stderr)
         return EXIT_USAGE
-    if args.sampled and args.scenario in (RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO):
+    if args.sampled and args.scenario in (RETURN_SCENARIO, LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO,
+                                          SPECULATIVE_SCENARIO):
         print(f"mlxchat: --sampled applies to the engines' decode runs (--scenario {' or '.join(sorted(SCENARIOS))}); "
               f"leave it out with --scenario {args.scenario}", file=sys.stderr)
         return EXIT_USAGE
@@ -80,7 +82,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         return _profile(args, loaded)
     if args.scenario == RETURN_SCENARIO:
         return _return_bench(args, settings, loaded)
-    if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO):
+    if args.scenario in (LONG_SCENARIO, RESUME_SCENARIO, KV_SCENARIO, SPECULATIVE_SCENARIO):
         return _scenario_bench(args, settings, loaded)
     sampling = _sampling(args, settings)
     try:
@@ -157,21 +159,24 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
 
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`--scenario long` (streaming gaps while a long prompt is read), `resume` (a chat reopened after a
-    restart, with and without the disk tier) or `kv` (each kv_dtype against float64 and float32): one run, its
-    table and JSON."""
+    restart, with and without the disk tier), `kv` (each kv_dtype against float64 and float32) or `speculative`
+    (lookup drafts against none): one run, its table and JSON."""
     from mlxchat.engine import (
         format_kv_table,
         format_long_table,
         format_resume_table,
+        format_speculative_table,
         make_report,
         run_kv_bench,
         run_long_bench,
         run_resume_bench,
+        run_speculative_bench,
     )
 
     says = {LONG_SCENARIO: "the long prompt alone, then with the chats streaming",
             RESUME_SCENARIO: "a chat's first turn, a quit, a restart, its next turn",
-            KV_SCENARIO: "each kv_dtype: teacher-forced against float64, greedy against float32"}
+            KV_SCENARIO: "each kv_dtype: teacher-forced against float64, greedy against float32",
+            SPECULATIVE_SCENARIO: "the edit task, plain prompts and 8 edit chats, without drafts and with"}
     print(f"bench: {args.scenario}: {says[args.scenario]}...", file=sys.stderr, flush=True)
     report = make_report(loaded, [])
     model, device = f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}"
@@ -181,6 +186,9 @@ def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -
     elif args.scenario == KV_SCENARIO:
         records = run_kv_bench(loaded)
         print(format_kv_table(model, device, records))
+    elif args.scenario == SPECULATIVE_SCENARIO:
+        records = run_speculative_bench(loaded)
+        print(format_speculative_table(model, device, records))
     else:
         records = run_resume_bench(loaded)
         print(format_resume_table(model, device, records))

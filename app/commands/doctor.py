@@ -28,6 +28,7 @@ from mlxchat.engine import (
     format_bytes,
     load_step,
     memory_info,
+    model_speculation,
     remedy,
     resolve_model,
 )
@@ -102,6 +103,8 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
             line("context", f"REFUSED: {reason}")
     else:
         _plan_lines(line, plan, loaded is not None)
+        if loaded:
+            line("speculation", model_speculation(loaded, plan.per_slot))
 
     available = format_bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
     total = f" of {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""

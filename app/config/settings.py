@@ -73,6 +73,13 @@ class Sampling(BaseModel):
     """The most tokens a reply may reason with: at the budget the engine ends the reasoning (it writes the
     model's end-of-reasoning marker) and the answer follows, as llama.cpp's --reasoning-budget. Unset: no cap."""
 
+    speculative: Literal["off", "lookup"] = "off"
+    """Speculative decoding: "lookup" drafts the next tokens from the chat's own text (its attachments, earlier
+    turns and the reply so far) and checks them in the batched pass, so a reply that repeats its context comes
+    several tokens a pass. The reply is the same, token for token, as without it (greedy and seeded) where the
+    pass is batch-invariant (`mlxchat doctor` says); models with sliding windows shorter than a slot or recurrent
+    layers do not speculate. "off": one token a pass (each chat can change it in F5)."""
+
     def params(self) -> SamplingParams:
         """The engine's sampling type for these values: the one conversion between the two."""
         return SamplingParams(**self.model_dump())

@@ -97,6 +97,8 @@ class FullAttentionPass:
         `part`: only these rows of the pass (`queries` holds just them), e.g. to run halves on two streams.
         """
         lay = self.layout
+        if lay.per_token:
+            return self._attend_by_token(queries, scale, sinks, part)
         return attend_per_slot(
             queries,
             self.store.keys,  # type: ignore[arg-type]
@@ -109,3 +111,14 @@ class FullAttentionPass:
             sinks=sinks,
             slot_arrays=lambda: lay.slot_arrays(part),
         )
+
+    def _attend_by_token(self, queries: mx.array, scale: float, sinks: mx.array | None, part: slice) -> mx.array:
+        """`attend` with each of the L new tokens of a row attending as a decode row of its own: the same sums in the
+        same order as the single steps (a chunk's queries share each key block, which rounds otherwise)."""
+        b, heads, n, dim = queries.shape
+        slots, lengths, valid, arrays = self.layout.token_rows(part)
+        one_by_one = queries.transpose(0, 2, 1, 3).reshape(b * n, heads, 1, dim)
+        out = attend_per_slot(one_by_one, self.store.keys, self.store.values, slots, lengths,  # type: ignore[arg-type]
+                              kv_type=self.store.kv_type, valid=lambda: valid, scale=scale, sinks=sinks,
+                              slot_arrays=lambda: arrays)
+        return out.reshape(b, n, heads, -1).transpose(0, 2, 1, 3)

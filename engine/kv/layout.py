@@ -15,7 +15,8 @@ class PassLayout:
     """
 
     def __init__(
-        self, rows: list[int], starts: list[int], n_new: int, capacity: int, counts: list[int], mask_rank: int = 4
+        self, rows: list[int], starts: list[int], n_new: int, capacity: int, counts: list[int], mask_rank: int = 4,
+        per_token: bool = False,
     ) -> None:
         self.rows = rows
         self.starts = starts
@@ -27,6 +28,8 @@ class PassLayout:
         self.capacity = capacity
         self.padded = any(c != n_new for c in counts)
         self.mask_rank = mask_rank
+        # Each new token attends as a row of its own over the keys up to it (`token_rows`), as a decode step does.
+        self.per_token = per_token and n_new > 1
         self._scatter_index: mx.array | None = None
         self._valid: mx.array | None = None
         self._masks: dict[tuple, Any] = {}
@@ -44,6 +47,17 @@ class PassLayout:
         key = ("slots", part.start, part.stop)
         if key not in self._masks:
             self._masks[key] = mx.array(self.rows[part], mx.int32), mx.array(self.lengths[part], mx.int32)
+        return self._masks[key]
+
+    def token_rows(self, part: slice) -> tuple[list[int], list[int], mx.array, tuple[mx.array, mx.array]]:
+        """Rows `part` with each new token a row of its own: their slots, lengths (the keys up to each token),
+        valid mask (rows, 1, 1, longest) and the two as int32 arrays, made once for all layers."""
+        key = ("tokens", part.start, part.stop)
+        if key not in self._masks:
+            slots = [r for r in self.rows[part] for _ in range(self.n_new)]
+            lengths = [s + i + 1 for s in self.starts[part] for i in range(self.n_new)]
+            valid = (mx.arange(max(lengths))[None] < mx.array(lengths)[:, None])[:, None, None, :]
+            self._masks[key] = slots, lengths, valid, (mx.array(slots, mx.int32), mx.array(lengths, mx.int32))
         return self._masks[key]
 
     def offsets(self) -> mx.array:

@@ -81,6 +81,12 @@ class SlotKVStore:
             return keep
         return 0
 
+    @property
+    def rolls_back(self) -> bool:
+        """Whether every layer can give back any number of a slot's latest tokens exactly (full attention, or a
+        window no shorter than the slot): what checking drafts needs, as their rejected tokens' K/V are dropped."""
+        return all(s.exact_after_rollback(self.capacity, 1) for s in self.layers)
+
     def save(self, slot: int) -> tuple[list[Any], int]:
         """A copy of every layer's state for slot `slot` (evaluated, owning its memory) and its bytes."""
         saved = [s.save(slot, self.lengths[slot]) for s in self.layers]
@@ -102,10 +108,11 @@ class SlotKVStore:
                 s.reset(slot)
         self.lengths[slot] = keep
 
-    def batch(self, rows: list[int], n_new: int, counts: list[int] | None = None) -> list[Any]:
+    def batch(self, rows: list[int], n_new: int, counts: list[int] | None = None, per_token: bool = False) -> list[Any]:
         """The per-layer caches for one forward pass over `rows`, each adding `n_new` tokens.
 
-        `counts[i]`: how many of row i's tokens are real (the rest right-padding); all by default.
+        `counts[i]`: how many of row i's tokens are real (the rest right-padding); all by default. `per_token`: each
+        new token attends as a decode step's row would (a checked draft's logits are then a single step's).
         """
         if any(self.lengths[r] + n_new > self.capacity for r in rows):
             raise ValueError("a slot's KV region is full")
@@ -113,7 +120,8 @@ class SlotKVStore:
             for s in self.layers:
                 s.checkpoint()
         starts = [self.lengths[r] for r in rows]
-        layout = PassLayout(rows, starts, n_new, self.capacity, counts or [n_new] * len(rows), self.mask_rank)
+        layout = PassLayout(rows, starts, n_new, self.capacity, counts or [n_new] * len(rows), self.mask_rank,
+                            per_token)
         return [s.pass_cache(layout, self.array_masks) for s in self.layers]
 
     def commit(self, rows: list[int], counts: list[int]) -> None:

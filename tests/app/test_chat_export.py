@@ -68,13 +68,14 @@ def test_json_holds_the_messages_with_their_counts(data_home: Path) -> None:
     document = json.loads(to_json(chat))
     assert (document["format"], document["version"], document["id"]) == ("mlxchat-chat", 1, chat.id)
     assert document["sampling"] == {"temperature": 0.5, "top_p": 0.9, "top_k": 10, "max_tokens": 100, "seed": 3,
-                                    "thinking": False, "reasoning_budget": 256}
+                                    "thinking": False, "reasoning_budget": 256, "speculative": "off"}
     assert [(m["role"], m["content"]) for m in document["messages"]] == [
         (m.role, m.text) for m in chat.messages]
     last = document["messages"][-1]
     assert (last["finish_reason"], last["prompt_tokens"], last["generated_tokens"]) == ("cancelled", 40, 6)
     # Each reply's timings, as llama-server's: cache hits and where from, time to first token, speed.
     assert (last["cached_tokens"], last["cached_from"], last["ttft_ms"], last["decode_tok_s"]) == (31, "slot", 42.5, 17.0)
+    assert (last["drafted_tokens"], last["accepted_tokens"]) == (None, None)  # (no drafts: speculative "off")
     assert "Über" in to_json(chat)  # kept readable, not \\u-escaped
     # Reasoning in fields of its own, never in the content.
     first = document["messages"][1]

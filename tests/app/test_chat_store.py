@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
-from mlxchat.app.chats.chat import Chat, title_from
+from mlxchat.app.chats.chat import Chat, ChatMessage, title_from
 from mlxchat.app.chats.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.paths import default_db_path
@@ -46,17 +46,18 @@ def test_a_new_database_is_wal_at_the_latest_version(db_path: Path) -> None:
     open_store(db_path).close()
     db = sqlite3.connect(db_path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
 
 
 def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> None:
     store = open_store(db_path)
-    sampling = SamplingParams(temperature=0.3, top_p=0.9, top_k=20, max_tokens=99, seed=7)
+    sampling = SamplingParams(temperature=0.3, top_p=0.9, top_k=20, max_tokens=99, seed=7, speculative="lookup")
     chat = a_chat("What is MLX?\nSecond line", "An array framework.", sampling=sampling, tools_off=["fs/write"],
                   tools_on=["fs/move"])
     reply = chat.messages[1]
     reply.finish_reason, reply.prompt_tokens, reply.generated_tokens = "stop", 12, 5
     reply.cached_tokens, reply.cached_from, reply.ttft_ms, reply.decode_tok_s = 9, "memory", 31.5, 14.25
+    reply.drafted_tokens, reply.accepted_tokens = 4, 3
     store.save(chat)
     assert chat.id is not None and chat.saved and all(m.saved for m in chat.messages)
     store.close()
@@ -71,6 +72,7 @@ def test_a_chat_round_trips_with_its_settings_and_messages(db_path: Path) -> Non
             loaded.messages[1].generated_tokens) == ("stop", 12, 5)
     timings = loaded.messages[1]
     assert (timings.cached_tokens, timings.cached_from, timings.ttft_ms, timings.decode_tok_s) == (9, "memory", 31.5, 14.25)
+    assert (timings.drafted_tokens, timings.accepted_tokens) == (4, 3)
     assert loaded.messages[0].created <= loaded.messages[1].created
     assert loaded.prompt()[0] == {"role": "system", "content": "Be brief."}
     assert (loaded.tools_off, loaded.tools_on) == (["fs/write"], ["fs/move"])
@@ -276,3 +278,13 @@ def test_a_search_says_where_it_matched_with_the_text_around_it(db_path: Path) -
     (found,) = [c.found for c in store.list_chats("FIRST")]  # the title comes from the first message
     assert found is not None and found.where == "in the title"
     assert [c.found for c in store.list_chats()] == [None]
+
+
+def test_a_reply_s_timings_line_says_what_was_drafted_and_accepted() -> None:
+    from mlxchat.app.chats.conversation import timings_line
+
+    reply = ChatMessage("assistant", "text", prompt_tokens=1000, generated_tokens=256, ttft_ms=900.0, decode_tok_s=61.5)
+    assert "drafted" not in (timings_line(reply) or "")  # (a reply with no drafts, or from before speculation)
+    reply.drafted_tokens, reply.accepted_tokens = 212, 171
+    assert timings_line(reply) == ("prompt 1,000 tokens · first token 0.90 s · 256 tokens at 61.5 tok/s · "
+                                   "drafted 212 · accepted 171 (81%)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.pilot import Pilot
-from textual.widgets import Input, Static, TextArea
+from textual.widgets import Input, Static, Switch, TextArea
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
@@ -36,11 +36,14 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
         form.query_one("#top_p", Input).value = "0.9"
         form.query_one("#max_tokens", Input).value = "5"
         form.query_one("#seed", Input).value = "7"
+        assert not form.query_one("#speculative", Switch).value  # (the config's "off")
+        form.query_one("#speculative", Switch).value = True
         form.query_one(TextArea).text = "You are a pirate."
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
         assert pane.chat.system_prompt == "You are a pirate."
-        assert pane.chat.sampling == SamplingParams(temperature=0.0, top_p=0.9, top_k=40, max_tokens=5, seed=7)
+        assert pane.chat.sampling == SamplingParams(temperature=0.0, top_p=0.9, top_k=40, max_tokens=5, seed=7,
+                                                    speculative="lookup")
 
         # What the engine was asked for, held while the reply runs: the sampling, and the system prompt rendered.
         hold = HeldWhen(app, lambda core: core.slots[0].request is not None)
@@ -55,6 +58,7 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
         assert notes(pane) == ["(the reply reached max_tokens = 5)"]
         saved = ChatStore.open_existing().load(pane.chat.id)  # type: ignore[arg-type]
         assert saved is not None and saved.system_prompt == "You are a pirate." and saved.sampling.seed == 7
+        assert saved.sampling.speculative == "lookup"
 
         # Escape leaves everything as it was.
         await pilot.press("f5")

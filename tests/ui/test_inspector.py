@@ -286,6 +286,19 @@ def test_a_slot_that_reasons_shows_thinking_with_its_reasoning_tokens() -> None:
     assert slot_cells(slot)["state"].plain == "decoding"  # its answer, or a model that does not reason
 
 
+def test_a_slot_whose_reply_drafts_shows_how_many_drafted_tokens_the_model_took() -> None:
+    from rich.console import Console
+
+    from mlxchat.app.ui.screens.inspector import engine_figures, slot_cells
+
+    slot = fixed_snapshot().slots[0]
+    assert slot_cells(replace(slot, drafted=212, accepted=171))["generated"].plain == "424 · drafts 81% of 212"
+    assert slot_cells(slot)["generated"].plain == "424"  # (a reply that drafts nothing)
+    console = Console(width=200, record=True)
+    console.print(engine_figures(replace(fixed_snapshot(), speculation="none for this model")))
+    assert "Speculation none for this model" in console.export_text()
+
+
 def test_recent_rates_are_tokens_since_the_last_snapshot() -> None:
     before = fixed_snapshot()
     later = [replace(s, generated=s.generated + 12) if s.id == 0 else s for s in before.slots]

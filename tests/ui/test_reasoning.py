@@ -126,7 +126,7 @@ def test_a_model_without_the_switch_shows_none_and_kept_reasoning_is_sent_back(r
         pane = await ready(app, pilot)
         await pilot.press("f5")
         await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
-        assert not app.screen.query(Switch)  # the template opens its reasoning itself: nothing to turn off
+        assert not app.screen.query("#thinking")  # the template opens its reasoning itself: nothing to turn off
         await pilot.press("escape")
         await send(pilot, pane, "Where is Paris?")
         await wait_for(pilot, lambda: not pane.busy, "the first reply")

@@ -85,6 +85,9 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                         yield Label("thinking")
                         yield Switch(sampling.thinking, id="thinking",
                                      tooltip=Sampling.model_fields["thinking"].description)
+                    yield Label("speculative")
+                    yield Switch(sampling.speculative == "lookup", id="speculative",
+                                 tooltip=Sampling.model_fields["speculative"].description)
                 if self._tools:
                     yield Label("Tools its replies may call (space turns one on or off; a server's row, all of it)")
                     yield SelectionList[str](*self._tool_rows(), id="tools")
@@ -131,9 +134,10 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
         try:
             # The config's own model checks the values: one set of limits for the file and the form.
             unset = {name: given[name] or None for name in OPTIONAL}
-            switch = self.query(Switch).results(Switch)
+            switch = self.query("#thinking").results(Switch)
             thinking = next((s.value for s in switch), self._settings.sampling.thinking)
-            checked = Sampling.model_validate({**given, **unset, "thinking": thinking})
+            speculative = "lookup" if self.query_one("#speculative", Switch).value else "off"
+            checked = Sampling.model_validate({**given, **unset, "thinking": thinking, "speculative": speculative})
         except ValidationError as exc:
             raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
         chosen = next((set(s.selected) for s in self.query(SelectionList).results(SelectionList)), None)

@@ -94,7 +94,7 @@ def slot_cells(slot: SlotSnapshot) -> dict[str, Text]:
         "prompt": _cell(prompt),
         "cached": _cached_cell(slot),
         # A reply that reasons: how many of its tokens are reasoning so far.
-        "generated": _cell(f"{slot.generated} ({slot.reasoning_tokens} thinking)" if thinking else str(slot.generated)),
+        "generated": _generated_cell(slot, thinking),
         # An idle slot keeps its last reply's speed: shown, but dimmed.
         "speed": _cell(f"{slot.tok_s:.1f}", "dim" if slot.state == "idle" else ""),
         "kv": _cell(f"{format_bytes(slot.kv_bytes_used)} / {format_bytes(slot.kv_bytes_allocated)}"),
@@ -103,6 +103,14 @@ def slot_cells(slot: SlotSnapshot) -> dict[str, Text]:
     for key in NUMERIC:
         cells[key].justify = "right"
     return cells
+
+
+def _generated_cell(slot: SlotSnapshot, thinking: bool) -> Text:
+    """Its reply's tokens so far: how many are reasoning, and how many drafted tokens the model took."""
+    text = f"{slot.generated} ({slot.reasoning_tokens} thinking)" if thinking else str(slot.generated)
+    if slot.drafted:
+        text += f" · drafts {100 * slot.accepted / slot.drafted:.0f}% of {slot.drafted}"
+    return _cell(text)
 
 
 def _cached_cell(slot: SlotSnapshot) -> Text:
@@ -156,7 +164,10 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table
     )
     if not snapshot.batching:
         return grid
-    return Group(grid, Text.assemble(("Batching ", "bold"), snapshot.batching))
+    said = [Text.assemble(("Batching ", "bold"), snapshot.batching)]
+    if snapshot.speculation:
+        said.append(Text.assemble(("Speculation ", "bold"), snapshot.speculation))
+    return Group(grid, *said)
 
 
 def parked_table(parked: Sequence[ParkedSnapshot]) -> Group:

@@ -1,0 +1,142 @@
+"""The pass that checks drafts: every decoding slot's rows in one forward pass, a drafting slot's as a short chunk
+(its last token and its draft), the others' as decode rows; each row's token drawn as the plain step would draw
+it there, the drafts kept as far as they equal those draws, the rest of their K/V dropped.
+
+Exact where the pass is batch-invariant (the compiled kernels): a chunk's rows give the bits single steps would
+(its queries attend one by one as decode rows do: engine.kv.layout.PassLayout.per_token), and a seeded row draws
+with the key of its position in the reply (engine.sampling.SlotSampler.ahead), so a reply with drafts is the
+reply without them, token for token.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import mlx.core as mx
+
+from mlxchat.engine.forward import Forward
+from mlxchat.engine.kv.slot_store import SlotKVStore
+from mlxchat.engine.rate import PassMeter
+from mlxchat.engine.reply_stream import ReplyStream
+from mlxchat.engine.sampling import SlotSampler, sample_rows
+from mlxchat.engine.slots import Request, Slot
+from mlxchat.engine.speculation.acceptance import ROW_COST, DraftState, accepted, worth
+
+
+def drafts_for(r: Request) -> bool:
+    """Whether this reply drafts: it asked to, and no tokens are forced on it (a reasoning budget may force some)."""
+    return r.sampling.speculative == "lookup" and r.split.budget is None and not r.forced
+
+
+class Verifier:
+    """Drafts for the slots whose replies ask for them and checks them, in the scheduler's pass."""
+
+    def __init__(self, forward: Forward, replies: ReplyStream, store: Callable[[], SlotKVStore], rate: PassMeter) -> None:
+        self.forward = forward
+        self.replies = replies
+        self._store = store
+        self.rate = rate
+        self._drafting: dict[int, tuple[Request, DraftState]] = {}  # slot id -> its reply and that reply's drafting
+        self.row_cost = ROW_COST  # what a row costs a pass, against its fixed part (engine.speculation.acceptance)
+
+    @property
+    def store(self) -> SlotKVStore:
+        return self._store()
+
+    def wanted(self, slots: list[Slot]) -> bool:
+        """Whether some decoding reply has a draft to check now: only then does the step wait for the pass in
+        flight and check, else decode passes stay pipelined (a reply that does not repeat costs nothing)."""
+        if not self.store.rolls_back:
+            return False
+        decoding = [s for s in slots if s.request is not None and not s.request.pending]
+        least = worth(len(decoding), self.row_cost)
+        for s in decoding:
+            r = s.request
+            assert r is not None
+            if not r.cancelled and drafts_for(r) and self._state(s, r).length(least):
+                if self._state(s, r).expect(s.history, r.generated):
+                    return True
+        return False
+
+    def check(self, slots: list[Slot]) -> int:
+        """One pass over every decoding slot (each with its next input known); returns the slots decoded."""
+        store = self.store
+        decoding = [s for s in slots if s.request is not None and s.request.next_input is not None]
+        plans: list[tuple[Slot, list[int]]] = []
+        least = worth(len(decoding), self.row_cost)
+        for s in decoding:
+            r = s.request
+            assert r is not None and r.next_input is not None
+            s.history.append(r.next_input)
+            r.next_input = None
+            plans.append((s, self._draft(s, r, store, least)))
+        singles = [(s, d) for s, d in plans if not d]
+        drafting = [(s, d) for s, d in plans if d]
+        # Decode rows apart from the chunks where the forward can run two groups in one pass; else one padded group.
+        groups = [singles, drafting] if self.forward.mixes and singles and drafting else [plans]
+        batches = [self._rows(store, group) for group in groups]
+        logits = self.forward.every_logits([(inputs, caches) for inputs, caches, _ in batches])
+        picked = mx.concatenate([mx.take(lg.reshape(-1, lg.shape[-1]), mx.array(at), axis=0)
+                                 for lg, (_, _, at) in zip(logits, batches)])
+        order = [plan for group in groups for plan in group]
+        draws = [r_ahead for s, d in order for r_ahead in s.request.sampler.ahead(len(d) + 1)]  # type: ignore[union-attr]
+        tokens = sample_rows(picked, draws)
+        mx.eval(tokens, store.arrays)
+        store.commit([s.id for s, _ in order], [len(d) + 1 for _, d in order])
+        chosen, start, given = tokens.tolist(), 0, 0
+        for s, d in order:
+            targets = chosen[start : start + len(d) + 1]
+            given += self._take(s, d, targets, draws[start : start + len(d) + 1])
+            start += len(d) + 1
+        self.rate.passed(len(order), given)
+        return len(order)
+
+    def _draft(self, s: Slot, r: Request, store: SlotKVStore, least: float) -> list[int]:
+        """The slot's draft for this pass: only where it drafts, each token likely enough to be taken (`least`) to pay
+        for its row, within its room (context and max_tokens)."""
+        if r.cancelled or not drafts_for(r) or not store.rolls_back:
+            return []
+        state = self._state(s, r)
+        state.came(s.history[-1], r.generated)
+        room = min(store.capacity - store.lengths[s.id] - 1, r.sampling.max_tokens - r.generated - 1)
+        return state.draft(s.history, r.generated, min(room, state.length(least)))
+
+    def _state(self, s: Slot, r: Request) -> DraftState:
+        """The drafting of the reply `r` in slot `s` (a new reply in the slot starts afresh)."""
+        held = self._drafting.get(s.id)
+        if held is None or held[0] is not r:
+            held = self._drafting[s.id] = (r, DraftState())
+        return held[1]
+
+    def _rows(self, store: SlotKVStore, plans: list[tuple[Slot, list[int]]]) -> tuple[mx.array, list[Any], list[int]]:
+        """A group's inputs (right-padded), its caches, and where each real row lies in its flattened logits."""
+        width = max(len(d) + 1 for _, d in plans)
+        rows = [[s.history[-1]] + d for s, d in plans]
+        inputs = mx.array([row + row[-1:] * (width - len(row)) for row in rows])
+        caches = store.batch([s.id for s, _ in plans], width, [len(row) for row in rows], per_token=True)
+        at = [i * width + j for i, row in enumerate(rows) for j in range(len(row))]
+        return inputs, caches, at
+
+    def _take(self, s: Slot, drafts: list[int], targets: list[int], draws: list[SlotSampler]) -> int:
+        """Streams the slot's tokens that the check confirmed; drops the K/V of the rest. Returns tokens given."""
+        r = s.request
+        assert r is not None
+        if r.cancelled:
+            self.replies.finish(s, "cancelled")
+            s.rollback(self.store, len(s.history))
+            return 0
+        n = accepted(drafts, targets)
+        # The rejected drafts' K/V dropped: the slot holds what n + 1 single steps would have left.
+        self.store.rollback(s.id, len(s.history) + n)
+        r.sampler.skip(draws[n])
+        if drafts:
+            self._state(s, r).record(len(drafts), n, r.generated)
+            r.drafted, r.accepted = r.drafted + len(drafts), r.accepted + n
+        given = 0
+        for i, token in enumerate(targets[: n + 1]):
+            given += 1
+            if not self.replies.take(s, token, next_pass=i < n):
+                break
+        s.rollback(self.store, len(s.history))  # (a reply that ended on a confirmed token keeps no K/V past it)
+        return given
+
