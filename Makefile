@@ -18,7 +18,7 @@ KERNELS := $(wildcard engine/cpu/kernels/*.cpp engine/cpu/kernels/*.h) engine/cp
 	engine/cpu/kernels/levels.py
 # The compiled kernels, built against the mlx just installed (its headers and ABI), not a build-time copy, in a build
 # folder kept in the venv (the wheel test builds from the same one). On x86 one module per level: $(1) says which
-# (native: this CPU's alone, about a minute on 2 cores; all: every level, about two). pip -v shows CMake's progress,
+# (native: this CPU's alone, 36 s on 2 idle cores of an AMD EPYC; all: every level, about three times that). pip -v shows CMake's progress,
 # which pip alone hides; grep keeps its lines worth a look. Then: whether the kernels run here, and if not why.
 define build_kernels
 	@echo "mlxchat: building the compiled kernels ($(1)); CMake's progress below"

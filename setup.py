@@ -43,7 +43,7 @@ class OptionalCMakeBuild(build_ext):
         try:
             wanted = LEVELS.to_build(os.environ.get(LEVELS.BUILD_VARIABLE), in_place) if LEVELS.x86() else []
             print(f"mlxchat: building the compiled kernels{' for ' + ', '.join(wanted) if wanted else ''} "
-                  f"(about {len(wanted or [1])} minute(s) on 2 cores)...", file=sys.stderr, flush=True)
+                  f"(about {40 * len(wanted or [1])} s on 2 cores)...", file=sys.stderr, flush=True)
             started = time.monotonic()
             subprocess.run(["cmake", str(KERNELS.resolve()), f"-DPython_EXECUTABLE={sys.executable}",
                             f"-DOUTPUT_DIR={output}", "-DCMAKE_BUILD_TYPE=Release",
