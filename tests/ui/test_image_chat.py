@@ -52,7 +52,7 @@ def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(gem
         await send(pilot, second, "What is this?")
         await wait_for(pilot, lambda: not first.busy and not second.busy, "both replies")
         core = app.session.engine.core  # type: ignore[union-attr]
-        assert core.widest_pass == 2  # the two chats shared decode passes
+        assert app.session.snapshot().widest_pass == 2  # the two chats shared decode passes
         stats = second.last_stats
         assert stats is not None
         wanted, prompt_tokens = mlx_vlm_alone(gemma3, [{"role": "user", "content": [

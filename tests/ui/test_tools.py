@@ -246,7 +246,7 @@ def test_the_room_left_is_shared_by_the_results_of_one_round(two_call_model_dir:
         assert all(500 < n <= 2560 // 2 for n in given) and abs(given[0] - given[1]) < 20, given
         assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
 
-    run(make_app(two_call_model_dir, parallel=1, ctx_size=2560, mcp={"servers": {"test": SERVER | {
+    run(make_app(two_call_model_dir, parallel=1, ctx_size=2560, mcp={"tool_listing_max_tokens": LISTED, "servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)
 
 
@@ -262,7 +262,7 @@ def test_tool_timeout_ends_a_call_that_takes_longer_and_the_model_is_told(tool_m
             "done", True, "the call timed out after 0.5 s (tool_timeout)")
         assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
 
-    run(make_app(tool_model_dir, mcp={"tool_timeout": 0.5, "servers": {"test": SERVER | {
+    run(make_app(tool_model_dir, mcp={"tool_timeout": 0.5, "tool_listing_max_tokens": LISTED, "servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_DELAY"], "auto_approve": ["weather"]}}}), scenario)
 
 
