@@ -25,7 +25,7 @@ WARM_STEPS = 4
 
 @dataclass
 class StepProfile:
-    """The median-free average of `steps` decode steps at `slots` slots: milliseconds a step by part."""
+    """The mean of `steps` decode steps at `slots` slots: milliseconds a step by part."""
 
     slots: int
     steps: int
