@@ -22,12 +22,14 @@ GREEDY = SamplingParams(max_tokens=40, ignore_eos=True)
 SEEDED = SamplingParams(temperature=0.1, top_p=0.95, top_k=20, seed=7, max_tokens=40, ignore_eos=True)
 
 
-def answered(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams) -> tuple[list, list]:
-    """Each prompt answered in its own slot, all at once: the tokens each slot then holds after its prompt, and
-    each reply's stats."""
+def answered(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams]
+             ) -> tuple[list, list]:
+    """Each prompt answered in its own slot, all at once (with its own sampling where a list gives one each): the
+    tokens each slot then holds after its prompt, and each reply's stats."""
     handles = [RequestHandle(i + 1, i) for i in range(len(prompts))]
-    for handle, prompt in zip(handles, prompts):
-        core.admit(Submit(handle, tokens=prompt, sampling=sampling))
+    samplings = sampling if isinstance(sampling, list) else [sampling] * len(prompts)
+    for handle, prompt, each in zip(handles, prompts, samplings, strict=True):
+        core.admit(Submit(handle, tokens=prompt, sampling=each))
     while core.busy:
         core.step()
     stats = []
