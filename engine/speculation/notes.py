@@ -24,6 +24,15 @@ def speculation_note(rolls_back: bool, batching: str) -> str:
             "otherwise than single steps")
 
 
+def draft_note(name: str, drafted: int, accepted: int, kv_bytes: int) -> str:
+    """Which draft model drafts for the chats set to "draft", how much of what it drafted the target took, and the
+    K/V it holds (its own, beside the slots')."""
+    from mlxchat.engine.memory import format_bytes
+
+    taken = f"{accepted} of {drafted} drafted tokens taken ({100 * accepted / drafted:.0f}%)" if drafted else "none drafted yet"
+    return f'draft model {name} drafts for chats with speculative = "draft": {taken}; its K/V {format_bytes(kv_bytes)}'
+
+
 def model_speculation(loaded: LoadedModel, per_slot: int) -> str:
     """`speculation_note` for a loaded model whose slots hold `per_slot` tokens, on this device."""
     from mlxchat.engine.devices import batching_note, device_kind
