@@ -86,3 +86,22 @@ def agreement(target: LoadedModel, draft: LoadedModel, text: str) -> float:
     tokens = mx.array([target.tokenizer.encode(text)])
     picks = [mx.argmax(m.model(tokens)[0, :-1], axis=-1) for m in (target, draft)]
     return mx.mean(picks[0] == picks[1]).item()
+
+
+# What `mlxchat doctor` measures a draft model's agreement on: prose and code, as chats quote them.
+SAMPLE = ("The user asks a question and the assistant answers it with care. Paris is the capital of France, and "
+          "Berlin is the capital of Germany. def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n")
+
+
+def describe_draft(spec: str, target: LoadedModel, weights_dtype: str, progress: Callable[[Progress], None], *,
+                   cache_dir: Path | None, kv_dtype: str, int8_activations: bool, parallel: int, per_slot: int) -> str:
+    """`mlxchat doctor`'s line on the draft model: what it is, what it holds, how often it agrees with the target;
+    raises ModelLoadError or DraftRefused as the start would."""
+    from mlxchat.engine.memory import format_bytes
+
+    draft, held = load_draft(spec, target, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
+                             int8_activations=int8_activations)
+    share = agreement(target, held, SAMPLE)
+    return (f"{draft.name}, {held.dtype}, {format_bytes(held.weights_bytes)} of weights and "
+            f"{format_bytes(draft_kv_bytes(held, parallel, per_slot))} of K/V for the slots; its next token is the "
+            f"model's at {100 * share:.0f}% of a sample text's positions (the share of greedy drafts taken, roughly)")
