@@ -143,7 +143,7 @@ _NAMES: dict[str, str] = {
     "Messages": "mlxchat.engine.requests",
     # speculation.draft_load
     "describe_draft": "mlxchat.engine.speculation.draft_load",
-    "DraftRefused": "mlxchat.engine.speculation.draft_load",
+    "load_draft": "mlxchat.engine.speculation.draft_load",
     # speculation.notes
     "model_speculation": "mlxchat.engine.speculation.notes",
     # startup

@@ -164,14 +164,14 @@ def _draft(config: EngineConfig, loaded: LoadedModel, plan: SlotPlan, progress: 
     """The draft model `config` names, loaded and checked against the target (StartError "draft" saying why not),
     the bytes of its weights and of its K/V for `plan`'s slots, and a warning where it was trained on fewer tokens
     than a slot holds; (None, (0, 0), None) where none is named."""
-    from mlxchat.engine.speculation.draft_load import DraftRefused, draft_kv_bytes, load_draft
+    from mlxchat.engine.speculation.draft_load import draft_kv_bytes, load_draft
 
     if not config.draft_model:
         return None, (0, 0), None
     try:
         draft, held = load_draft(config.draft_model, loaded, config.weights_dtype, progress, cache_dir=config.models_dir,
                                  kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
-    except (ModelLoadError, DraftRefused) as exc:
+    except ModelLoadError as exc:  # (DraftRefused among them)
         raise StartError(str(exc), "draft") from None
     short = held.trained_ctx is not None and held.trained_ctx < plan.per_slot
     warning = (f"The draft model {draft.name} was trained on {held.trained_ctx} tokens, fewer than a slot's "

@@ -124,7 +124,7 @@ def _draft_line(line: Line, settings: Settings, loaded: LoadedModel, plan: SlotP
     """The draft model's line: what it is and how often it agrees with the model, or why it cannot draft (1)."""
     from mlxchat.app.commands.console_progress import ConsoleProgress
     from mlxchat.app.paths import models_cache_dir
-    from mlxchat.engine import DraftRefused, describe_draft
+    from mlxchat.engine import describe_draft
 
     assert settings.draft_model
     try:
@@ -133,7 +133,7 @@ def _draft_line(line: Line, settings: Settings, loaded: LoadedModel, plan: SlotP
                                            cache_dir=models_cache_dir(), kv_dtype=settings.kv_dtype,
                                            int8_activations=settings.int8_activations, parallel=plan.parallel,
                                            per_slot=plan.per_slot))
-    except (ModelLoadError, DraftRefused) as exc:
+    except ModelLoadError as exc:  # (the draft cannot draft for the model: DraftRefused)
         line("  draft", f"ERROR: {exc}")
         return 1
     return 0

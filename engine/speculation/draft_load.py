@@ -18,8 +18,8 @@ DRAFT_REMEDY = ("set draft_model to a model with the target's tokenizer (a small
                 '(speculative = "lookup" needs no draft model)')
 
 
-class DraftRefused(Exception):
-    """The draft model cannot draft for the target; the message says why and what to change."""
+class DraftRefused(ModelLoadError):
+    """The draft model loads but cannot draft for the target; the message says why and what to change."""
 
 
 def vocabulary_difference(target: Any, draft: Any) -> str | None:

@@ -101,7 +101,7 @@ class Drafter:
         model's rows may be padded and the padding fits the slot); any longer backlog is read alone first."""
         limit = SHORT_BACKLOG if self.padded else 1
         for slot, tokens, _ in wants:
-            self.rollback(slot, tokens)
+            self.rollback(slot, tokens[:-1])  # (the last token it reads itself, for its logits)
             if len(tokens) - len(self._held[slot]) > limit:
                 self._catch_up(store, slot, tokens[:-1])
         width = max(len(tokens) - len(self._held[slot]) for slot, tokens, _ in wants)

@@ -78,6 +78,11 @@ class Verifier:
         return worth(slots, self.row_cost, measured if self.draft_cost is None else self.draft_cost)
 
     @property
+    def pass_costs(self) -> tuple[float, float]:
+        """Seconds of a draft model's pass and of the fixed part of a checking pass, as measured (0: not yet)."""
+        return (self.drafter.pass_s or 0.0) if self.drafter else 0.0, self._fixed_s or 0.0
+
+    @property
     def note(self) -> str:
         """Which draft model drafts, and how much of what it drafted was taken (F3)."""
         d = self.drafter

@@ -39,10 +39,10 @@ def loaded_pair(target_dir: Path, draft_dir: Path):
     return target, draft
 
 
-def drafted_replies(target, draft, sampling) -> tuple[list, list]:
+def drafted_replies(target, draft, sampling, core: SlotScheduler | None = None) -> tuple[list, list]:
     """PROMPTS answered at once in three slots with speculative = "draft", every draft the model makes checked (rows
     and the draft's pass taken as free, so that the cost rule never stops it)."""
-    core = SlotScheduler(target.model, target.tokenizer, plan(), prefill_chunk=4, draft=draft)
+    core = core or SlotScheduler(target.model, target.tokenizer, plan(), prefill_chunk=4, draft=draft)
     core.verifier.row_cost, core.verifier.draft_cost = 0.0, 0.0
     return answered(core, PROMPTS, dataclasses.replace(sampling, speculative="draft"))
 
@@ -63,9 +63,14 @@ def test_a_draft_of_the_target_itself_has_every_greedy_draft_taken(tiny_model_di
     """The target's own weights as the draft: each of its drafts is the target's choice, as far as its K/V is the
     target's; so it is caught up with each slot's prompt and rolled back after each check exactly."""
     target, draft = loaded_pair(tiny_model_dir, build_draft(tiny_model_dir, tmp_path / "same", layers=2))
-    _, stats = drafted_replies(target, draft, GREEDY)
+    core = SlotScheduler(target.model, target.tokenizer, plan(), prefill_chunk=4, draft=draft)
+    first, stats = drafted_replies(target, draft, GREEDY, core)
     assert all(s.drafted_tokens > GREEDY.max_tokens / 2 for s in stats)
     assert [s.accepted_tokens for s in stats] == [s.drafted_tokens for s in stats]
+    # The same prompts again: the slots and the draft's K/V hold them and the replies already (each slot reads its
+    # prompt's last token again, the draft its first reply token), and the replies come the same.
+    again, stats = drafted_replies(target, draft, GREEDY, core)
+    assert again == first and [s.accepted_tokens for s in stats] == [s.drafted_tokens for s in stats]
 
 
 def test_the_app_starts_with_a_draft_model_and_says_what_it_drafts(tiny_model_dir, draft_dir) -> None:
