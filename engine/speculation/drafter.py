@@ -110,6 +110,12 @@ class Drafter:
                 self._catch_up(store, slot, tokens[:-1])
         return [tokens[len(self._held[slot]) :] for slot, tokens, _ in wants]
 
+    def checked(self, slot: int, tokens: list[int], drafted: int, taken: int) -> None:
+        """The target checked the slot's draft of `drafted` tokens and took `taken`: its K/V of the rest goes (the
+        slot now holds `tokens`)."""
+        self.drafted, self.accepted = self.drafted + drafted, self.accepted + taken
+        self.rollback(slot, tokens)
+
     def rollback(self, slot: int, tokens: list[int]) -> None:
         """Keeps the slot's K/V of the longest prefix its tokens share with `tokens` (the slot's, as checked)."""
         held = self._held.setdefault(slot, [])

@@ -174,8 +174,7 @@ class Verifier:
             self._state(s, r).record(len(drafts), n, r.generated)
             r.drafted, r.accepted = r.drafted + len(drafts), r.accepted + n
             if r.sampling.speculative == "draft" and self.drafter is not None:
-                self.drafter.drafted, self.drafter.accepted = self.drafter.drafted + len(drafts), self.drafter.accepted + n
-                self.drafter.rollback(s.id, s.history + drafts[:n])  # (its K/V of the drafts not taken goes too)
+                self.drafter.checked(s.id, s.history + drafts[:n], len(drafts), n)
         given = 0
         for i, token in enumerate(targets[: n + 1]):
             given += 1
