@@ -28,13 +28,13 @@ def vocabulary_difference(target: Any, draft: Any) -> str | None:
     if mine == theirs:
         return None
     differing = sorted(set(mine) | set(theirs), key=lambda t: (mine.get(t, len(mine)), theirs.get(t, len(theirs))))
-    said = [f"{t!r} is {_id(mine, t)} to the target and {_id(theirs, t)} to the draft"
+    said = [f"{t!r}: {_id(mine, t)} in the target, {_id(theirs, t)} in the draft"
             for t in differing if mine.get(t) != theirs.get(t)][:SHOWN]
     return f"{len(theirs)} tokens against the target's {len(mine)}; " + "; ".join(said)
 
 
 def _id(vocab: dict[str, int], token: str) -> str:
-    return str(vocab[token]) if token in vocab else "missing"
+    return f"id {vocab[token]}" if token in vocab else "absent"
 
 
 def load_draft(

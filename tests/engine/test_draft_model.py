@@ -5,6 +5,7 @@ and seeded, in busy slots; a draft with another vocabulary is refused at start, 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,9 @@ def test_a_draft_model_with_another_vocabulary_is_refused_at_start(tiny_model_di
         start_engine(settings, lambda _: None)
     problem = refused.value.problem
     assert problem.startswith("The draft model other-vocab does not share tiny-llama's vocabulary (320 tokens against "
-                              "the target's 384; ")
+                              "the target's 384; '")
+    # The first tokens that differ, each with its id on both sides (the draft's smaller vocabulary lacks them).
+    assert re.search(r"384; '[^']+': id \d+ in the target, absent in the draft; ", problem), problem
     assert "its tokens would mean other words. To draft, set draft_model to a model with the target's tokenizer" in problem
     assert refused.value.remedy.startswith("Set `draft_model` in the config file") and refused.value.status == 2
     config = tmp_path / "config.toml"
