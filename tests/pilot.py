@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -110,6 +112,16 @@ def slot_read(app: ChatApp, slot: int = 0) -> str:
 def notes(pane: ChatPane) -> list[str]:
     """The texts of the notes under the pane's replies (stopped, refused, errors)."""
     return [str(note.render()) for note in pane.query(".turn-note").results(Static)]
+
+
+def screen_lines(app: ChatApp) -> list[str]:
+    """The screen's text as the terminal shows it, a line each (from Textual's SVG screenshot, which writes each
+    line's text in pieces)."""
+    lines: dict[str, str] = {}
+    pieces = r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)</text>'
+    for line, text in re.findall(pieces, app.export_screenshot()):
+        lines[line] = lines.get(line, "") + html.unescape(text).replace("\xa0", " ")
+    return [" ".join(text.split()) for _, text in sorted(lines.items(), key=lambda i: int(i[0]))]
 
 
 def steady_cursors(app: ChatApp) -> None:

@@ -15,7 +15,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from tests.conftest import ROOT
-from tests.pilot import make_app, notes, ready, run, send, submit, wait_for
+from tests.pilot import make_app, notes, ready, run, screen_lines, send, submit, wait_for
 from tests.tiny_tools import ANSWER
 from tests.ui.test_tools import SERVER, approval
 
@@ -152,19 +152,6 @@ def test_a_servers_tools_setting_names_the_tools_a_chat_offers_and_f5_turns_on_t
 
     servers = SERVERS | {"files": many("files", 6) | {"tools": ["files_2"]}}
     run(make_app(search_model_dir, parallel=4, ctx_size=8192, mcp={"servers": servers}), scenario)
-
-
-def screen_lines(app: ChatApp) -> list[str]:
-    """The screen's text as the terminal shows it, a line each (from Textual's SVG screenshot, which writes each
-    line's text in pieces)."""
-    import html
-    import re
-
-    lines: dict[str, str] = {}
-    pieces = r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)</text>'
-    for line, text in re.findall(pieces, app.export_screenshot()):
-        lines[line] = lines.get(line, "") + html.unescape(text).replace("\xa0", " ")
-    return [" ".join(text.split()) for _, text in sorted(lines.items(), key=lambda i: int(i[0]))]
 
 
 def row(tools: SelectionList, value: str) -> int:
