@@ -51,11 +51,11 @@ async def press_to_end(app: ChatApp, key: str) -> None:
         await asyncio.sleep(0.02)
 
 
-def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]]) -> None:
-    """Runs `scenario` against `app` in a headless terminal."""
+def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]], size: tuple[int, int] = (100, 32)) -> None:
+    """Runs `scenario` against `app` in a headless terminal of `size` (columns, rows)."""
 
     async def main() -> None:
-        async with app.run_test(size=(100, 32)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await scenario(app, pilot)
 
     asyncio.run(main())

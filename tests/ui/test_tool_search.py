@@ -129,7 +129,7 @@ def test_f5_at_80x24_shows_its_count_which_follows_the_ticks_and_a_server_turns_
             ["test/slow", *(f"files/files_{i}" for i in range(1, 7)), *(f"notes/notes_{i}" for i in range(1, 6))])
         assert not app.session.listing(pane.chat).deferred and len(app.session.listing(pane.chat).listed) == 4
 
-    run_sized(search_app(search_model_dir, tool_listing_max_tokens=1200), scenario, (80, 24))
+    run(search_app(search_model_dir, tool_listing_max_tokens=1200), scenario, (80, 24))
 
 
 def test_a_servers_tools_setting_names_the_tools_a_chat_offers_and_f5_turns_on_the_others(
@@ -159,10 +159,7 @@ def row(tools: SelectionList, value: str) -> int:
     return next(i for i in range(tools.option_count) if tools.get_option_at_index(i).value == value)
 
 
-def run_sized(app: ChatApp, scenario, size: tuple[int, int]) -> None:
-    import asyncio
-
-    async def main() -> None:
+def main() -> None:
         async with app.run_test(size=size) as pilot:
             await scenario(app, pilot)
 
