@@ -159,13 +159,6 @@ def row(tools: SelectionList, value: str) -> int:
     return next(i for i in range(tools.option_count) if tools.get_option_at_index(i).value == value)
 
 
-def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await scenario(app, pilot)
-
-    asyncio.run(main())
-
-
 def test_a_refusal_names_the_tool_listing_where_the_message_would_fit_without_it(tool_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
