@@ -16,10 +16,11 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.widgets.slot_rates import SlotRates
 from mlxchat.app.ui.slot_words import usage_bar
 from mlxchat.engine import EngineSnapshot, format_bytes, ParkedSnapshot, SamplingParams, SlotSnapshot
