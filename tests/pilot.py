@@ -18,6 +18,7 @@ from textual.widgets import Input, Static, TextArea
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatInput, ChatPane
+from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.config.loading import load_settings
 
 TIMEOUT_S = 60.0
@@ -185,6 +186,18 @@ class HeldWhen:
 
     def release(self) -> None:
         self._release.set()
+
+
+async def reply_held(app: ChatApp, pilot: Pilot, text: str, tokens: int) -> tuple[ChatPane, ReplyView, HeldWhen]:
+    """The first chat's reply to `text`, held once it wrote `tokens` tokens and its text is on screen (let go with the
+    hold's release)."""
+    pane = await ready(app, pilot)
+    hold = HeldWhen(app, lambda core: core.slots[0].request and core.slots[0].request.generated >= tokens)
+    await submit(pilot, pane, text)
+    await hold.held()
+    reply = pane.query_one(ReplyView)
+    await wait_for(pilot, lambda: bool(reply.text.strip()), "the reply's first words on screen")
+    return pane, reply, hold
 
 
 async def two_replies_held(app: ChatApp, pilot: Pilot) -> tuple[ChatPane, ChatPane, HeldWhen]:

@@ -18,7 +18,7 @@ from mlxchat.app.chats.chat import ChatMessage
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.conversation_view import note, user_turn
 from mlxchat.app.ui.widgets.reply_view import GROWTH_LINES, GUTTER, ReplyView, finished_blocks_end
-from tests.pilot import HeldWhen, make_app, ready, run, screen_lines, submit, wait_for
+from tests.pilot import make_app, ready, reply_held, run, screen_lines, wait_for
 
 REPLIES = [
     "# A title\n\nA paragraph with **bold** and `code`.\n\n## Steps\n\n1. First\n\n2. Second, loose\n3. Third\n\n"
@@ -111,12 +111,7 @@ def test_a_streaming_reply_draws_its_gutter_beside_its_lines_only(tiny_model_dir
     # The room a streaming reply reserves under its lines (the pane's, from the start) had the reply's left border
     # down all of it: a column of empty bars from the last words to the input box.
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        pane = await ready(app, pilot)
-        hold = HeldWhen(app, lambda core: core.slots[0].request and core.slots[0].request.generated >= 8)
-        await submit(pilot, pane, "Tell me a story")
-        await hold.held()
-        reply = pane.query_one(ReplyView)
-        await wait_for(pilot, lambda: bool(reply.text.strip()), "the reply's first words on screen")
+        _, reply, hold = await reply_held(app, pilot, "Tell me a story", 8)
         await pilot.pause()
         assert reply.streaming and reply.size.height > len(_drawn(reply))  # room reserved under the words
         lines = screen_lines(app)
