@@ -27,6 +27,8 @@ class Footer(TextualFooter):
     _shown: Hashable = None
 
     async def recompose(self) -> None:
+        if not self.is_attached:  # (its screen closed before a recompose it had asked for: as Textual's own returns)
+            return
         shown = self._keys_to_show()
         if shown == self._shown:
             return
