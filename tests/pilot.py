@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +18,7 @@ from textual.widgets import Input, Static, TextArea
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatInput, ChatPane
+from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.config.loading import load_settings
 
 TIMEOUT_S = 60.0
@@ -49,11 +52,11 @@ async def press_to_end(app: ChatApp, key: str) -> None:
         await asyncio.sleep(0.02)
 
 
-def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]]) -> None:
-    """Runs `scenario` against `app` in a headless terminal."""
+def run(app: ChatApp, scenario: Callable[[ChatApp, Pilot], Awaitable[None]], size: tuple[int, int] = (100, 32)) -> None:
+    """Runs `scenario` against `app` in a headless terminal of `size` (columns, rows)."""
 
     async def main() -> None:
-        async with app.run_test(size=(100, 32)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await scenario(app, pilot)
 
     asyncio.run(main())
@@ -110,6 +113,16 @@ def slot_read(app: ChatApp, slot: int = 0) -> str:
 def notes(pane: ChatPane) -> list[str]:
     """The texts of the notes under the pane's replies (stopped, refused, errors)."""
     return [str(note.render()) for note in pane.query(".turn-note").results(Static)]
+
+
+def screen_lines(app: ChatApp) -> list[str]:
+    """The screen's text as the terminal shows it, a line each (from Textual's SVG screenshot, which writes each
+    line's text in pieces)."""
+    lines: dict[str, str] = {}
+    pieces = r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)</text>'
+    for line, text in re.findall(pieces, app.export_screenshot()):
+        lines[line] = lines.get(line, "") + html.unescape(text).replace("\xa0", " ")
+    return [" ".join(text.split()) for _, text in sorted(lines.items(), key=lambda i: int(i[0]))]
 
 
 def steady_cursors(app: ChatApp) -> None:
@@ -173,6 +186,18 @@ class HeldWhen:
 
     def release(self) -> None:
         self._release.set()
+
+
+async def reply_held(app: ChatApp, pilot: Pilot, text: str, tokens: int) -> tuple[ChatPane, ReplyView, HeldWhen]:
+    """The first chat's reply to `text`, held once it wrote `tokens` tokens and its text is on screen (let go with the
+    hold's release)."""
+    pane = await ready(app, pilot)
+    hold = HeldWhen(app, lambda core: core.slots[0].request and core.slots[0].request.generated >= tokens)
+    await submit(pilot, pane, text)
+    await hold.held()
+    reply = pane.query_one(ReplyView)
+    await wait_for(pilot, lambda: bool(reply.text.strip()), "the reply's first words on screen")
+    return pane, reply, hold
 
 
 async def two_replies_held(app: ChatApp, pilot: Pilot) -> tuple[ChatPane, ChatPane, HeldWhen]:

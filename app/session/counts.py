@@ -3,9 +3,10 @@ chat, its tool listing, a text or a next message take of its slot (the local eng
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from mlxchat.app.chats.chat import Chat
+from mlxchat.app.chats.chat import Chat, ChatMessage
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.files.attachments import Attachment
@@ -93,15 +94,18 @@ class ToolsAndCounts:
         bare = self.engine.count_tokens(opening) if tools else whole
         return None if whole is None or bare is None else (whole, whole - bare)
 
-    def room_for_results(self, chat: Chat, results: int) -> int:
-        """The tokens each of `results` tool results may take in the chat's slot: what the conversation and the
-        tool listing leave, less room for the reply to go on (ROOM_TO_ANSWER)."""
+    def room_for_results(self, chat: Chat, reply: ChatMessage, calls: list[dict[str, Any]]) -> int:
+        """The tokens each result of `calls` (the chat's `reply` ends with them, as the chat keeps calls) may take in
+        the chat's slot: what the conversation with the calls and their results' turns, still empty, and the tool
+        listing leave (all as the model's template writes them), less room for the reply to go on (ROOM_TO_ANSWER)."""
         if self.engine is None or self.plan is None:
             return 0
-        used = self.engine.count_tokens(chat.prompt(self.keep_reasoning), self.tool_schemas(chat))
+        waiting = replace(reply, tool_calls=[call | {"result": ""} for call in calls])
+        going_on = replace(chat, messages=[waiting if m is reply else m for m in chat.messages])
+        used = self.engine.count_tokens(going_on.prompt(self.keep_reasoning), self.tool_schemas(chat))
         if used is None:  # (a server's: its own context decides)
             return self.mcp.tool_result_max_tokens
-        return max(0, self.plan.per_slot - used - ROOM_TO_ANSWER) // max(1, results)
+        return max(0, self.plan.per_slot - used - ROOM_TO_ANSWER) // max(1, len(calls))
 
     def cannot_go_on(self, chat: Chat) -> str:
         """Why a reply cannot go on after its tool results (the engine refused it): the chat with them no longer fits

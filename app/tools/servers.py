@@ -84,6 +84,7 @@ class ToolServers:
     _loop: asyncio.AbstractEventLoop | None = None
     _stop: asyncio.Event | None = None
     _thread: threading.Thread | None = None
+    _refusals: dict[str, tuple[int, str]] = field(default_factory=dict)  # a url server's last HTTP error status
 
     def start(self) -> None:
         """Starts the servers' thread and connects every enabled server (returns at once)."""
@@ -178,6 +179,8 @@ class ToolServers:
     def _failure(self, name: str, server: McpServer, failure: BaseException | None, ready: bool) -> str:
         """Why a server stopped, in a line: the URL it was at, the exit code of a program that ended, the error."""
         why = describe(failure, server) if failure is not None else ""
+        if server.url is not None and name in self._refusals:  # (the SDK's error leaves the HTTP status out)
+            return f"{server.url} {refusal_words(name, server, *self._refusals[name])}"
         if server.url is not None:
             where = f"the connection to {server.url} was lost" if ready else f"cannot reach {server.url}"
             return f"{where} ({why})" if why else where
@@ -194,7 +197,14 @@ class ToolServers:
             from mcp.client.streamable_http import streamable_http_client
 
             headers = {header: os.environ.get(variable, "") for header, variable in server.headers_env.items()}
-            return streamable_http_client(server.url, http_client=httpx2.AsyncClient(headers=headers))
+            self._refusals.pop(name, None)
+
+            async def note_refusal(response: Any) -> None:
+                if response.status_code >= 400:
+                    self._refusals[name] = (response.status_code, response.reason_phrase)
+
+            client = httpx2.AsyncClient(headers=headers, event_hooks={"response": [note_refusal]})
+            return streamable_http_client(server.url, http_client=client)
         from mcp import StdioServerParameters
         from mcp.client.stdio import get_default_environment, stdio_client
 
@@ -280,6 +290,19 @@ def describe(exc: BaseException, server: McpServer | None) -> str:
     if isinstance(exc, FileNotFoundError) and server is not None:
         return f"cannot run {server.command!r}: no such program (check `command` and your PATH)"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def refusal_words(name: str, server: McpServer, status: int, reason: str) -> str:
+    """A url server's refusal: its HTTP status, and for one that wants credentials, the setting that sends them."""
+    said = f"answered HTTP {status}{f' {reason}' if reason else ''}"
+    if status not in (401, 403):
+        return said
+    if not server.headers_env:
+        return (f"{said}: if it needs a token, send it with `headers_env`, e.g. under [mcp.servers.{name}] "
+                'headers_env = { Authorization = "MY_TOKEN" } with $MY_TOKEN holding "Bearer <token>"')
+    sent = ", ".join(f"{header} from ${variable}{'' if os.environ.get(variable) else ' (not set)'}"
+                     for header, variable in server.headers_env.items())
+    return f"{said}: check the headers `headers_env` sends ({sent})"
 
 
 def _private_log(path: Path) -> Any:

@@ -60,7 +60,8 @@ async def _run(pane: RoundPane, done: Done, reply: ChatMessage, session: Session
     assert servers is not None
     listing = session.listing(pane.chat)
     planned = plan_calls(done.tool_calls, listing.callable)
-    limit = min(config.tool_result_max_tokens, session.room_for_results(pane.chat, len(planned)))
+    calls = [record(p, ToolResult(""), "planned") for p in planned]  # (what the results' room is counted with)
+    limit = min(config.tool_result_max_tokens, session.room_for_results(pane.chat, reply, calls))
     results: dict[str, tuple[ToolResult, str]] = {}
     found: dict[str, list[Tool]] = {}
     approved: list[PlannedCall] = []

@@ -88,11 +88,19 @@ def test_headers_env_sends_each_header_from_its_variable(tmp_path: Path, monkeyp
     monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer s3cret")
     with serving_mcp_over_http(tmp_path) as http:
         servers = started({"with": {"url": f"{http.url}/mcp", "headers_env": {"Authorization": "MCP_TEST_TOKEN"}},
-                           "without": {"url": f"{http.url}/mcp"}}, tmp_path / "logs")
+                           "without": {"url": f"{http.url}/mcp"},
+                           "unset": {"url": f"{http.url}/mcp", "headers_env": {"Authorization": "MCP_NO_SUCH_VAR"}}},
+                          tmp_path / "logs")
         try:
-            with_header, without = servers.states()
+            with_header, without, unset = servers.states()
             assert with_header.status == "ready" and [t.name for t in with_header.tools] == TOOLS, said(with_header)
-            assert without.status == "failed"  # (refused with 401; the SDK's error does not say so)
+            # Refused with 401 (the SDK's own error: "Server returned an error response"): the status, and what to set.
+            assert without.status == "failed" and without.error.startswith(f"{http.url}/mcp answered HTTP 401"), \
+                without.error
+            assert "send it with `headers_env`, e.g. under [mcp.servers.without]" in without.error
+            assert unset.status == "failed" and unset.error.endswith(
+                "answered HTTP 401 Unauthorized: check the headers `headers_env` sends "
+                "(Authorization from $MCP_NO_SUCH_VAR (not set))"), unset.error
         finally:
             servers.close()
 

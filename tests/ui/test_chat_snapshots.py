@@ -46,6 +46,12 @@ def test_chat_mid_conversation(ascii_model_dir: Path, snap_compare: Any) -> None
     assert snap_compare(app, terminal_size=SIZE, run_before=mid_conversation(app))
 
 
+def test_chat_at_80x24(ascii_model_dir: Path, snap_compare: Any) -> None:
+    """The smallest terminal supported: the footer shows the keys it has room for, whole."""
+    app = make_app(ascii_model_dir, sampling={"max_tokens": 24})
+    assert snap_compare(app, terminal_size=(80, 24), run_before=mid_conversation(app))
+
+
 def test_chat_in_the_light_theme(ascii_model_dir: Path, snap_compare: Any) -> None:
     app = make_app(ascii_model_dir, theme="mlxchat-light", sampling={"max_tokens": 24})
     assert snap_compare(app, terminal_size=SIZE, run_before=mid_conversation(app))

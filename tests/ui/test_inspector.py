@@ -6,7 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
@@ -203,7 +205,8 @@ def fixed_snapshot() -> EngineSnapshot:
 
 
 @needs_cpu  # (the accepted screen holds what the CPU computes)
-def test_inspector_with_several_slots_busy(ascii_model_dir: Path, snap_compare: Any) -> None:
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+def test_inspector_with_several_slots_busy(ascii_model_dir: Path, snap_compare: Any, size: tuple[int, int]) -> None:
     """The real app with the inspector open over it, reading a fixed snapshot; the cursor on slot 1."""
     app = make_app(ascii_model_dir)
 
@@ -212,7 +215,34 @@ def test_inspector_with_several_slots_busy(ascii_model_dir: Path, snap_compare: 
         await app.push_screen(InspectorScreen(FixedSlots(fixed_snapshot())))
         await pilot.press("j")
 
-    assert snap_compare(app, terminal_size=(140, 24), run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_the_table_fits_the_screen_leaving_out_columns_it_names(tiny_model_dir: Path) -> None:
+    """At 120 columns every column but the slots' KV; at 80 (the terminal made smaller while it is open) the first
+    ones, whole; no column cut at the edge."""
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        snapshot = fixed_snapshot()
+        long_title = replace(snapshot.slots[0], label="Write a long story… #2")  # as long as a tab's title gets
+        await app.push_screen(InspectorScreen(FixedSlots(replace(snapshot, slots=(long_title, *snapshot.slots[1:])))))
+        for size in ((120, 40), (80, 24)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, InspectorScreen)
+            table = screen.query_one(SlotTable)
+            headings = [column.label.plain for column in table.columns.values()]
+            assert table.max_scroll_x == 0 and table.virtual_size.width <= size[0], size
+            left_out = str(screen.query_one("#inspector-left-out", Static).render())
+            if size[0] == 120:
+                assert headings[-1] == "Sampling" and "KV used / allocated" not in headings
+                assert left_out == "Left out at this width: KV used / allocated · d shows them"
+            else:
+                assert headings[:4] == ["Slot", "Chat", "State", "Context used"] and "Sampling" in left_out
+            assert [str(cell) for cell in table.get_row("0")[:2]] == ["0", "Write a long story… #2"]
+
+    run(make_app(tiny_model_dir), scenario, (120, 40))
 
 
 def test_keys_stop_and_clear_slots_and_the_rows_follow_a_repartition(endless_model_dir: Path) -> None:
@@ -282,7 +312,7 @@ def test_a_slot_that_reasons_shows_thinking_with_its_reasoning_tokens() -> None:
 
     slot = fixed_snapshot().slots[0]
     cells = slot_cells(replace(slot, reasoning_tokens=300))
-    assert (cells["state"].plain, cells["generated"].plain) == ("thinking", "424 (300 thinking)")
+    assert (cells["state"].plain, cells["generated"].plain) == ("thinking", "424 / 1024 (300 thinking)")
     assert slot_cells(slot)["state"].plain == "decoding"  # its answer, or a model that does not reason
 
 
@@ -292,8 +322,8 @@ def test_a_slot_whose_reply_drafts_shows_how_many_drafted_tokens_the_model_took(
     from mlxchat.app.ui.screens.inspector import engine_figures, slot_cells
 
     slot = fixed_snapshot().slots[0]
-    assert slot_cells(replace(slot, drafted=212, accepted=171))["generated"].plain == "424 · drafts 81% of 212"
-    assert slot_cells(slot)["generated"].plain == "424"  # (a reply that drafts nothing)
+    assert slot_cells(replace(slot, drafted=212, accepted=171))["generated"].plain == "424 / 1024 · drafts 81% of 212"
+    assert slot_cells(slot)["generated"].plain == "424 / 1024"  # (a reply that drafts nothing; of its max_tokens)
     console = Console(width=200, record=True)
     console.print(engine_figures(replace(fixed_snapshot(), speculation="none for this model")))
     assert "Speculation none for this model" in console.export_text()

@@ -17,8 +17,8 @@ from textual.widgets import Static
 from mlxchat.app.chats.chat import ChatMessage
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.conversation_view import note, user_turn
-from mlxchat.app.ui.widgets.reply_view import GROWTH_LINES, ReplyView, finished_blocks_end
-from tests.pilot import make_app, ready, run, wait_for
+from mlxchat.app.ui.widgets.reply_view import GROWTH_LINES, GUTTER, ReplyView, finished_blocks_end
+from tests.pilot import make_app, ready, reply_held, run, screen_lines, wait_for
 
 REPLIES = [
     "# A title\n\nA paragraph with **bold** and `code`.\n\n## Steps\n\n1. First\n\n2. Second, loose\n3. Third\n\n"
@@ -53,9 +53,14 @@ async def _streaming_reply(app: ChatApp, pilot: Pilot, user_turn: str) -> tuple[
     return conversation, reply
 
 
+def _line(reply: ReplyView, y: int) -> str:
+    """The text of the reply's line `y` as the widget draws it, beside its gutter."""
+    return reply.render_line(y).text.removeprefix(GUTTER).rstrip()
+
+
 def _drawn(reply: ReplyView) -> list[str]:
     """The reply's lines as the widget draws them, without the blank ones at the end."""
-    lines = [reply.render_line(y).text.rstrip() for y in range(reply.size.height)]
+    lines = [_line(reply, y) for y in range(reply.size.height)]
     while lines and not lines[-1]:
         lines.pop()
     return lines
@@ -68,7 +73,7 @@ def test_a_reply_streamed_in_pieces_is_drawn_as_rich_draws_the_whole(tiny_model_
         for end in range(7, len(text) + 7, 7):
             reply.show(text[:end])
         await pilot.pause()
-        width = reply.content_region.width
+        width = reply.text_width
         console = Console(width=width, color_system=None)
         whole = console.render_lines(RichMarkdown(text), console.options.update_width(width), pad=False)
         assert _drawn(reply) == ["".join(segment.text for segment in line).rstrip() for line in whole]
@@ -102,6 +107,22 @@ def test_the_newest_line_stays_in_view_unless_the_user_scrolls_away(tiny_model_d
     run(make_app(tiny_model_dir), scenario)
 
 
+def test_a_streaming_reply_draws_its_gutter_beside_its_lines_only(tiny_model_dir: Path) -> None:
+    # The room a streaming reply reserves under its lines (the pane's, from the start) had the reply's left border
+    # down all of it: a column of empty bars from the last words to the input box.
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        _, reply, hold = await reply_held(app, pilot, "Tell me a story", 8)
+        await pilot.pause()
+        assert reply.streaming and reply.size.height > len(_drawn(reply))  # room reserved under the words
+        lines = screen_lines(app)
+        above_input = [line for line in lines[: next(i for i, line in enumerate(lines) if line.startswith("╭"))] if line]
+        bar = GUTTER.strip()
+        assert above_input[-1].startswith(bar) and above_input[-1] != bar, lines  # the last words, not a bare bar
+        hold.release()
+
+    run(make_app(tiny_model_dir), scenario)
+
+
 def test_turns_shorter_than_the_view_are_at_its_end_and_stay_in_view_when_a_reply_ends(tiny_model_dir: Path) -> None:
     # Textual's anchor bottom-aligns turns shorter than the view with a negative scroll_y. A reply that
     # ended before any frame drew it was judged scrolled away from there, and the pane pinned the
@@ -128,25 +149,25 @@ def test_an_ended_reply_is_as_tall_as_its_lines_and_its_text_can_be_selected(tin
         await pilot.pause()
         reply.finish(text)
         await pilot.pause()
-        width = reply.content_region.width
+        width = reply.text_width
         console = Console(width=width, color_system=None)
         whole = console.render_lines(RichMarkdown(text), console.options.update_width(width), pad=False)
         lines = ["".join(segment.text for segment in line).rstrip() for line in whole]
         assert not reply.streaming and reply.size.height == len(lines)  # no room reserved below it
-        assert [reply.render_line(y).text.rstrip() for y in range(reply.size.height)] == lines
+        assert [_line(reply, y) for y in range(reply.size.height)] == lines
         # As it is reopened from a saved chat: the same lines.
         saved = ReplyView(text, classes="assistant-turn")
         await conversation.mount(saved)
         await pilot.pause()
-        assert [saved.render_line(y).text.rstrip() for y in range(saved.size.height)] == lines
+        assert [_line(saved, y) for y in range(saved.size.height)] == lines
         selected = saved.get_selection(Selection(Offset(0, 0), Offset(width, len(lines) - 1)))
         assert selected is not None and selected[0] == "\n".join(lines)
         # Drawn selected: the selection's background, the text's own colour.
         y = next(y for y, line in enumerate(lines) if len(line.strip()) > 3)
         x = len(lines[y]) - len(lines[y].lstrip())
-        plain = [s for s in saved.render_line(y) if s.text.strip()][0].style
+        plain = [s for s in saved.render_line(y).crop(len(GUTTER)) if s.text.strip()][0].style
         app.screen.selections = {saved: Selection(Offset(x, y), Offset(x + 3, y))}
-        chosen = [s for s in saved.render_line(y) if s.text.strip()][0]
+        chosen = [s for s in saved.render_line(y).crop(len(GUTTER)) if s.text.strip()][0]
         assert chosen.text == lines[y][x : x + 3] and chosen.style is not None and plain is not None
         assert chosen.style.bgcolor != plain.bgcolor and chosen.style.color == plain.color
 

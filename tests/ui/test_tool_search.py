@@ -15,7 +15,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from tests.conftest import ROOT
-from tests.pilot import make_app, notes, ready, run, send, submit, wait_for
+from tests.pilot import make_app, notes, ready, run, screen_lines, send, submit, wait_for
 from tests.tiny_tools import ANSWER
 from tests.ui.test_tools import SERVER, approval
 
@@ -129,7 +129,7 @@ def test_f5_at_80x24_shows_its_count_which_follows_the_ticks_and_a_server_turns_
             ["test/slow", *(f"files/files_{i}" for i in range(1, 7)), *(f"notes/notes_{i}" for i in range(1, 6))])
         assert not app.session.listing(pane.chat).deferred and len(app.session.listing(pane.chat).listed) == 4
 
-    run_sized(search_app(search_model_dir, tool_listing_max_tokens=1200), scenario, (80, 24))
+    run(search_app(search_model_dir, tool_listing_max_tokens=1200), scenario, (80, 24))
 
 
 def test_a_servers_tools_setting_names_the_tools_a_chat_offers_and_f5_turns_on_the_others(
@@ -154,32 +154,9 @@ def test_a_servers_tools_setting_names_the_tools_a_chat_offers_and_f5_turns_on_t
     run(make_app(search_model_dir, parallel=4, ctx_size=8192, mcp={"servers": servers}), scenario)
 
 
-def screen_lines(app: ChatApp) -> list[str]:
-    """The screen's text as the terminal shows it, a line each (from Textual's SVG screenshot, which writes each
-    line's text in pieces)."""
-    import html
-    import re
-
-    lines: dict[str, str] = {}
-    pieces = r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)</text>'
-    for line, text in re.findall(pieces, app.export_screenshot()):
-        lines[line] = lines.get(line, "") + html.unescape(text).replace("\xa0", " ")
-    return [" ".join(text.split()) for _, text in sorted(lines.items(), key=lambda i: int(i[0]))]
-
-
 def row(tools: SelectionList, value: str) -> int:
     """The index of the row of `value`."""
     return next(i for i in range(tools.option_count) if tools.get_option_at_index(i).value == value)
-
-
-def run_sized(app: ChatApp, scenario, size: tuple[int, int]) -> None:
-    import asyncio
-
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            await scenario(app, pilot)
-
-    asyncio.run(main())
 
 
 def test_a_refusal_names_the_tool_listing_where_the_message_would_fit_without_it(tool_model_dir: Path) -> None:

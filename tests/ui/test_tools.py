@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from textual.pilot import Pilot
@@ -245,6 +246,11 @@ def test_the_room_left_is_shared_by_the_results_of_one_round(two_call_model_dir:
         # fit: the reply went on in the slot, and answered.
         assert all(500 < n <= 2560 // 2 for n in given) and abs(given[0] - given[1]) < 20, given
         assert pane.chat.messages[-1].text.strip() == ANSWER.strip()
+        # The reply kept its 64 tokens to go on: the room counted the calls' own text and the template's wrapping of
+        # each result too (the prompt the reply went on from, counted by the model's template through transformers).
+        went_on_from = replace(pane.chat, messages=pane.chat.messages[:2]).prompt()
+        listed = [tool.function() for tool in app.session.available_tools()]
+        assert chat_counter(two_call_model_dir)(went_on_from, listed) + 64 <= 2560
 
     run(make_app(two_call_model_dir, parallel=1, ctx_size=2560, mcp={"tool_listing_max_tokens": LISTED, "servers": {"test": SERVER | {
         "env": ["TOOLS_WEATHER_WORDS"], "auto_approve": ["weather"]}}}), scenario)

@@ -27,7 +27,8 @@ from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from tests.pilot import (
-    HeldWhen, make_app, notes, open_second_chat, press_to_end, ready, run, send, submit, two_replies_held, wait_for,
+    HeldWhen, make_app, notes, open_second_chat, press_to_end, ready, reply_held, run, send, submit, two_replies_held,
+    wait_for,
 )
 
 
@@ -95,11 +96,7 @@ def test_two_chats_stream_at_once(endless_model_dir: Path) -> None:
 
 def test_escape_stops_a_reply_and_keeps_it(long_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
-        pane = await ready(app, pilot)
-        hold = HeldWhen(app, lambda core: core.slots[0].request and core.slots[0].request.generated >= 2)
-        await submit(pilot, pane, "Tell me about the terminal app")
-        await hold.held()
-        await wait_for(pilot, lambda: bool(pane.query_one(ReplyView).text), "reply text on screen")
+        pane, _, hold = await reply_held(app, pilot, "Tell me about the terminal app", 2)
         await pilot.press("escape")
         hold.release()
         await wait_for(pilot, lambda: not pane.busy, "the stop")

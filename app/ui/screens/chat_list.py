@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.chats.errors import StoreWriteError
@@ -20,6 +20,7 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.dialogs import TextPromptScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 
 BADGE_INTERVAL_S = 0.5  # how often the list looks for changed badges
 

@@ -10,11 +10,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Footer, Input, Label, SelectionList, Static, Switch
+from textual.widgets import Button, Input, Label, SelectionList, Static, Switch
 
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.tools.servers import ServerState, Tool
 from mlxchat.app.ui.screens.modal import FormScreen
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
 from mlxchat.app.ui.widgets.server_restarts import ServerRestarts
 from mlxchat.engine import SamplingParams

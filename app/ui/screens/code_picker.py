@@ -8,11 +8,12 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.chats.code_blocks import CodeBlock
 from mlxchat.app.ui.screens.modal import PickerScreen
+from mlxchat.app.ui.widgets.footer import Footer
 
 FIRST_LINE_CHARS = 60
 

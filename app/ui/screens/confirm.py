@@ -6,9 +6,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 
 
 class ConfirmScreen(AppModalScreen[bool]):

@@ -6,9 +6,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 
 
 class TextPromptScreen(AppModalScreen[str | None]):

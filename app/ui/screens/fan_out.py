@@ -10,11 +10,12 @@ from pydantic import ValidationError
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
-from textual.widgets import Button, Footer, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
 
 from mlxchat.app.chats.fan_out import MAX_VARIANTS, MIN_VARIANTS, Variant
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.ui.screens.modal import FormScreen
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
 
 COLUMNS = ("temperature", "seed", "system prompt")

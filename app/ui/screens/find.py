@@ -17,10 +17,11 @@ from textual.geometry import Offset, Region
 from textual.screen import Screen
 from textual.selection import Selection
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 from textual.widgets._collapsible import CollapsibleTitle
 
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 

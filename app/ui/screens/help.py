@@ -12,13 +12,14 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.keys import format_key
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Label, Static
+from textual.widgets import Header, Label, Static
 
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.keys import KeyHelp
 from mlxchat.app.ui.screens.inspector import InspectorScreen, SlotTable
 from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.widgets.chat_input import INPUT_KEYS
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.widgets.slider import Slider
 from mlxchat.app.ui.widgets.tool_widgets import ToolApproval
 

@@ -16,16 +16,17 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.widgets.slot_rates import SlotRates
 from mlxchat.app.ui.slot_words import usage_bar
 from mlxchat.engine import EngineSnapshot, format_bytes, ParkedSnapshot, SamplingParams, SlotSnapshot
 
 REFRESH_S = 0.25  # as often as the chats' status lines
-BAR_WIDTH = 10
+BAR_WIDTH = 6
 STATE_STYLES = {"idle": "dim", "prefill": "bold yellow", "decoding": "bold green", "thinking": "bold magenta",
                 "tool": "bold cyan"}
 
@@ -34,7 +35,7 @@ COLUMNS = (
     ("slot", "Slot", True),
     ("chat", "Chat", False),
     ("state", "State", False),
-    ("context", "Tokens used / capacity", False),
+    ("context", "Context used", False),
     ("prompt", "Prompt", True),
     ("cached", "Cached", True),
     ("generated", "Generated", True),
@@ -43,6 +44,10 @@ COLUMNS = (
     ("sampling", "Sampling", False),
 )
 NUMERIC = {key for key, _, numeric in COLUMNS if numeric}
+HEADINGS = {key: heading for key, heading, _ in COLUMNS}
+# Where the table is wider than the screen, the columns left out first (each slot's every field is behind d):
+# at 120 columns the KV (the engine's is above the table); at 80 the sampling, the prompt's figures too.
+LEFT_OUT_FIRST = ("kv", "sampling", "cached", "prompt", "speed", "generated")
 
 
 class SlotSource(Protocol):
@@ -58,17 +63,18 @@ class SlotSource(Protocol):
 
 
 def sampling_text(sampling: SamplingParams | None) -> str:
-    """The sampling parameters of a slot's request in a few characters ("greedy" for temperature 0)."""
+    """The sampling parameters of a slot's request in a few characters ("greedy" for temperature 0); its
+    max_tokens is in the Generated column."""
     if sampling is None:
         return "–"
     if sampling.temperature == 0:
-        return f"greedy max={sampling.max_tokens}"
+        return "greedy"
     parts = [f"t={sampling.temperature:g}"]
     if sampling.top_p < 1:
         parts.append(f"p={sampling.top_p:g}")
     if sampling.top_k:
         parts.append(f"k={sampling.top_k}")
-    return " ".join([*parts, f"max={sampling.max_tokens}"])
+    return " ".join(parts)
 
 
 def _cell(text: str, style: str = "") -> Text:
@@ -106,8 +112,11 @@ def slot_cells(slot: SlotSnapshot) -> dict[str, Text]:
 
 
 def _generated_cell(slot: SlotSnapshot, thinking: bool) -> Text:
-    """Its reply's tokens so far: how many are reasoning, and how many drafted tokens the model took."""
-    text = f"{slot.generated} ({slot.reasoning_tokens} thinking)" if thinking else str(slot.generated)
+    """Its reply's tokens so far, of its max_tokens: how many are reasoning, and how many drafted tokens the model
+    took."""
+    text = str(slot.generated) if slot.sampling is None else f"{slot.generated} / {slot.sampling.max_tokens}"
+    if thinking:
+        text += f" ({slot.reasoning_tokens} thinking)"
     if slot.drafted:
         text += f" · drafts {100 * slot.accepted / slot.drafted:.0f}% of {slot.drafted}"
     return _cell(text)
@@ -121,9 +130,9 @@ def _cached_cell(slot: SlotSnapshot) -> Text:
     return _cell(f"{slot.cached_tokens} (+{slot.refilled_tokens} again)", "yellow")
 
 
-def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table | Group:
-    """The engine-wide figures, as label / value pairs in a grid, the chats waiting for a slot, then
-    whether batching changes replies."""
+def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = (), per_row: int = 3) -> Table | Group:
+    """The engine-wide figures, as label / value pairs in a grid (`per_row` pairs a row), the chats waiting for a
+    slot, then whether batching changes replies."""
     n = len(snapshot.slots)
     waiting = f"{len(queue)} waiting, next: {queue[0]}" if queue else "none waiting"
     if snapshot.server is not None:  # a remote engine: no weights, KV or memory of its own to show
@@ -137,31 +146,27 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table
         grid.add_row("Source", snapshot.server)
         grid.add_row("Queue", waiting)
         return grid
+    # Three label / value pairs a row fit 120 columns, two fit 80; labels keep their width, values are cut instead.
+    pairs = (
+        ("Model", snapshot.model), ("Device", snapshot.device), ("BLAS", snapshot.blas),
+        ("dtype", snapshot.dtype), ("Weights", format_bytes(snapshot.weights_bytes)),
+        ("KV", f"{format_bytes(snapshot.kv_bytes_used)} used / {format_bytes(snapshot.kv_bytes_allocated)}"
+               + (f" · {snapshot.kv_dtype}" if snapshot.kv_dtype else "")),
+        ("Speed", f"{snapshot.aggregate_tok_s:.1f} tok/s, all slots"),
+        ("Memory", f"{format_bytes(snapshot.active_bytes)} active · {format_bytes(snapshot.peak_bytes)} peak"),
+        ("Slots", f"{n} × {snapshot.per_slot} tokens"),
+        ("Queue", waiting),
+        ("Parked", f"{len(snapshot.parked)} · {format_bytes(snapshot.parked_bytes)} / "
+                   f"{format_bytes(snapshot.park_budget_bytes)}"),
+        ("Disk", snapshot.disk or "off (disk_kv_mb = 0)"),
+    )
+    rows = [pairs[i : i + per_row] for i in range(0, len(pairs), per_row)]
     grid = Table.grid(padding=(0, 1))
-    # Three label / value pairs a row fit 120 columns; labels keep their width, values are cut instead.
-    columns = (("Model", "dtype", "Speed", "Queue"), ("Device", "Weights", "Memory", "Parked"),
-               ("BLAS", "KV", "Slots", "Disk"))
-    for labels in columns:
-        grid.add_column(style="bold", no_wrap=True, min_width=max(map(len, labels)))
+    for column in range(per_row):
+        grid.add_column(style="bold", no_wrap=True, min_width=max(len(row[column][0]) for row in rows))
         grid.add_column(no_wrap=True, overflow="ellipsis")
-    grid.add_row("Model", snapshot.model, "Device", snapshot.device, "BLAS", snapshot.blas)
-    grid.add_row(
-        "dtype", snapshot.dtype,
-        "Weights", format_bytes(snapshot.weights_bytes),
-        "KV", f"{format_bytes(snapshot.kv_bytes_used)} used / {format_bytes(snapshot.kv_bytes_allocated)}"
-        + (f" · {snapshot.kv_dtype}" if snapshot.kv_dtype else ""),
-    )
-    grid.add_row(
-        "Speed", f"{snapshot.aggregate_tok_s:.1f} tok/s, all slots",
-        "Memory", f"{format_bytes(snapshot.active_bytes)} active · {format_bytes(snapshot.peak_bytes)} peak",
-        "Slots", f"{n} × {snapshot.per_slot} tokens",
-    )
-    grid.add_row(
-        "Queue", waiting,
-        "Parked", f"{len(snapshot.parked)} · {format_bytes(snapshot.parked_bytes)} / "
-                  f"{format_bytes(snapshot.park_budget_bytes)}",
-        "Disk", snapshot.disk or "off (disk_kv_mb = 0)",
-    )
+    for row in rows:
+        grid.add_row(*(text for pair in row for text in pair))
     if not snapshot.batching:
         return grid
     said = [Text.assemble(("Batching ", "bold"), snapshot.batching)]
@@ -240,14 +245,13 @@ class InspectorScreen(Screen[int | None]):
         self._slots = slots
         self._snapshot: EngineSnapshot | None = None
         self._queue: list[str] = []
+        self._shown: list[str] = []  # the table's columns (those that fit the screen)
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="inspector-figures")
-        table = SlotTable(cursor_type="row", zebra_stripes=True)
-        for key, heading, numeric in COLUMNS:
-            table.add_column(Text(heading, justify="right" if numeric else "left"), key=key)
-        yield table
+        yield SlotTable(cursor_type="row", zebra_stripes=True)
+        yield Static(id="inspector-left-out")
         yield Static(id="inspector-parked")
         yield SlotRates(id="inspector-rates")
         yield Footer()
@@ -256,6 +260,11 @@ class InspectorScreen(Screen[int | None]):
         self.refresh_slots()
         self.set_interval(REFRESH_S, self.refresh_slots)
 
+    def on_resize(self) -> None:
+        if self._snapshot is not None:
+            self._show_figures(self._snapshot)
+            self._show_slots(self._snapshot, rebuild=self._fitting(self._snapshot) != self._shown)
+
     def refresh_slots(self) -> None:
         """Reads a new snapshot and updates the figures and the rows in place (the cursor stays put)."""
         old, snapshot, queue = self._snapshot, self._slots.snapshot(), self._slots.queue_titles()
@@ -263,24 +272,54 @@ class InspectorScreen(Screen[int | None]):
         if snapshot == old and queue == self._queue:  # an idle engine: nothing to redraw
             return
         self._snapshot, self._queue = snapshot, queue
-        self.query_one("#inspector-figures", Static).update(engine_figures(snapshot, queue))
+        self._show_figures(snapshot)
         parked = self.query_one("#inspector-parked", Static)
         parked.display = snapshot.server is None  # a server keeps its own cache, which it does not show
         if old is None or snapshot.parked != old.parked:
             parked.update(parked_table(snapshot.parked))
+        repartitioned = old is None or [s.id for s in old.slots] != [s.id for s in snapshot.slots]
+        self._show_slots(snapshot, rebuild=repartitioned or self._fitting(snapshot) != self._shown)
+
+    def _show_figures(self, snapshot: EngineSnapshot) -> None:
+        per_row = 3 if self.app.size.width >= 120 else 2
+        self.query_one("#inspector-figures", Static).update(engine_figures(snapshot, self._queue, per_row))
+
+    def _fitting(self, snapshot: EngineSnapshot) -> list[str]:
+        """The columns whose cells fit the screen's width, all of them where they fit (LEFT_OUT_FIRST)."""
         table = self.query_one(SlotTable)
-        if old is None or [s.id for s in old.slots] != [s.id for s in snapshot.slots]:
-            # First time, or the engine was re-partitioned: new rows, the cursor on the same line if it still exists.
-            row = table.cursor_row
-            table.clear()
+        room = self.app.size.width - table.styles.scrollbar_size_vertical  # (the table spans the screen)
+        rows = [slot_cells(slot) for slot in snapshot.slots]
+        widths = {key: 2 * table.cell_padding + max([len(heading), *(row[key].cell_len for row in rows)])
+                  for key, heading in HEADINGS.items()}
+        shown = list(HEADINGS)
+        for key in LEFT_OUT_FIRST:
+            if sum(widths[k] for k in shown) <= room:
+                break
+            shown.remove(key)
+        return shown
+
+    def _show_slots(self, snapshot: EngineSnapshot, rebuild: bool) -> None:
+        """The rows of `snapshot`'s slots: updated in place, or made again with the columns that fit (the first
+        time, after a repartition or a resize), the cursor on the same line if it still exists."""
+        table = self.query_one(SlotTable)
+        if not rebuild:
             for slot in snapshot.slots:
                 cells = slot_cells(slot)
-                table.add_row(*(cells[key] for key, _, _ in COLUMNS), key=str(slot.id))
-            table.move_cursor(row=min(row, len(snapshot.slots) - 1))
+                for key in self._shown:
+                    table.update_cell(str(slot.id), key, cells[key], update_width=True)
             return
+        self._shown, row = self._fitting(snapshot), table.cursor_row
+        table.clear(columns=True)
+        for key in self._shown:
+            table.add_column(Text(HEADINGS[key], justify="right" if key in NUMERIC else "left"), key=key)
         for slot in snapshot.slots:
-            for key, cell in slot_cells(slot).items():
-                table.update_cell(str(slot.id), key, cell, update_width=True)
+            cells = slot_cells(slot)
+            table.add_row(*(cells[key] for key in self._shown), key=str(slot.id))
+        table.move_cursor(row=min(row, len(snapshot.slots) - 1))
+        left_out = [HEADINGS[key] for key in HEADINGS if key not in self._shown]
+        note = self.query_one("#inspector-left-out", Static)
+        note.display = bool(left_out)
+        note.update(f"Left out at this width: {', '.join(left_out)} · d shows them")
 
     @property
     def selected_slot(self) -> SlotSnapshot | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Center, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 
 from mlxchat.app.session.messages import LoadProgress
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.engine import Progress
 
 

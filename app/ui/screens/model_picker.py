@@ -13,10 +13,11 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.fuzzy import Matcher
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.engine import ModelEntry, format_bytes
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.validation import Integer
-from textual.widgets import Button, Footer, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
 
 from mlxchat.app.config.limits import CONTEXT_CEILING
 from mlxchat.app.config.loading import save_settings
@@ -26,6 +26,7 @@ from mlxchat.app.session.messages import PlanChanged, PlanRefused
 from mlxchat.app.session.session import Session
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
+from mlxchat.app.ui.widgets.footer import Footer
 from mlxchat.app.ui.widgets.slider import Slider
 from mlxchat.engine import format_bytes, memory_info, SlotPlan
 

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.chats.chat import ChatMessage
 from mlxchat.app.ui.screens.modal import PickerScreen
+from mlxchat.app.ui.widgets.footer import Footer
 
 LINE_CHARS = 70
 WHO = {"user": "you", "assistant": "reply"}

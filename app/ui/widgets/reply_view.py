@@ -14,6 +14,9 @@ UI's CPU, taken from the engine. This widget renders the reply with Rich's Markd
   a layout comes once a screenful, and the scroll a frame after it (in that frame's screen update,
   not in one of its own once the layout is done).
 
+The gutter beside the text (a bar in the theme's primary colour) is drawn by this widget, beside each of
+its lines: a border would run down the room reserved under them too, empty bars down to the input box.
+
 A reply that has ended stays this widget, its height that of its lines: swapping it for Textual's
 Markdown widget took 60-130 ms of the UI thread per reply (a widget and a style pass for every
 block), and replies often end together. Saved replies are drawn by it too, so a reply looks the
@@ -39,6 +42,7 @@ from mlxchat.app.ui.widgets.laid_out_once import quiet_virtual_size
 from mlxchat.app.ui.widgets.rich_markdown import markdown as rich_markdown
 
 GROWTH_LINES = 4  # the conversation scrolls this many lines at a time; the least room reserved ahead
+GUTTER = "\u2588 "  # beside each line: a bar, then a space (as a thick left border and its padding drew it)
 LIST_ITEM = re.compile(r"(\d{1,9}[.)]|[-*+])(\s|$)")
 FENCES = ("```", "~~~")
 
@@ -69,12 +73,12 @@ def finished_blocks_end(text: str, start: int) -> int:
 class ReplyView(Widget):
     """The text of a reply, drawn as Markdown: streaming until `finish`, or ended from the start."""
 
-    DEFAULT_CSS = "ReplyView { height: auto; }"
+    DEFAULT_CSS = "ReplyView { height: auto; } ReplyView > .reply-view--gutter { color: $primary; }"
+    COMPONENT_CLASSES = {"reply-view--gutter"}
     virtual_size = quiet_virtual_size()  # (laid_out_once)
 
     def __init__(self, text: str = "", *, streaming: bool = False, classes: str | None = None) -> None:
-        # (-blank given here, not set after: set on a widget not yet mounted, it matched the stylesheet once more)
-        super().__init__(classes=" ".join(name for name in (classes, "" if text else "-blank") if name))
+        super().__init__(classes=classes)
         self.text = text
         self._streaming = streaming
         if streaming:  # the room left in the pane from the start, GROWTH_LINES at least: the first lines need no layout
@@ -85,6 +89,7 @@ class ReplyView(Widget):
         self._finished_end = 0  # where those blocks end in the text
         self._rendered_for: tuple[int, str] | None = None  # the width and theme the finished lines have
         self._blank = Strip.blank(0)  # the blank line of that width and theme
+        self._gutter = Strip.blank(0)  # the gutter in that theme
         self._reserved = 0
         self._styles: tuple[str, Theme] | None = None  # the Rich theme made for the app theme named
         self._edge: float | None = None  # where the conversation shows the newest line (see _live_edge)
@@ -113,7 +118,6 @@ class ReplyView(Widget):
     def show(self, text: str) -> None:
         """Draws `text` (the whole reply so far)."""
         self.text = text
-        self.set_class(not text, "-blank")
         self._render_lines()
 
     def finish(self, text: str) -> None:
@@ -121,7 +125,6 @@ class ReplyView(Widget):
         if not text.startswith(self.text[: self._finished_end]):  # (the blocks drawn are not this text's)
             self._rendered_for = None
         self.text = text
-        self.set_class(not text, "-blank")
         self._streaming = False
         self._reserved = 0
         self.styles.height = None  # (back to the stylesheet's: auto)
@@ -129,7 +132,7 @@ class ReplyView(Widget):
         self._render_lines()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._lines_at(width))
+        return len(self._lines_at(width - len(GUTTER)))
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         """The text shown under `selection`, line by line as drawn (for copying and for find)."""
@@ -138,22 +141,28 @@ class ReplyView(Widget):
     def selection_updated(self, selection: Selection | None) -> None:
         self.refresh()
 
+    @property
+    def text_width(self) -> int:
+        """The columns the text is drawn in: the widget's content less its gutter."""
+        return max(0, self.content_region.width - len(GUTTER))
+
     def _on_resize(self, event: Resize) -> None:
-        if self._rendered_for is None or event.size.width != self._rendered_for[0]:
-            self._render_lines()  # (a new height alone is the reserve taking effect)
+        self._render_lines()  # the lines at the new width (a layout measured them, not shown), the reserve for the height
 
     def _render_lines(self) -> None:
-        width = self.content_region.width
+        width = self.text_width
         if width and self.text:
             self._repaint(self._lines_at(width))
 
     def _lines_at(self, width: int) -> list[Strip]:
         """The reply's lines at `width` columns, rendering only the blocks that may still change."""
-        if not width or not self.text:
+        if width <= 0 or not self.text:
             return []
         if self._rendered_for != (width, self.app.theme):
             self._rendered_for, self._finished, self._finished_end = (width, self.app.theme), [], 0
             self._blank = Strip.blank(width, self.rich_style)
+            style = self.rich_style + self.get_component_rich_style("reply-view--gutter", partial=True)
+            self._gutter = Strip([Segment(GUTTER[0], style), Segment(GUTTER[1:], self.rich_style)], len(GUTTER))
         # An ended reply can no longer change anywhere: all of it joins the finished blocks.
         end = finished_blocks_end(self.text, self._finished_end) if self.streaming else len(self.text)
         if end > self._finished_end:
@@ -228,8 +237,8 @@ class ReplyView(Widget):
     def render_line(self, y: int) -> Strip:
         if self._rendered_for is not None and self._rendered_for[1] != self.app.theme:
             self._lines = self._lines_at(self._rendered_for[0])  # (the theme changed: its colours)
-        if y >= len(self._lines):
-            return self._blank
+        if y >= len(self._lines):  # (the room reserved under the text: no gutter)
+            return Strip.blank(self.content_region.width, self.rich_style)
         line = self._lines[y]
         selection = self.text_selection
         if selection is not None and (span := selection.get_span(y)) is not None:
@@ -244,7 +253,7 @@ class ReplyView(Widget):
                 chosen.cell_length,
             )
             line = Strip.join([before, chosen, after])
-        return line.apply_offsets(0, y)
+        return Strip.join([self._gutter, line.apply_offsets(0, y)])  # (the text's offsets: selections are in its columns)
 
     def _theme(self) -> Theme:
         """Rich's Markdown styles in the app theme's colours, as Textual's Markdown widget draws them."""
