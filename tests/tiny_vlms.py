@@ -90,9 +90,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                 size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
                                 do_center_crop=True),
     },
-    # Its language model keeps mRoPE positions on itself: refused at load (tests/engine/test_vision.py).
+    # Its language model rotates by mRoPE positions, kept per slot (engine.prefill.mrope). Images of 56 to 112 pixels
+    # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
     "qwen2_5_vl": {
-        "config": dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=VOCAB + 7,
+        # (vocab: 3 of its 7 tokens are the tokenizer's own already)
+        "config": dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=VOCAB + 4,
                        rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
                        vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32,
                                       "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
@@ -111,7 +113,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "processor": {"processor_class": "Qwen2_5_VLProcessor"},
         "image_processor": dict(_NORM, image_processor_type="Qwen2VLImageProcessor",
                                 processor_class="Qwen2_5_VLProcessor", patch_size=14, merge_size=2,
-                                temporal_patch_size=2, min_pixels=56 * 56, max_pixels=56 * 56),
+                                temporal_patch_size=2, min_pixels=56 * 56, max_pixels=112 * 112),
     },
 }
 

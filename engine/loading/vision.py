@@ -19,10 +19,12 @@ VISION_VERSION = "0.7.10"
 INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3",)
+SEEING_FAMILIES = ("gemma3", "qwen2_5_vl")
+# Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
+# them per row instead, from each slot (engine.prefill.mrope).
+MROPE_FAMILIES = ("qwen2_5_vl",)
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
-    "qwen2_vl, qwen2_5_vl, qwen3_vl": "their language model keeps one prompt's mRoPE positions on itself",
     "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
 }
 
@@ -66,6 +68,8 @@ class VisionParts:
         self.processor = processor
         self.model_type: str = vlm.config.model_type
         self.runs = 0  # how many times the vision tower has read images (engine.prefill.images)
+        # Each slot's mRoPE positions, where the language model rotates by them (Qwen-VL).
+        self.positions = _slot_positions() if vlm.config.model_type in MROPE_FAMILIES else None
 
 
 def _slot_model_class() -> type:
@@ -99,7 +103,13 @@ def _slot_model_class() -> type:
             return [_mlx_lm_cache(c) for c in self.language_model.make_cache()]
 
         def __call__(self, inputs: Any, cache: Any = None, input_embeddings: Any = None) -> Any:
-            return self.language_model(inputs, inputs_embeds=input_embeddings, cache=cache).logits
+            extra = {}
+            positions = self.vision_parts.positions
+            if positions is not None:  # (given, the model keeps no positions of its own)
+                from mlxchat.engine.prefill.mrope import rows_of
+
+                extra["position_ids"] = positions.of_pass(*rows_of(cache, inputs.shape[0]), inputs.shape[1])
+            return self.language_model(inputs, inputs_embeds=input_embeddings, cache=cache, **extra).logits
 
     return SlotModel
 
@@ -107,6 +117,12 @@ def _slot_model_class() -> type:
 class _Args:
     def __init__(self, model_type: str) -> None:
         self.model_type = model_type
+
+
+def _slot_positions() -> Any:
+    from mlxchat.engine.prefill.mrope import SlotPositions
+
+    return SlotPositions()
 
 
 def _mlx_lm_cache(cache: Any) -> Any:
@@ -163,7 +179,7 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
         raise ModelLoadError(f"mlx-vlm could not load the vision model in {path}: {e}") from e
     parts = VisionParts(vlm, processor)
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
-    if kept:
+    if kept and parts.positions is None:
         raise VisionRefused(
             f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: its language model "
             f"keeps one prompt's image positions on itself ({', '.join(kept)}, mRoPE), and the slots would need "

@@ -21,8 +21,9 @@ from mlxchat.engine.reply_refusals import NO_IMAGES
 from mlxchat.engine.requests import Submit, prompt_of, template_kwargs
 
 _KEY_SPACE = 2**30
-# What get_input_embeddings may give besides the embeddings that the slots cannot carry per row.
-_CARRIED = {"inputs_embeds", "attention_mask_4d"}
+# What get_input_embeddings may give besides the embeddings that the slots carry: a mask they make themselves, and
+# Qwen-VL's mRoPE positions (each slot's own: engine.prefill.mrope, from `ImagePrompt.mrope`).
+_CARRIED = {"inputs_embeds", "attention_mask_4d", "position_ids", "rope_deltas"}
 
 
 def image_paths(messages: Any) -> list[str]:
@@ -82,6 +83,15 @@ class ImagePrompt:
             self.parts.runs += 1
         return self._embeds[:, start:end]
 
+    def mrope(self) -> tuple[list[list[int]], int]:
+        """The prompt's multimodal RoPE positions as the model's `get_input_embeddings` gives them (mlx-vlm's
+        `get_rope_index`, which needs no pixels): rows time, height, width, and the delta of every position after."""
+        inputs = self.inputs
+        position_ids, deltas = self.parts.vlm.language_model.get_rope_index(
+            mx.array([self.ids]), inputs.get("image_grid_thw"), inputs.get("video_grid_thw"),
+            inputs.get("attention_mask"))
+        return [axis[0] for axis in position_ids.tolist()], int(deltas.reshape(-1)[0].item())
+
 
 def image_prompt(parts: VisionParts, tokenizer: Any, messages: Any, kwargs: dict[str, Any]) -> ImagePrompt:
     """The prompt of a chat with images: rendered by the chat template (with `kwargs`: tools, the thinking switch),
@@ -109,13 +119,19 @@ class NoImages(Exception):
 
 def request_prompt(vision: VisionParts | None, tokenizer: Any, submit: Submit) -> tuple[list[int], ImagePrompt | None]:
     """A request's prompt as the slot keeps it, and its images' inputs where it has any (`vision`: the model's);
-    NoImages where it has images and the model takes none."""
+    NoImages where it has images and the model takes none. A model that rotates by mRoPE gets the prompt's positions
+    for the request's slot (which serves nothing at admission)."""
+    positions = vision.positions if vision is not None else None
     if not image_paths(submit.messages):
+        if positions is not None:
+            positions.place(submit.handle.slot_id, None)
         return prompt_of(tokenizer, submit), None
     if vision is None:
         raise NoImages(NO_IMAGES)
     kwargs = template_kwargs(submit.sampling.thinking, submit.tools)
     images = image_prompt(vision, tokenizer, submit.messages or [], kwargs)
+    if positions is not None:
+        positions.place(submit.handle.slot_id, images.mrope())
     return images.keyed, images
 
 
