@@ -43,6 +43,21 @@ _LLAVA_TEMPLATE = (
     "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
 )
 
+# Qwen-VL's chat: its markers around each image's tokens, ChatML turns.
+_QWEN_CHAT: dict[str, Any] = {
+    "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+               "<|video_pad|>"],
+    "image_token": "<|image_pad|>",
+    "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    "template": "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+                "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+                "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
+                "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}{% elif item['type'] == 'text' %}"
+                "{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+}
+_QWEN_VOCAB = VOCAB + 4  # (3 of its 7 tokens are the tokenizer's own already)
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma3": {
         "scale": 1.0,  # (at 3.0, Gemma's embedding scale saturates every reply into one repeated token)
@@ -92,29 +107,36 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     # Its language model rotates by mRoPE positions, kept per slot (engine.prefill.mrope). Images of 56 to 112 pixels
     # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
-    "qwen2_5_vl": {
-        # (vocab: 3 of its 7 tokens are the tokenizer's own already)
-        "config": dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=VOCAB + 4,
-                       rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
-                       vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32,
-                                      "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
-                                      "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                                      "window_size": 56, "fullatt_block_indexes": [0]}),
-        "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                   "<|image_pad|>", "<|video_pad|>"],
-        "image_token": "<|image_pad|>",
-        "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
-        "template": "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
-                    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-                    "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
-                    "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}{% elif item['type'] == 'text' %}"
-                    "{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
-                    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-        "processor": {"processor_class": "Qwen2_5_VLProcessor"},
-        "image_processor": dict(_NORM, image_processor_type="Qwen2VLImageProcessor",
-                                processor_class="Qwen2_5_VLProcessor", patch_size=14, merge_size=2,
-                                temporal_patch_size=2, min_pixels=56 * 56, max_pixels=112 * 112),
-    },
+    "qwen2_5_vl": dict(
+        _QWEN_CHAT,
+        config=dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB,
+                    rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                    vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32, "intermediate_size": 48,
+                                   "out_hidden_size": 64, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
+                                   "temporal_patch_size": 2, "window_size": 56, "fullatt_block_indexes": [0]}),
+        processor={"processor_class": "Qwen2_5_VLProcessor"},
+        image_processor=dict(_NORM, image_processor_type="Qwen2VLImageProcessor", processor_class="Qwen2_5_VLProcessor",
+                             patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=56 * 56,
+                             max_pixels=112 * 112),
+    ),
+    # mRoPE too, and DeepStack: the tower's earlier layers' features are added to the first layers' states at the
+    # image's positions. Patches of 16: the same images are read on grids of 2x2 to 4x4 merged patches.
+    "qwen3_vl": dict(
+        _QWEN_CHAT,
+        config={"model_type": "qwen3_vl", "vocab_size": _QWEN_VOCAB,
+                "text_config": dict(_TEXT, model_type="qwen3_vl", head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
+                                    vocab_size=_QWEN_VOCAB,
+                                    rope_scaling={"type": "default", "mrope_section": [2, 3, 3],
+                                                  "mrope_interleaved": True}),
+                "vision_config": {"model_type": "qwen3_vl", "depth": 2, "hidden_size": 32, "intermediate_size": 48,
+                                  "out_hidden_size": 64, "num_heads": 2, "patch_size": 16, "spatial_merge_size": 2,
+                                  "temporal_patch_size": 2, "num_position_embeddings": 16,
+                                  "deepstack_visual_indexes": [0]}},
+        processor={"processor_class": "Qwen3VLProcessor"},
+        image_processor=dict(_NORM, image_processor_type="Qwen2VLImageProcessor", processor_class="Qwen3VLProcessor",
+                             patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=64 * 64,
+                             max_pixels=128 * 128),
+    ),
 }
 
 

@@ -19,10 +19,10 @@ VISION_VERSION = "0.7.10"
 INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3", "qwen2_5_vl")
+SEEING_FAMILIES = ("gemma3", "qwen2_5_vl", "qwen3_vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.prefill.mrope).
-MROPE_FAMILIES = ("qwen2_5_vl",)
+MROPE_FAMILIES = ("qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
     "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
@@ -77,8 +77,9 @@ def _slot_model_class() -> type:
 
     class SlotModel(nn.Module):
         """A vision-language model's language model as the slots run a text model: `model(inputs, cache=...)` gives
-        logits, `input_embeddings` takes the rows' embeddings in place of their tokens (an image's), `make_cache`
-        gives mlx-lm's caches of the kinds mlx-vlm's own would be."""
+        logits, `input_embeddings` takes the rows' inputs in place of their tokens (an image's embeddings and a
+        family's own: engine.prefill.images.ImagePrompt.inputs_of), `make_cache` gives mlx-lm's caches of the kinds
+        mlx-vlm's own would be."""
 
         def __init__(self, parts: VisionParts) -> None:
             super().__init__()
@@ -109,7 +110,7 @@ def _slot_model_class() -> type:
                 from mlxchat.engine.prefill.mrope import rows_of
 
                 extra["position_ids"] = positions.of_pass(*rows_of(cache, inputs.shape[0]), inputs.shape[1])
-            return self.language_model(inputs, inputs_embeds=input_embeddings, cache=cache, **extra).logits
+            return self.language_model(inputs, cache=cache, **(input_embeddings or {}), **extra).logits
 
     return SlotModel
 
