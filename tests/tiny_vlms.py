@@ -119,6 +119,19 @@ FAMILIES: dict[str, dict[str, Any]] = {
                              patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=56 * 56,
                              max_pixels=112 * 112),
     ),
+    # Qwen 2.5-VL's elder: the same mRoPE, a plainer tower.
+    "qwen2_vl": dict(
+        _QWEN_CHAT,
+        config=dict(_TEXT, model_type="qwen2_vl", rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB,
+                    rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                    vision_config={"model_type": "qwen2_vl", "depth": 1, "embed_dim": 32, "hidden_size": 64,
+                                   "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
+                                   "temporal_patch_size": 2}),
+        processor={"processor_class": "Qwen2VLProcessor"},
+        image_processor=dict(_NORM, image_processor_type="Qwen2VLImageProcessor", processor_class="Qwen2VLProcessor",
+                             patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=56 * 56,
+                             max_pixels=112 * 112),
+    ),
     # mRoPE too, and DeepStack: the tower's earlier layers' features are added to the first layers' states at the
     # image's positions. Patches of 16: the same images are read on grids of 2x2 to 4x4 merged patches.
     "qwen3_vl": dict(

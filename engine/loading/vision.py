@@ -19,10 +19,10 @@ VISION_VERSION = "0.7.10"
 INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3", "qwen2_5_vl", "qwen3_vl")
+SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.prefill.mrope).
-MROPE_FAMILIES = ("qwen2_5_vl", "qwen3_vl")
+MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
     "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
