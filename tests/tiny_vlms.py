@@ -150,6 +150,26 @@ FAMILIES: dict[str, dict[str, Any]] = {
                              patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=64 * 64,
                              max_pixels=128 * 128),
     ),
+    # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
+    # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
+    "qwen3_5": dict(
+        _QWEN_CHAT,
+        config={"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
+                "text_config": dict(_TEXT, model_type="qwen3_5", num_hidden_layers=4, full_attention_interval=2,
+                                    head_dim=16, rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, linear_num_value_heads=2,
+                                    linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
+                                    linear_conv_kernel_dim=4,
+                                    rope_parameters={"type": "default", "mrope_section": [2, 3, 3],
+                                                     "rope_theta": 10000.0, "partial_rotary_factor": 1.0,
+                                                     "mrope_interleaved": True}),
+                "vision_config": {"model_type": "qwen3_5", "depth": 2, "hidden_size": 32, "intermediate_size": 48,
+                                  "out_hidden_size": 64, "num_heads": 2, "patch_size": 16, "spatial_merge_size": 2,
+                                  "temporal_patch_size": 2, "num_position_embeddings": 16}},
+        processor={"processor_class": "Qwen3VLProcessor"},
+        image_processor=dict(_NORM, image_processor_type="Qwen2VLImageProcessor", processor_class="Qwen3VLProcessor",
+                             patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=64 * 64,
+                             max_pixels=128 * 128),
+    ),
 }
 
 

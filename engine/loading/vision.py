@@ -18,6 +18,9 @@ from mlxchat.engine.loading.progress import ModelLoadError
 VISION_VERSION = "0.7.10"
 INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 
+_RECURRENT = ("its recurrent layers use mlx-vlm's own cache (update_window, lengths), not mlx-lm's, which the slots' "
+              "recurrent state serves")
+
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
 SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
@@ -25,6 +28,7 @@ SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
+    "qwen3_5": _RECURRENT,
     "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
 }
 
@@ -179,6 +183,9 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     except (ValueError, OSError, KeyError, ImportError) as e:
         raise ModelLoadError(f"mlx-vlm could not load the vision model in {path}: {e}") from e
     parts = VisionParts(vlm, processor)
+    if any(type(c).__name__ == "ArraysCache" for c in getattr(vlm.language_model, "make_cache", list)()):
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"{_RECURRENT}")
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
     if kept and parts.positions is None:
         raise VisionRefused(
