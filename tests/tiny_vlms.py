@@ -105,7 +105,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                 size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
                                 do_center_crop=True),
     },
-    # Its language model rotates by mRoPE positions, kept per slot (engine.prefill.mrope). Images of 56 to 112 pixels
+    # Its language model rotates by mRoPE positions, kept per slot (engine.kv.mrope). Images of 56 to 112 pixels
     # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
     "qwen2_5_vl": dict(
         _QWEN_CHAT,

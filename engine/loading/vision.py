@@ -24,7 +24,7 @@ _RECURRENT = ("its recurrent layers use mlx-vlm's own cache (update_window, leng
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
 SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
-# them per row instead, from each slot (engine.prefill.mrope).
+# them per row instead, from each slot (engine.kv.mrope).
 MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
@@ -111,7 +111,7 @@ def _slot_model_class() -> type:
             extra = {}
             positions = self.vision_parts.positions
             if positions is not None:  # (given, the model keeps no positions of its own)
-                from mlxchat.engine.prefill.mrope import rows_of
+                from mlxchat.engine.kv.mrope import rows_of
 
                 extra["position_ids"] = positions.of_pass(*rows_of(cache, inputs.shape[0]), inputs.shape[1])
             return self.language_model(inputs, cache=cache, **(input_embeddings or {}), **extra).logits
@@ -125,7 +125,7 @@ class _Args:
 
 
 def _slot_positions() -> Any:
-    from mlxchat.engine.prefill.mrope import SlotPositions
+    from mlxchat.engine.kv.mrope import SlotPositions
 
     return SlotPositions()
 

@@ -22,7 +22,7 @@ from mlxchat.engine.requests import Submit, prompt_of, template_kwargs
 
 _KEY_SPACE = 2**30
 # What get_input_embeddings may give besides the embeddings that the slots carry: a mask they make themselves,
-# Qwen-VL's mRoPE positions (each slot's own: engine.prefill.mrope, from `ImagePrompt.mrope`), and Qwen3-VL's
+# Qwen-VL's mRoPE positions (each slot's own: engine.kv.mrope, from `ImagePrompt.mrope`), and Qwen3-VL's
 # DeepStack features (added to the first layers' states at the image's positions: `ImagePrompt.inputs_of`).
 _CARRIED = {"inputs_embeds", "attention_mask_4d", "position_ids", "rope_deltas", "visual_pos_masks",
             "deepstack_visual_embeds"}
