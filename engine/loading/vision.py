@@ -29,12 +29,22 @@ MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
     "qwen3_5": _RECURRENT,
-    "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
+    "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
+             "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
 
 # Language models that keep a prompt's image positions on the model object (Qwen-VL's mRoPE deltas), one
 # sequence at a time: slots would need them per slot, row by row.
 _ONE_SEQUENCE_STATE = ("_rope_deltas", "_position_ids")
+
+
+def images_note(parts: "VisionParts | None", refused: str | None) -> str:
+    """What the inspector says of images for a model: whether this one sees (a vision model loaded through mlx-vlm)
+    or why not (`refused`: its load's note), and which families see; "" for a text model."""
+    seeing = ", ".join(SEEING_FAMILIES)
+    if parts is not None:
+        return f"this model sees ({parts.model_type}, through mlx-vlm) · the families that see: {seeing}"
+    return f"{refused} The families that see: {seeing}." if refused else ""
 
 
 def is_vision_config(config: dict[str, Any]) -> bool:

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.store import ChatStore
@@ -20,6 +22,7 @@ from tests.pilot import make_app, ready, run, send, steady_cursors, submit, wait
 from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
 from tests.ui.test_attachments import attach, chips, toasts
 from tests.ui.test_chat_snapshots import SIZE, converse
+from tests.ui.test_inspector import open_inspector
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +81,25 @@ def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(gem
         assert f"![shot.png]({copy.as_uri()})" in to_markdown(saved)
 
     run(make_app(gemma3), scenario)
+
+
+@pytest.mark.parametrize("family", ["gemma3", "qwen3_5"])
+def test_the_inspector_says_whether_the_model_sees_and_which_families_do(family: str, tmp_path: Path) -> None:
+    """F3 on a vision model: it sees (Gemma 3), or why not (Qwen 3.5, refused with images: it chats as text)."""
+    folder = build_tiny_vlm(tmp_path / family, family)
+    said = {"gemma3": "Images this model sees (gemma3, through mlx-vlm)",
+            "qwen3_5": "Images model type 'qwen3_5' is not supported by mlxchat's engine with images: its recurrent"}
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        screen = await open_inspector(app, pilot)
+        console = Console(width=120, record=True)
+        console.print(screen.query_one("#inspector-figures", Static).content)
+        figures = " ".join(console.export_text().split())
+        assert said[family] in figures
+        assert "the families that see: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl" in figures.replace("The", "the")
+
+    run(make_app(folder), scenario)
 
 
 def test_a_text_model_refuses_an_image_naming_alt_m(tiny_model_dir: Path, shots: Path) -> None:

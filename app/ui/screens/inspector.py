@@ -123,7 +123,7 @@ def _cached_cell(slot: SlotSnapshot) -> Text:
 
 def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table | Group:
     """The engine-wide figures, as label / value pairs in a grid, the chats waiting for a slot, then
-    whether batching changes replies."""
+    whether batching changes replies and whether the model sees images."""
     n = len(snapshot.slots)
     waiting = f"{len(queue)} waiting, next: {queue[0]}" if queue else "none waiting"
     if snapshot.server is not None:  # a remote engine: no weights, KV or memory of its own to show
@@ -162,12 +162,12 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = ()) -> Table
                   f"{format_bytes(snapshot.park_budget_bytes)}",
         "Disk", snapshot.disk or "off (disk_kv_mb = 0)",
     )
-    if not snapshot.batching:
-        return grid
-    said = [Text.assemble(("Batching ", "bold"), snapshot.batching)]
-    if snapshot.speculation:
+    said = [Text.assemble(("Batching ", "bold"), snapshot.batching)] if snapshot.batching else []
+    if snapshot.batching and snapshot.speculation:
         said.append(Text.assemble(("Speculation ", "bold"), snapshot.speculation))
-    return Group(grid, *said)
+    if snapshot.images:
+        said.append(Text.assemble(("Images ", "bold"), snapshot.images))
+    return Group(grid, *said) if said else grid
 
 
 def parked_table(parked: Sequence[ParkedSnapshot]) -> Group:
