@@ -33,8 +33,8 @@ REFUSED_VISION = {
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
 
-# Language models that keep a prompt's image positions on the model object (Qwen-VL's mRoPE deltas), one
-# sequence at a time: slots would need them per slot, row by row.
+# Language models that keep a prompt's image positions on the model object (mRoPE deltas), one sequence at a time:
+# refused unless their family is one that takes them per row from the slots instead (MROPE_FAMILIES).
 _ONE_SEQUENCE_STATE = ("_rope_deltas", "_position_ids")
 
 
