@@ -141,6 +141,9 @@ _NAMES: dict[str, str] = {
     "remote_plan": "mlxchat.engine.remote.state",
     # requests
     "Messages": "mlxchat.engine.requests",
+    # speculation.draft_load
+    "describe_draft": "mlxchat.engine.speculation.draft_load",
+    "load_draft": "mlxchat.engine.speculation.draft_load",
     # speculation.notes
     "model_speculation": "mlxchat.engine.speculation.notes",
     # startup
