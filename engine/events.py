@@ -156,6 +156,7 @@ class EngineSnapshot:
     server: str | None = None  # a remote engine's word on where the slot figures come from
     batching: str = ""  # whether batched replies match solo ones here (engine.devices.batching_note)
     speculation: str = ""  # whether lookup drafts run for this model, and change no token (engine.speculation.notes)
+    images: str = ""  # whether this model sees, and which families do ("" for a text model)
     parked: tuple[ParkedSnapshot, ...] = ()  # most recently parked first
     park_budget_bytes: int = 0
     disk: str = ""  # the saved-KV tier on disk in a line ("" when it is off)

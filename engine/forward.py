@@ -56,16 +56,17 @@ class Forward:
         else:
             self._cores.release()
 
-    def states(self, inputs: mx.array, caches: list[Any], embeds: mx.array | None = None) -> mx.array:
+    def states(self, inputs: mx.array, caches: list[Any], embeds: dict[str, Any] | None = None) -> mx.array:
         """The pass's output before the head where it can be skipped, else its logits. `embeds`: the rows'
-        input embeddings in place of their tokens' (an image's, for a vision model's generic body only).
+        inputs in place of their tokens (an image's embeddings and a family's own per-position inputs, for a vision
+        model's generic body only: engine.prefill.images.ImagePrompt.inputs_of).
 
         For a pass whose only use is the K/V it stores: evaluate the caches, not this.
         """
         return self._body(inputs, caches) if embeds is None else self._body(inputs, caches, embeds)
 
     def logits(self, inputs: mx.array, caches: list[Any], positions: mx.array | None,
-               embeds: mx.array | None = None) -> mx.array:
+               embeds: dict[str, Any] | None = None) -> mx.array:
         """Logits (B, vocab) at each row's position (positions (B,), or None when L is 1); `embeds` as `states`."""
         states = _at(self.states(inputs, caches, embeds), positions)
         return self._head(states) if self._head is not None else states

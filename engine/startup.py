@@ -110,6 +110,7 @@ def start_local(
     from mlxchat.engine.devices import device_kind, device_name
     from mlxchat.engine.kv.disk import DiskTier
     from mlxchat.engine.loading.models import load_model
+    from mlxchat.engine.loading.vision import images_note
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.reply_parts import has_thinking_switch, takes_tools
     from mlxchat.engine.status import EngineInfo
@@ -136,6 +137,7 @@ def start_local(
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
         batching=loaded.batching_note,
+        images=images_note(getattr(loaded.model, "vision_parts", None), loaded.vision_note),
     )
     tuned = load_tuning(loaded.model, config.tuning_file)
     try:

@@ -22,6 +22,7 @@ class EngineInfo:
     dtype: str = ""
     weights_bytes: int = 0
     batching: str = ""  # engine.devices.batching_note for the device and dtype
+    images: str = ""  # whether this model sees, and which families do (engine.loading.vision.images_note)
 
 
 def engine_snapshot(
@@ -85,4 +86,5 @@ def engine_snapshot(
         widest_pass=widest_pass,
         kv_dtype=store.kv_type.name,
         speculation="; ".join(filter(None, [speculation_note(store.rolls_back, info.batching), drafting])),
+        images=info.images,
     )

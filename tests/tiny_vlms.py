@@ -43,6 +43,33 @@ _LLAVA_TEMPLATE = (
     "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
 )
 
+# Qwen-VL's chat: its markers around each image's tokens, ChatML turns.
+_QWEN_CHAT: dict[str, Any] = {
+    "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+               "<|video_pad|>"],
+    "image_token": "<|image_pad|>",
+    "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+    "template": "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+                "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+                "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
+                "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}{% elif item['type'] == 'text' %}"
+                "{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+}
+_QWEN_VOCAB = VOCAB + 4  # (3 of its 7 tokens are the tokenizer's own already)
+_MROPE = {"type": "mrope", "mrope_section": [2, 3, 3]}  # (the rotary pairs of a 16-wide head: time, height, width)
+_QWEN3_TOWER = {"depth": 2, "hidden_size": 32, "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
+                "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16}
+
+
+def _qwen(config: dict[str, Any], processor: str, patch: int) -> dict[str, Any]:
+    """A Qwen-VL family: its chat, `config`, and its processor reading images at 4x4 to 8x8 patches of `patch` pixels
+    (2x2 patches merged into a token: 4 to 16 tokens)."""
+    return dict(_QWEN_CHAT, config=config, processor={"processor_class": processor},
+                image_processor=dict(_NORM, image_processor_type="Qwen2VLImageProcessor", processor_class=processor,
+                                     patch_size=patch, merge_size=2, temporal_patch_size=2,
+                                     min_pixels=(4 * patch) ** 2, max_pixels=(8 * patch) ** 2))
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma3": {
         "scale": 1.0,  # (at 3.0, Gemma's embedding scale saturates every reply into one repeated token)
@@ -90,29 +117,40 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                 size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
                                 do_center_crop=True),
     },
-    # Its language model keeps mRoPE positions on itself: refused at load (tests/engine/test_vision.py).
-    "qwen2_5_vl": {
-        "config": dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=VOCAB + 7,
-                       rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
-                       vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32,
-                                      "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
-                                      "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                                      "window_size": 56, "fullatt_block_indexes": [0]}),
-        "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                   "<|image_pad|>", "<|video_pad|>"],
-        "image_token": "<|image_pad|>",
-        "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
-        "template": "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
-                    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-                    "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
-                    "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}{% elif item['type'] == 'text' %}"
-                    "{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
-                    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-        "processor": {"processor_class": "Qwen2_5_VLProcessor"},
-        "image_processor": dict(_NORM, image_processor_type="Qwen2VLImageProcessor",
-                                processor_class="Qwen2_5_VLProcessor", patch_size=14, merge_size=2,
-                                temporal_patch_size=2, min_pixels=56 * 56, max_pixels=56 * 56),
-    },
+    # Its language model rotates by mRoPE positions, kept per slot (engine.kv.mrope). Images of 56 to 112 pixels
+    # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
+    "qwen2_5_vl": _qwen(
+        dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, rope_scaling=_MROPE,
+             vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32, "intermediate_size": 48,
+                            "out_hidden_size": 64, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
+                            "temporal_patch_size": 2, "window_size": 56, "fullatt_block_indexes": [0]}),
+        "Qwen2_5_VLProcessor", patch=14),
+    # Qwen 2.5-VL's elder: the same mRoPE, a plainer tower.
+    "qwen2_vl": _qwen(
+        dict(_TEXT, model_type="qwen2_vl", rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, rope_scaling=_MROPE,
+             vision_config={"model_type": "qwen2_vl", "depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2,
+                            "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}),
+        "Qwen2VLProcessor", patch=14),
+    # mRoPE too, and DeepStack: the tower's earlier layers' features are added to the first layers' states at the
+    # image's positions. Patches of 16: the same images are read on grids of 2x2 to 4x4 merged patches.
+    "qwen3_vl": _qwen(
+        {"model_type": "qwen3_vl", "vocab_size": _QWEN_VOCAB,
+         "text_config": dict(_TEXT, model_type="qwen3_vl", head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
+                             vocab_size=_QWEN_VOCAB, rope_scaling=dict(_MROPE, type="default", mrope_interleaved=True)),
+         "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_vl", deepstack_visual_indexes=[0])},
+        "Qwen3VLProcessor", patch=16),
+    # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
+    # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
+    "qwen3_5": _qwen(
+        {"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
+         "text_config": dict(_TEXT, model_type="qwen3_5", num_hidden_layers=4, full_attention_interval=2, head_dim=16,
+                             rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, linear_num_value_heads=2,
+                             linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
+                             linear_conv_kernel_dim=4,
+                             rope_parameters=dict(_MROPE, type="default", rope_theta=10000.0,
+                                                  partial_rotary_factor=1.0, mrope_interleaved=True)),
+         "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_5")},
+        "Qwen3VLProcessor", patch=16),
 }
 
 

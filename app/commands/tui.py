@@ -30,7 +30,9 @@ def run_tui(settings: Settings) -> int:
             print(f"mlxchat: {exc}", file=sys.stderr)
             return EXIT_USAGE
     from mlxchat.app.ui.app import ChatApp
+    from mlxchat.app.ui.pictures import ask_terminal
 
+    ask_terminal()  # (before Textual reads stdin: the terminal's answers come there)
     app = ChatApp(settings)
     try:
         app.run()

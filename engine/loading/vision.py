@@ -18,17 +18,33 @@ from mlxchat.engine.loading.progress import ModelLoadError
 VISION_VERSION = "0.7.10"
 INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 
+_RECURRENT = ("its recurrent layers use mlx-vlm's own cache (update_window, lengths), not mlx-lm's, which the slots' "
+              "recurrent state serves")
+
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3",)
+SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+# Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
+# them per row instead, from each slot (engine.kv.mrope).
+MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
-    "qwen2_vl, qwen2_5_vl, qwen3_vl": "their language model keeps one prompt's mRoPE positions on itself",
-    "llava": "mlx-vlm 0.7.10's processor passes text options to the image processor, which transformers 5 refuses",
+    "qwen3_5": _RECURRENT,
+    "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
+             "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
 
-# Language models that keep a prompt's image positions on the model object (Qwen-VL's mRoPE deltas), one
-# sequence at a time: slots would need them per slot, row by row.
+# Language models that keep a prompt's image positions on the model object (mRoPE deltas), one sequence at a time:
+# refused unless their family is one that takes them per row from the slots instead (MROPE_FAMILIES).
 _ONE_SEQUENCE_STATE = ("_rope_deltas", "_position_ids")
+
+
+def images_note(parts: "VisionParts | None", refused: str | None) -> str:
+    """What the inspector says of images for a model: whether this one sees (a vision model loaded through mlx-vlm)
+    or why not (`refused`: its load's note), and which families see; "" for a text model."""
+    seeing = ", ".join(SEEING_FAMILIES)
+    if parts is not None:
+        return f"this model sees ({parts.model_type}, through mlx-vlm) · the families that see: {seeing}"
+    return f"{refused} The families that see: {seeing}." if refused else ""
 
 
 def is_vision_config(config: dict[str, Any]) -> bool:
@@ -66,6 +82,8 @@ class VisionParts:
         self.processor = processor
         self.model_type: str = vlm.config.model_type
         self.runs = 0  # how many times the vision tower has read images (engine.prefill.images)
+        # Each slot's mRoPE positions, where the language model rotates by them (Qwen-VL).
+        self.positions = _slot_positions() if vlm.config.model_type in MROPE_FAMILIES else None
 
 
 def _slot_model_class() -> type:
@@ -73,8 +91,9 @@ def _slot_model_class() -> type:
 
     class SlotModel(nn.Module):
         """A vision-language model's language model as the slots run a text model: `model(inputs, cache=...)` gives
-        logits, `input_embeddings` takes the rows' embeddings in place of their tokens (an image's), `make_cache`
-        gives mlx-lm's caches of the kinds mlx-vlm's own would be."""
+        logits, `input_embeddings` takes the rows' inputs in place of their tokens (an image's embeddings and a
+        family's own: engine.prefill.images.ImagePrompt.inputs_of), `make_cache` gives mlx-lm's caches of the kinds
+        mlx-vlm's own would be."""
 
         def __init__(self, parts: VisionParts) -> None:
             super().__init__()
@@ -99,7 +118,13 @@ def _slot_model_class() -> type:
             return [_mlx_lm_cache(c) for c in self.language_model.make_cache()]
 
         def __call__(self, inputs: Any, cache: Any = None, input_embeddings: Any = None) -> Any:
-            return self.language_model(inputs, inputs_embeds=input_embeddings, cache=cache).logits
+            extra = {}
+            positions = self.vision_parts.positions
+            if positions is not None:  # (given, the model keeps no positions of its own)
+                from mlxchat.engine.kv.mrope import rows_of
+
+                extra["position_ids"] = positions.of_pass(*rows_of(cache, inputs.shape[0]), inputs.shape[1])
+            return self.language_model(inputs, cache=cache, **(input_embeddings or {}), **extra).logits
 
     return SlotModel
 
@@ -107,6 +132,12 @@ def _slot_model_class() -> type:
 class _Args:
     def __init__(self, model_type: str) -> None:
         self.model_type = model_type
+
+
+def _slot_positions() -> Any:
+    from mlxchat.engine.kv.mrope import SlotPositions
+
+    return SlotPositions()
 
 
 def _mlx_lm_cache(cache: Any) -> Any:
@@ -162,8 +193,11 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     except (ValueError, OSError, KeyError, ImportError) as e:
         raise ModelLoadError(f"mlx-vlm could not load the vision model in {path}: {e}") from e
     parts = VisionParts(vlm, processor)
+    if any(type(c).__name__ == "ArraysCache" for c in getattr(vlm.language_model, "make_cache", list)()):
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"{_RECURRENT}")
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
-    if kept:
+    if kept and parts.positions is None:
         raise VisionRefused(
             f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: its language model "
             f"keeps one prompt's image positions on itself ({', '.join(kept)}, mRoPE), and the slots would need "

@@ -21,8 +21,11 @@ from mlxchat.engine.reply_refusals import NO_IMAGES
 from mlxchat.engine.requests import Submit, prompt_of, template_kwargs
 
 _KEY_SPACE = 2**30
-# What get_input_embeddings may give besides the embeddings that the slots cannot carry per row.
-_CARRIED = {"inputs_embeds", "attention_mask_4d"}
+# What get_input_embeddings may give besides the embeddings that the slots carry: a mask they make themselves,
+# Qwen-VL's mRoPE positions (each slot's own: engine.kv.mrope, from `ImagePrompt.mrope`), and Qwen3-VL's
+# DeepStack features (added to the first layers' states at the image's positions: `ImagePrompt.inputs_of`).
+_CARRIED = {"inputs_embeds", "attention_mask_4d", "position_ids", "rope_deltas", "visual_pos_masks",
+            "deepstack_visual_embeds"}
 
 
 def image_paths(messages: Any) -> list[str]:
@@ -61,16 +64,17 @@ class ImagePrompt:
     keyed: list[int]  # the same, each image position an id keyed by its image's bytes
     runs: list[tuple[int, int]]  # where image tokens lie
     inputs: dict[str, Any]  # prepare_inputs' arrays (pixel_values, the mask, a family's own)
-    _embeds: Any = field(default=None, repr=False)
+    _read: Any = field(default=None, repr=False)  # get_input_embeddings' output, once the tower has run
 
     def touches_images(self, start: int, end: int) -> bool:
         """Whether positions [start, end) hold any image token."""
         return any(s < end and start < e for s, e in self.runs)
 
-    def embeddings(self, start: int, end: int) -> mx.array:
-        """The model's input embeddings of positions [start, end), shape (1, end - start, hidden): the first call runs
-        the vision tower over every image of the prompt (a ValueError where the family needs more than embeddings)."""
-        if self._embeds is None:
+    def inputs_of(self, start: int, end: int) -> dict[str, Any]:
+        """The language model's inputs for positions [start, end) in place of their tokens: `inputs_embeds` (1,
+        end - start, hidden), and Qwen3-VL's DeepStack features of the image positions among them. The first call
+        runs the vision tower over every image of the prompt (a ValueError where the family needs more)."""
+        if self._read is None:
             inputs = dict(self.inputs)
             pixel_values, mask = inputs.pop("pixel_values"), inputs.pop("attention_mask", None)
             out = self.parts.vlm.get_input_embeddings(mx.array([self.ids]), pixel_values, mask=mask, **inputs)
@@ -78,9 +82,25 @@ class ImagePrompt:
             if extra:
                 raise ValueError(f"model type '{self.parts.model_type}' feeds its language model more than embeddings "
                                  f"with an image ({', '.join(extra)}), which the slots cannot carry yet")
-            self._embeds = out.inputs_embeds
+            self._read = out
             self.parts.runs += 1
-        return self._embeds[:, start:end]
+        chunk = {"inputs_embeds": self._read.inputs_embeds[:, start:end]}
+        visual, deepstack = self._read.visual_pos_masks, self._read.deepstack_visual_embeds
+        if deepstack is not None and self.touches_images(start, end):
+            # (the features are the image positions' in order: those before `start` are skipped)
+            before, inside = int(visual[0, :start].sum().item()), int(visual[0, start:end].sum().item())
+            chunk["visual_pos_masks"] = visual[:, start:end]
+            chunk["deepstack_visual_embeds"] = [layer[before : before + inside] for layer in deepstack]
+        return chunk
+
+    def mrope(self) -> tuple[list[list[int]], int]:
+        """The prompt's multimodal RoPE positions as the model's `get_input_embeddings` gives them (mlx-vlm's
+        `get_rope_index`, which needs no pixels): rows time, height, width, and the delta of every position after."""
+        inputs = self.inputs
+        position_ids, deltas = self.parts.vlm.language_model.get_rope_index(
+            mx.array([self.ids]), inputs.get("image_grid_thw"), inputs.get("video_grid_thw"),
+            inputs.get("attention_mask"))
+        return [axis[0] for axis in position_ids.tolist()], int(deltas.reshape(-1)[0].item())
 
 
 def image_prompt(parts: VisionParts, tokenizer: Any, messages: Any, kwargs: dict[str, Any]) -> ImagePrompt:
@@ -109,13 +129,19 @@ class NoImages(Exception):
 
 def request_prompt(vision: VisionParts | None, tokenizer: Any, submit: Submit) -> tuple[list[int], ImagePrompt | None]:
     """A request's prompt as the slot keeps it, and its images' inputs where it has any (`vision`: the model's);
-    NoImages where it has images and the model takes none."""
+    NoImages where it has images and the model takes none. A model that rotates by mRoPE gets the prompt's positions
+    for the request's slot (which serves nothing at admission)."""
+    positions = vision.positions if vision is not None else None
     if not image_paths(submit.messages):
+        if positions is not None:
+            positions.place(submit.handle.slot_id, None)
         return prompt_of(tokenizer, submit), None
     if vision is None:
         raise NoImages(NO_IMAGES)
     kwargs = template_kwargs(submit.sampling.thinking, submit.tools)
     images = image_prompt(vision, tokenizer, submit.messages or [], kwargs)
+    if positions is not None:
+        positions.place(submit.handle.slot_id, images.mrope())
     return images.keyed, images
 
 

@@ -6,6 +6,8 @@ streaming, a pass reads up to the device's budget at once.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlx.core as mx
 
 from mlxchat.engine.kv.slot_store import SlotKVStore
@@ -79,12 +81,13 @@ class PromptChunks:
         self.chunks = [p[:width] for p in pending]
         self.inputs = mx.array([c + c[-1:] * (width - len(c)) for c in self.chunks])
         self.caches = store.batch(self.rows, width, [len(c) for c in self.chunks])
-        # A chunk that reaches an image (always alone in its pass): its embeddings, the vision tower's among them.
-        self.embeds: mx.array | None = None
+        # A chunk that reaches an image (always alone in its pass): its embeddings, the vision tower's among them, and a
+        # family's own inputs of those positions (engine.prefill.images.ImagePrompt.inputs_of).
+        self.embeds: dict[str, Any] | None = None
         if len(slots) == 1 and reads_image(slots[0], width):
             images, start = slots[0].request.images, slots[0].request.prompt_processed  # type: ignore[union-attr]
             self.inputs = mx.array([images.ids[start : start + width]])
-            self.embeds = images.embeddings(start, start + width)
+            self.embeds = images.inputs_of(start, start + width)
         self.ending = [len(c) == len(p) for c, p in zip(self.chunks, pending)]
         # Where each row's logits are read when some prompt ends in this chunk (its last real token).
         self.positions = mx.array([len(c) - 1 for c in self.chunks]) if any(self.ending) else None

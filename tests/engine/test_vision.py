@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from mlxchat.engine.events import SamplingParams
+from mlxchat.engine.loading.vision import SEEING_FAMILIES
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
 from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
@@ -20,6 +21,8 @@ from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
 NEW = 8
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True, temperature=0.0)
 TEXTS = ["What is this?", "What is this?", "Paris is the capital of France. What is in the image?"]
+# Three sizes: Qwen-VL reads each on its own grid, so each chat's positions after its image move by their own delta.
+SIZES = [(56, 56), (112, 56), (112, 112)]
 
 
 def chat(image: Path | None, text: str) -> list[dict]:
@@ -27,13 +30,25 @@ def chat(image: Path | None, text: str) -> list[dict]:
     return [{"role": "user", "content": parts}]
 
 
-@pytest.fixture(scope="module")
-def gemma3(tmp_path_factory):
+def loaded_vlm(tmp_path_factory, family: str):
     from mlxchat.engine.loading.models import load_model
 
-    folder = build_tiny_vlm(tmp_path_factory.mktemp("vlm") / "gemma3", "gemma3")
-    images = [tiny_image(folder.parent / f"shot{i}.png", seed=i) for i in range(3)]
+    folder = build_tiny_vlm(tmp_path_factory.mktemp("vlm") / family, family)
+    images = [tiny_image(folder.parent / f"shot{i}.png", seed=i, size=SIZES[i]) for i in range(3)]
     return folder, images, load_model(str(folder))
+
+
+@pytest.fixture(scope="module")
+def gemma3(tmp_path_factory):
+    return loaded_vlm(tmp_path_factory, "gemma3")
+
+
+@pytest.fixture(scope="module", params=SEEING_FAMILIES)
+def seeing(request, tmp_path_factory):
+    """Each family that sees, loaded as the app loads it (Gemma 3's shared with the tests of it alone)."""
+    if request.param == "gemma3":
+        return request.getfixturevalue("gemma3")
+    return loaded_vlm(tmp_path_factory, request.param)
 
 
 def engine_for(loaded, parallel: int = 3) -> Engine:
@@ -48,8 +63,10 @@ def reply_tokens(engine: Engine, slot: int, done) -> list[int]:
     return history[len(history) - (done.stats.generated_tokens - 1):]
 
 
-def test_images_in_busy_slots_equal_mlx_vlm_alone_and_a_second_turn_reuses_them(gemma3):
-    folder, images, loaded = gemma3
+def test_images_in_busy_slots_equal_mlx_vlm_alone_and_a_second_turn_reuses_them(seeing):
+    """Three chats with images of three sizes at once (Qwen-VL: each slot rotates by its own prompt's mRoPE
+    positions, in prefill chunks beside the others' and in the shared decode passes)."""
+    folder, images, loaded = seeing
     assert loaded.sees and loaded.vision_note is None
     chats = [chat(images[i], TEXTS[i]) for i in range(3)]
     wanted = [mlx_vlm_alone(folder, c) for c in chats]
@@ -95,6 +112,21 @@ def test_another_image_of_the_same_size_is_read_again_not_reused(gemma3):
         engine.shutdown()
 
 
+def test_a_text_chat_after_an_image_chat_in_a_slot_counts_its_positions_from_zero(seeing):
+    """A slot whose last prompt had an image (Qwen-VL: positions after it moved by its delta) then reads a chat of
+    text only: its positions are the text's own, as mlx-vlm's alone."""
+    folder, images, loaded = seeing
+    engine = engine_for(loaded, parallel=1)
+    try:
+        assert engine.submit(0, chat(images[2], "What is this?"), sampling=GREEDY).result(60).error is None
+        text = chat(None, "Paris is the capital of France.")
+        done = engine.submit(0, text, sampling=GREEDY).result(60)
+        assert done.error is None
+        assert reply_tokens(engine, 0, done) == mlx_vlm_alone(folder, text)[0][:-1]
+    finally:
+        engine.shutdown()
+
+
 def test_a_text_model_refuses_an_image(tiny_model_dir, tmp_path):
     from mlxchat.engine.loading.models import load_model
 
@@ -120,7 +152,7 @@ def test_without_mlx_vlm_a_vision_model_runs_as_text_and_says_how_to_install_it(
 
 # Each tiny VLM family's outcome at load, pinned: a change (a family that now runs, or a new refusal) fails here.
 REFUSED = {
-    "qwen2_5_vl": "keeps one prompt's image positions on itself",
+    "qwen3_5": "its recurrent layers use mlx-vlm's own cache",
     "llava": "mlx-vlm's processor fails on an image here",
 }
 
@@ -142,4 +174,4 @@ def test_the_families_listing_says_which_families_see():
     from mlxchat.engine.loading.families import describe
 
     [line] = [line for line in describe() if line.startswith("Families that see images")]
-    assert "alone: gemma3." in line and "qwen2_5_vl" in line and "llava" in line
+    assert "alone: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl." in line and "llava" in line

@@ -1,7 +1,8 @@
-"""Images in a chat through Pilot, on a tiny random-weight Gemma 3 VLM (tests/tiny_vlms.py): `@shot.png` becomes a chip
-with its pixels, size and tokens (the model's processor's count); the reply, written while another chat streams,
-equals mlx-vlm's generate alone token for token; the image's tokens count in the slot; a second turn reuses the
-image's K/V; the saved chat keeps a private copy of the image, and a text model refuses images naming alt+m."""
+"""Images in a chat through Pilot, on tiny random-weight VLMs (tests/tiny_vlms.py: Gemma 3, Qwen2.5-VL, Qwen3-VL):
+`@shot.png` becomes a chip with its pixels, size and tokens (the model's processor's count); the reply, written while
+another chat streams, equals mlx-vlm's generate alone token for token, and so does the other chat's; the image's
+tokens count in the slot; a second turn reuses the image's K/V; the saved chat keeps a private copy of the image, and
+a text model refuses images naming alt+m; F3 says whether the model sees."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from mlxchat.app.chats.export import to_markdown
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from tests.markers import needs_cpu
 from tests.pilot import make_app, ready, run, send, steady_cursors, submit, wait_for
 from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
 from tests.ui.test_attachments import attach, chips, toasts
 from tests.ui.test_chat_snapshots import SIZE, converse
+from tests.ui.test_inspector import open_inspector
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +41,16 @@ def shots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(gemma3: Path, shots: Path) -> None:
+# The 40x30 picture's tokens, worked out by hand: Gemma 3 reads any picture as its fixed 4. Qwen-VL scales it up
+# to its least pixels keeping its shape, in whole merged patches: 56x84 (Qwen2.5-VL: min 56x56 in 28-pixel units) or
+# 64x96 (Qwen3-VL: min 64x64 in 32-pixel units), each a 2x3 grid of tokens.
+IMAGE_TOKENS = {"gemma3": 4, "qwen2_5_vl": 6, "qwen3_vl": 6}
+
+
+@pytest.mark.parametrize("family", sorted(IMAGE_TOKENS))
+def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(
+        family: str, gemma3: Path, shots: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    folder = gemma3 if family == "gemma3" else build_tiny_vlm(tmp_path_factory.mktemp("vlm") / family, family)
     shot = shots / "shot.png"
     size = shot.stat().st_size
 
@@ -46,7 +60,7 @@ def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(gem
         await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
         second = app.chat_panes[1]
         await attach(pilot, second, "shot")
-        line = f"@shot.png · 40×30 · {size / 1024:.1f} KiB · 4 tokens"
+        line = f"@shot.png · 40×30 · {size / 1024:.1f} KiB · {IMAGE_TOKENS[family]} tokens"
         assert chips(second) == [f"{line} ✕"]
         await submit(pilot, first, "Tell me a long story about Paris.")  # (streams while the picture is read)
         await send(pilot, second, "What is this?")
@@ -55,12 +69,21 @@ def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(gem
         assert app.session.snapshot().widest_pass == 2  # the two chats shared decode passes
         stats = second.last_stats
         assert stats is not None
-        wanted, prompt_tokens = mlx_vlm_alone(gemma3, [{"role": "user", "content": [
-            {"type": "image", "path": str(shot)}, {"type": "text", "text": "What is this?"}]}], n=64)
-        slot = app.session.slot_of(second.chat_id)
-        history = core.slots[slot].history
-        n = stats.generated_tokens - 1  # (the last token is in no pass yet)
-        assert history[len(history) - n:] == wanted[:n] and n > 8
+
+        def alone_and_in_slot(pane: ChatPane, content: Any) -> int:
+            """Checks the pane's reply against mlx-vlm's alone on its chat; returns the prompt's tokens there."""
+            wanted, prompt_tokens = mlx_vlm_alone(folder, [{"role": "user", "content": content}], n=64)
+            # The slot holds the prompt, then the reply's tokens that a pass has read: all but the last, or all
+            # where the reply ended at the end-of-turn token, which is sampled and never read.
+            reply = core.slots[app.session.slot_of(pane.chat_id)].history[prompt_tokens:]
+            assert reply == wanted[:len(reply)] and len(reply) >= pane.last_stats.generated_tokens - 1
+            return prompt_tokens
+
+        # Both chats, the one beside it too (Qwen-VL: a slot's positions are its own).
+        alone_and_in_slot(first, "Tell me a long story about Paris.")
+        prompt_tokens = alone_and_in_slot(second, [{"type": "image", "path": str(shot)},
+                                                   {"type": "text", "text": "What is this?"}])
+        assert stats.generated_tokens > 8
         assert stats.prompt_tokens == prompt_tokens  # the image's tokens, in the slot's count
         assert str(second.view.user_turn(0).render()) == f"What is this?\n{line}"  # the fallback line
 
@@ -77,7 +100,26 @@ def test_an_image_attached_by_at_is_answered_in_a_busy_slot_as_mlx_vlm_alone(gem
         assert copy.stat().st_mode & 0o777 == 0o600 and (record["width"], record["height"]) == (40, 30)
         assert f"![shot.png]({copy.as_uri()})" in to_markdown(saved)
 
-    run(make_app(gemma3), scenario)
+    run(make_app(folder), scenario)
+
+
+@pytest.mark.parametrize("family", ["gemma3", "qwen3_5"])
+def test_the_inspector_says_whether_the_model_sees_and_which_families_do(family: str, tmp_path: Path) -> None:
+    """F3 on a vision model: it sees (Gemma 3), or why not (Qwen 3.5, refused with images: it chats as text)."""
+    folder = build_tiny_vlm(tmp_path / family, family)
+    said = {"gemma3": "Images this model sees (gemma3, through mlx-vlm)",
+            "qwen3_5": "Images model type 'qwen3_5' is not supported by mlxchat's engine with images: its recurrent"}
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        screen = await open_inspector(app, pilot)
+        console = Console(width=120, record=True)
+        console.print(screen.query_one("#inspector-figures", Static).content)
+        figures = " ".join(console.export_text().split())
+        assert said[family] in figures
+        assert "the families that see: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl" in figures.replace("The", "the")
+
+    run(make_app(folder), scenario)
 
 
 def test_a_text_model_refuses_an_image_naming_alt_m(tiny_model_dir: Path, shots: Path) -> None:

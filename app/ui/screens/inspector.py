@@ -132,7 +132,7 @@ def _cached_cell(slot: SlotSnapshot) -> Text:
 
 def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = (), per_row: int = 3) -> Table | Group:
     """The engine-wide figures, as label / value pairs in a grid (`per_row` pairs a row), the chats waiting for a
-    slot, then whether batching changes replies."""
+    slot, then whether batching changes replies and whether the model sees images."""
     n = len(snapshot.slots)
     waiting = f"{len(queue)} waiting, next: {queue[0]}" if queue else "none waiting"
     if snapshot.server is not None:  # a remote engine: no weights, KV or memory of its own to show
@@ -167,12 +167,12 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = (), per_row:
         grid.add_column(no_wrap=True, overflow="ellipsis")
     for row in rows:
         grid.add_row(*(text for pair in row for text in pair))
-    if not snapshot.batching:
-        return grid
-    said = [Text.assemble(("Batching ", "bold"), snapshot.batching)]
-    if snapshot.speculation:
+    said = [Text.assemble(("Batching ", "bold"), snapshot.batching)] if snapshot.batching else []
+    if snapshot.batching and snapshot.speculation:
         said.append(Text.assemble(("Speculation ", "bold"), snapshot.speculation))
-    return Group(grid, *said)
+    if snapshot.images:
+        said.append(Text.assemble(("Images ", "bold"), snapshot.images))
+    return Group(grid, *said) if said else grid
 
 
 def parked_table(parked: Sequence[ParkedSnapshot]) -> Group:

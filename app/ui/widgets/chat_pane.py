@@ -26,7 +26,7 @@ from mlxchat.app.ui import keys, slot_words
 from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.file_attacher import FileAttacher, images_dir
-from mlxchat.app.ui.widgets.conversation_view import ConversationView, note, user_turn
+from mlxchat.app.ui.widgets.conversation_view import ConversationView, note, user_pictures, user_turn
 from mlxchat.app.ui.tool_round import next_round
 from mlxchat.app.ui.widgets.pane_keys import PaneKeys
 from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
@@ -262,7 +262,7 @@ class ChatPane(TitledBox, PaneKeys):
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
         self._user_turn = user_turn(self.chat.messages[-1])
-        self._start_reply(self._user_turn)
+        self._start_reply(self._user_turn, *user_pictures(self.chat.messages[-1]))
         return True
 
     def _start_reply(self, *above: Widget) -> None:
@@ -373,7 +373,7 @@ class ChatPane(TitledBox, PaneKeys):
             taken = self.conversation.take_back()
             self._put_back(self._sent_text)
             self.attacher.tray.put([Attachment.from_record(a) for a in taken.attachments])
-        for widget in (self._user_turn, streamed):
+        for widget in (self._user_turn, *self.view.pictures_under(self._user_turn), streamed):
             if widget is not None:
                 await widget.remove()
         self._user_turn = None

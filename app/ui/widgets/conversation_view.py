@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import takewhile
 
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -10,6 +11,7 @@ from textual.widget import Widget
 from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
 from mlxchat.app.files.attachments import Attachment
+from mlxchat.app.ui.pictures import picture
 from mlxchat.app.ui.widgets.laid_out_once import TurnText, quiet_virtual_size
 from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
@@ -26,6 +28,13 @@ def user_turn(message: ChatMessage) -> TurnText:
     """A user message's box: its text, then a line for each file sent with it."""
     files = [f"@{Attachment.from_record(a).label}" for a in message.attachments]
     return TurnText("\n".join([message.text, *files] if message.text else files), classes="user-turn", markup=False)
+
+
+def user_pictures(message: ChatMessage) -> list[Widget]:
+    """The pictures of the images sent with a user message, drawn under its box where the terminal draws pictures
+    (app.ui.pictures); none elsewhere, where the box's line for each image stands alone."""
+    drawn = (picture(a.path) for a in map(Attachment.from_record, message.attachments) if a.is_image)
+    return [p for p in drawn if p is not None]
 
 
 class ConversationView(VerticalScroll):
@@ -48,6 +57,7 @@ class ConversationView(VerticalScroll):
         """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
         if message.role == "user":
             yield user_turn(message)
+            yield from user_pictures(message)
             return
         if message.reasoning:
             yield ReasoningBlock(message.reasoning, reasoning_header(message), collapsed=not self._chat.reasoning_open)
@@ -126,6 +136,13 @@ class ConversationView(VerticalScroll):
     def user_turn(self, nth: int) -> Widget:
         """The box of the user's `nth` message (0 is the first)."""
         return list(self.query(".user-turn"))[nth]
+
+    def pictures_under(self, turn: Widget | None) -> list[Widget]:
+        """The pictures drawn under user box `turn` (none where it is not shown)."""
+        turns = list(self.children)
+        if turn not in turns:
+            return []
+        return list(takewhile(lambda w: w.has_class("user-picture"), turns[turns.index(turn) + 1 :]))
 
     def anchor_after_reply(self, following: bool) -> None:
         """Gives the scrolling back to Textual's anchor when a reply has ended (a streaming reply

@@ -1,0 +1,39 @@
+"""Images drawn in the chat, under the user's message, where the terminal draws pictures: kitty's graphics protocol
+or sixel, through textual-image. Elsewhere, or without textual-image, the message's line for the image stands alone.
+
+textual-image asks the terminal what it draws when it is first imported: it writes its queries and reads the answers
+from stdin, which Textual reads itself once it runs. So `ask_terminal` runs before the app starts, once, and its
+answer holds for the app's life. Unasked (tests, a pipe), nothing is drawn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widget import Widget
+
+# How this terminal draws pictures, once asked: "tgp" (kitty's graphics protocol), "sixel", or None.
+_drawing: str | None = None
+
+
+def ask_terminal() -> str | None:
+    """Asks the terminal, through textual-image's queries, which way it draws pictures ("tgp", "sixel"), or None
+    where it draws none (half blocks and letters are no pictures: the line says more) or textual-image is missing."""
+    try:
+        import textual_image.widget  # noqa: F401  (measures the terminal's cells while stdin is still free)
+        from textual_image import renderable
+    except ImportError:
+        return None
+    global _drawing
+    _drawing = {renderable.TGPImage: "tgp", renderable.SixelImage: "sixel"}.get(renderable.Image)
+    return _drawing
+
+
+def picture(path: str) -> Widget | None:
+    """The image at `path` drawn as this terminal draws pictures, or None where it draws none or the file is gone."""
+    kind = _drawing
+    if kind is None or not Path(path).is_file():
+        return None
+    from textual_image.widget import SixelImage, TGPImage
+
+    return (TGPImage if kind == "tgp" else SixelImage)(path, classes="user-picture")

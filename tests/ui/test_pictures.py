@@ -1,0 +1,102 @@
+"""Images drawn in the chat where the terminal draws pictures (app.ui.pictures, through textual-image).
+
+How a terminal draws is its answer to textual-image's queries: a process on a real pseudo-terminal asks, and the
+test is the terminal, its answers waiting in the input as a terminal's would (kitty: no sixel in its device
+attributes, OK to the graphics query; a sixel terminal: 4 among its attributes; another: neither). What a picture
+looks like needs such a terminal: here the app shows, as if one had answered, the picture's widget under the message.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+import tty
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from mlxchat.app.ui import pictures
+from mlxchat.app.ui.app import ChatApp
+from tests.pilot import hold_engine, make_app, ready, run, send, submit, wait_for
+from tests.tiny_vlms import build_tiny_vlm, tiny_image
+from tests.ui.test_attachments import attach
+
+# The terminal's answers to the device-attributes query (ESC [ c) and, where it has one, to the graphics query.
+TERMINALS = {
+    "kitty": ("\x1b[?62;22c\x1b_Gi=1;OK\x1b\\", "tgp"),
+    "sixel": ("\x1b[?62;4;22c", "sixel"),
+    "plain": ("\x1b[?62;22c", None),
+}
+
+
+def asked(answers: str) -> str:
+    """What a process on a pseudo-terminal whose input holds `answers` prints after asking it (ask_terminal)."""
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # (as a terminal app's input: each byte readable as it comes)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 1200, 800))  # (cells 10x20 pixels)
+    os.write(master, answers.encode())
+    code = "from mlxchat.app.ui.pictures import ask_terminal; print('drawn as', ask_terminal())"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # (the child is gone: its side of the terminal closed)
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert child.wait(60) == 0, out
+    return out.decode(errors="replace")
+
+
+@pytest.mark.parametrize("terminal", sorted(TERMINALS))
+def test_pictures_are_drawn_the_way_the_terminal_answers_it_draws(terminal: str) -> None:
+    answers, kind = TERMINALS[terminal]
+    assert f"drawn as {kind}\n" in asked(answers)
+
+
+def test_where_the_terminal_draws_the_image_is_under_its_message_and_goes_with_it(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = build_tiny_vlm(tmp_path_factory.mktemp("vlm") / "gemma3", "gemma3")
+    tiny_image(tmp_path / "shot.png")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(pictures, "_drawing", "tgp")  # (as kitty answered: the test above)
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await attach(pilot, pane, "shot")
+        await send(pilot, pane, "What is this?")
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        turn = pane.view.user_turn(0)
+        [drawn] = pane.view.pictures_under(turn)
+        copy = pane.chat.messages[0].attachments[0]["path"]
+        assert type(drawn).__name__ == "TGPImage" and drawn.image == copy
+        assert str(turn.render()).endswith("· 4 tokens")  # (the line stays, above the picture)
+        assert drawn.region.y > turn.region.y and drawn.region.height > 0
+        await pane.view.show(pane.chat.messages)  # a reopened chat draws it too
+        assert len(pane.view.pictures_under(pane.view.user_turn(0))) == 1
+
+        # A message taken back (escape while it waits in line for the one slot) takes its picture with its box.
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: len(app.chat_panes) == 2, "the second chat")
+        second = app.chat_panes[1]
+        release = hold_engine(app)
+        await submit(pilot, pane, "And then?")
+        await attach(pilot, second, "shot")
+        await submit(pilot, second, "What is this?")
+        await wait_for(pilot, lambda: len(second.query(".user-picture")) == 1, "the waiting message's picture")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not second.busy, "the message to come out of the line")
+        assert not second.query(".user-turn") and not second.query(".user-picture")
+        release()
+
+    run(make_app(folder, parallel=1), scenario)
