@@ -120,6 +120,7 @@ _NAMES: dict[str, str] = {
     "MemoryCheck": "mlxchat.engine.memory",
     "MemoryInfo": "mlxchat.engine.memory",
     # plan
+    "ModelFacts": "mlxchat.engine.plan",
     "plan_slots": "mlxchat.engine.plan",
     "SlotPlan": "mlxchat.engine.plan",
     "SlotRequest": "mlxchat.engine.plan",
@@ -146,7 +147,6 @@ _NAMES: dict[str, str] = {
     # startup
     "EngineConfig": "mlxchat.engine.startup",
     "load_step": "mlxchat.engine.startup",
-    "ModelFacts": "mlxchat.engine.startup",
     "retire": "mlxchat.engine.startup",
     "start_local": "mlxchat.engine.startup",
     "StartedEngine": "mlxchat.engine.startup",
@@ -251,7 +251,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         MemoryCheck,
         MemoryInfo,
     )
-    from mlxchat.engine.plan import plan_slots, SlotPlan, SlotRequest
+    from mlxchat.engine.plan import ModelFacts, plan_slots, SlotPlan, SlotRequest
     from mlxchat.engine.prefill.pacing import STALL
     from mlxchat.engine.private_files import FILE_MODE, private_folder, tighten
     from mlxchat.engine.remote.engine import RemoteEngine
@@ -259,7 +259,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.remote.state import remote_plan
     from mlxchat.engine.requests import Messages
     from mlxchat.engine.startup import (
-        EngineConfig, load_step, ModelFacts, retire, start_local, StartedEngine, StartError,
+        EngineConfig, load_step, retire, start_local, StartedEngine, StartError,
     )
     from mlxchat.engine.status import EngineInfo
     from mlxchat.engine.tuning import load_tuning, tunable, tune

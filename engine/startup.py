@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Literal
 
 from mlxchat.engine.loading.progress import ModelLoadError, Progress
 from mlxchat.engine.memory import check_memory
-from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
+from mlxchat.engine.plan import ModelFacts, SlotPlan, SlotRequest
 
 if TYPE_CHECKING:
     from mlxchat.engine.chat_engine import ChatEngine
-    from mlxchat.engine.kv.kinds import KVFootprint
 
 # Which step refused: the model (missing, unreadable), its family (layers the engine cannot hold),
 # the slot plan (the caller's sizes), or memory (weights and KV beyond the machine).
@@ -45,20 +44,6 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
-class ModelFacts:
-    """What the slot evaluation needs to know about the loaded model, kept so the slider can re-evaluate."""
-
-    trained_ctx: int | None
-    kv_bytes_per_token: int
-    kv_footprint: KVFootprint | None = None  # each layer kind sized on its own
-    kv_dtype: str | None = None  # as the slots store K/V
-
-    def evaluate(self, request: SlotRequest) -> SlotPlan:
-        """The engine's evaluation of a slot request for this model."""
-        return plan_slots(request, self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint, self.kv_dtype)
-
-
-@dataclass(frozen=True)
 class StartedEngine:
     """A running engine, its slot plan, the model's name, warnings to show, and the model's facts for
     re-evaluating slots (None for a server: its slots are its own)."""
@@ -79,8 +64,8 @@ def load_step(exc: ModelLoadError) -> StartStep:
     from mlxchat.engine.kv.kv_types import UnsupportedKV
     from mlxchat.engine.loading.families import UnsupportedFamily
 
-    return "family" if isinstance(exc.__cause__, UnsupportedFamily) else \
-        "kv" if isinstance(exc.__cause__, UnsupportedKV) else "model"
+    return ("family" if isinstance(exc.__cause__, UnsupportedFamily) else
+            "kv" if isinstance(exc.__cause__, UnsupportedKV) else "model")
 
 
 class StartError(Exception):
@@ -116,7 +101,7 @@ def start_local(
                             kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
     except ModelLoadError as exc:
         raise StartError(str(exc), load_step(exc)) from None
-    facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint, loaded.kv_dtype)
+    facts = loaded.facts
     plan = facts.evaluate(config.slots)
     refused = [*refuse(loaded.trained_ctx), *plan.errors]
     if refused:
@@ -131,14 +116,13 @@ def start_local(
         blas=blas_in_use().kind,
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
-        batching=loaded.batching_note,
+        batching=loaded.weights.batching_note,
     )
     tuned = load_tuning(loaded.model, config.tuning_file)
     try:
         engine = Engine(
-            loaded.model, loaded.tokenizer, plan, info=info, split=tuned.split if tuned else None,
+            loaded.ready, plan, info=info, split=tuned.split if tuned else None,
             park_budget_bytes=config.park_budget_mb * 2**20, nice=config.nice,
-            padded_prefill=loaded.padded_prefill,
             disk=DiskTier(config.kv_dir, config.disk_kv_mb * 2**20, loaded.kv_key),
             prefill_stall=config.prefill_stall,
         )

@@ -89,8 +89,8 @@ def run_speculative_bench(loaded: LoadedModel, rounds: int = ROUNDS) -> list[Spe
 
     longest = len(loaded.tokenizer.apply_chat_template(edit_chat(CHANGES[0]), add_generation_prompt=True))
     per_slot = -(-(longest + 64 + EDIT_TOKENS) // CTX_ROUNDING) * CTX_ROUNDING
-    plan = loaded.slot_plan(SlotRequest(CHATS, CHATS * per_slot, parallel_max=CHATS), capped=False)
-    engine = Engine(loaded.model, loaded.tokenizer, plan, padded_prefill=loaded.padded_prefill)
+    plan = loaded.facts.evaluate(SlotRequest(CHATS, CHATS * per_slot, parallel_max=CHATS), capped=False)
+    engine = Engine(loaded.ready, plan)
     greedy = SamplingParams(max_tokens=EDIT_TOKENS)
     try:
         engine.submit(0, plain_chats()[0], sampling=SamplingParams(max_tokens=8)).result()  # warm-up
