@@ -19,6 +19,7 @@ from mlxchat.engine.plan import ModelFacts, SlotPlan, SlotRequest
 
 if TYPE_CHECKING:
     from mlxchat.engine.chat_engine import ChatEngine
+    from mlxchat.engine.cpu.blas import BlasInfo
 
 # Which step refused: the model (missing, unreadable), its family (layers the engine cannot hold),
 # the slot plan (the caller's sizes), or memory (weights and KV beyond the machine).
@@ -74,6 +75,17 @@ class StartError(Exception):
     def __init__(self, message: str, step: StartStep) -> None:
         super().__init__(message)
         self.step = step
+
+
+def prepare_mlx(blas: str, exact: bool) -> tuple[BlasInfo, str]:
+    """Before anything imports mlx.core: loads the BLAS `blas` names (the one loaded first is the one MLX binds to)
+    and, with `exact`, keeps CUDA's float32 matmuls off TF32 (MLX reads the switch when it starts). Returns the BLAS
+    in use and a note where the switch came too late; BlasError where `blas` cannot load."""
+    from mlxchat.engine.cpu.blas import load_blas
+    from mlxchat.engine.devices import use_exact_matmuls
+
+    late = use_exact_matmuls(exact)
+    return load_blas(blas), late
 
 
 def start_local(

@@ -26,7 +26,8 @@ from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.config.settings import Settings
-from mlxchat.engine import Done, Event, SCENARIOS
+from mlxchat.engine import Done, Event
+from mlxchat.engine.bench import SCENARIOS
 
 if TYPE_CHECKING:
     from mlxchat.engine import Engine
