@@ -22,7 +22,7 @@ from textual import events
 from textual.message import Message
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S
+from mlxchat.app.ui.workarounds.gc_hold import COLLECT_AFTER_S
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.config.settings import Settings

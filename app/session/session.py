@@ -23,7 +23,7 @@ from textual.message_pump import MessagePump
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE
-from mlxchat.app.session.counts import ToolsAndCounts
+from mlxchat.app.session.tools import ToolsAndCounts
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots

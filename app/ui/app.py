@@ -20,7 +20,8 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.messages import EngineReady, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
-from mlxchat.app.ui import keys, line_updates
+from mlxchat.app.ui import keys
+from mlxchat.app.ui.workarounds import line_updates
 from mlxchat.app.ui.chat_actions import ChatActions
 from mlxchat.app.ui.fan_outs import FanOuts
 from mlxchat.app.ui.chat_grid import ChatLabels, lay_out_chats

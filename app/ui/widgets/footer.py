@@ -6,7 +6,7 @@ from typing import Hashable
 
 from textual.widgets import Footer as TextualFooter
 
-from mlxchat.app.ui.stale_watchers import drop_watchers
+from mlxchat.app.ui.workarounds.stale_watchers import drop_watchers
 
 
 class Footer(TextualFooter):
