@@ -22,24 +22,24 @@ from mlxchat.app.session.messages import EngineReady, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys
 from mlxchat.app.ui.workarounds import line_updates
-from mlxchat.app.ui.chat_actions import ChatActions
-from mlxchat.app.ui.fan_outs import FanOuts
+from mlxchat.app.ui.parts.chat_actions import ChatActions
+from mlxchat.app.ui.parts.fan_outs import FanOuts
 from mlxchat.app.ui.chat_grid import ChatLabels, lay_out_chats
-from mlxchat.app.ui.leaving import ask_before_closing, ask_before_quitting
-from mlxchat.app.ui.model_switch import ModelSwitch
-from mlxchat.app.ui.palette import palette_commands
+from mlxchat.app.ui.parts.leaving import ask_before_closing, ask_before_quitting
+from mlxchat.app.ui.parts.model_switch import ModelSwitch
+from mlxchat.app.ui.parts.palette import palette_commands
 from mlxchat.app.ui.reply_frames import ReplyFrames
-from mlxchat.app.ui.saved_chats import SavedChats
+from mlxchat.app.ui.parts.saved_chats import SavedChats
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.screens.help import HelpScreen, app_sections
 from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.screens.too_small import TooSmallScreen, fit_to_terminal
-from mlxchat.app.ui.startup import Startup
+from mlxchat.app.ui.parts.startup import Startup
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.footer import Footer
-from mlxchat.app.ui.theme_setting import apply_theme, keep_setting, save_theme
+from mlxchat.app.ui.parts.kept_settings import apply_theme, keep_setting, save_theme
 from mlxchat.engine import EngineSnapshot
 from mlxchat.themes import THEMES
 

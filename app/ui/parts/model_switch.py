@@ -10,10 +10,10 @@ from textual.widgets import TabbedContent
 
 from mlxchat.app.session.model_choice import offered_models
 from mlxchat.app.session.start import StartFailure
-from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.parts.chat_host import ChatHost
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.model_picker import ModelChoice, ModelPickerScreen
-from mlxchat.app.ui.theme_setting import keep_setting
+from mlxchat.app.ui.parts.kept_settings import keep_setting
 from mlxchat.app.ui.widgets.conversation_view import note
 from mlxchat.app.session.messages import LoadProgress
 from mlxchat.app.ui.widgets.switch_progress import SwitchProgress

@@ -11,9 +11,9 @@ from mlxchat.app.chats.tabs import KEEP_ALIVE_S
 from mlxchat.app.session.messages import EngineReady, LoadProgress, StartFailed
 from mlxchat.app.session.start import StartFailure
 from mlxchat.app.tools.listing import notice
-from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.parts.chat_host import ChatHost
 from mlxchat.app.ui.screens.loading import LoadingScreen
-from mlxchat.app.ui.server_notes import watch_servers
+from mlxchat.app.ui.parts.server_notes import watch_servers
 from mlxchat.engine import StartedEngine
 
 LISTING_CHECK_S = 0.5  # how often the app looks whether the servers have started and their listing was said

@@ -27,7 +27,7 @@ from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.file_attacher import FileAttacher, images_dir
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note, user_turn
-from mlxchat.app.ui.tool_round import next_round
+from mlxchat.app.ui.parts.tool_round import next_round
 from mlxchat.app.ui.widgets.pane_keys import PaneKeys
 from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
