@@ -1,14 +1,15 @@
 """The engine's public API: what the app (and any other caller) may use; tests/test_layout.py holds the app to it.
 
-Every name is imported on first use, not here: on Linux the CLI must load its BLAS (load_blas)
+Every name is imported on first use, not here: on Linux the CLI must load its BLAS (prepare_mlx)
 before anything imports mlx.core, and `import mlxchat.engine` must stay that cheap. Names
 whose module imports mlx.core (Engine, load_model) load MLX when they are first touched.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mlxchat.engine.door import lazy_names
 
 # public name -> the module that defines it ("module:name" where the module calls it otherwise)
 _NAMES: dict[str, str] = {
@@ -97,17 +98,7 @@ _NAMES: dict[str, str] = {
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, _, attr = _NAMES[name].partition(":")
-    value = getattr(importlib.import_module(module), attr or name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_NAMES))
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)
 
 
 if TYPE_CHECKING:  # what type checkers and editors see

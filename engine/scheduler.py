@@ -78,7 +78,7 @@ class SlotScheduler:
         self.forward = Forward(model, split)
         self._pass: _DecodePass | None = None
         self.slots = [Slot(i) for i in range(plan.parallel)]
-        self.store = self._new_store(plan)
+        self.store = SlotKVStore.for_model(model, plan.parallel, plan.per_slot, self.per_slot_dispatch, plan.kv_type)
         self.replies = ReplyStream(tokenizer, lambda: self.store)
         self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = PassMeter()

@@ -7,8 +7,9 @@ names before its BLAS is loaded, so `import mlxchat.engine.bench` must not load 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mlxchat.engine.door import lazy_names
 
 # public name -> the module that defines it
 _NAMES: dict[str, str] = {
@@ -69,16 +70,7 @@ _NAMES: dict[str, str] = {
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_NAMES[name]), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_NAMES))
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)
 
 
 if TYPE_CHECKING:  # what type checkers and editors see

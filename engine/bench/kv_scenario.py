@@ -113,9 +113,9 @@ def _greedy(loaded: LoadedModel, kv_dtype: str, chats: int, max_tokens: int) -> 
 
 def _bytes_per_token(loaded: LoadedModel, kv_dtype: str) -> int:
     from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.models import kv_footprint
+    from mlxchat.engine.kv.kinds import model_footprint
 
-    return kv_footprint(loaded.model, KVType(kv_dtype)).bytes_per_token
+    return model_footprint(loaded.model, KVType(kv_dtype)).bytes_per_token
 
 
 def _first_difference(a: list[int], b: list[int]) -> int | None:

@@ -61,7 +61,7 @@ def build_shape(name: str) -> LoadedModel:
     from mlxchat.engine.cpu.stored import HeldWeights
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import ready_for_slots
-    from mlxchat.engine.loading.models import kv_footprint
+    from mlxchat.engine.kv.kinds import model_footprint
     from mlxchat.engine.memory import format_bytes, memory_info
 
     if name not in SHAPES:
@@ -100,7 +100,7 @@ def build_shape(name: str) -> LoadedModel:
         weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
         trained_ctx=None,
         kv_type=KVType(),  # K/V as computed
-        kv_footprint=kv_footprint(model, KVType()),
+        kv_footprint=model_footprint(model, KVType()),
         config={},
     )
 

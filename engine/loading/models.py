@@ -152,24 +152,6 @@ def float_model(path: Path, dtype: str = "float32") -> nn.Module:
     return model
 
 
-def kv_footprint(model: nn.Module, kv_type: KVType) -> KVFootprint:
-    """What the slots hold per token (attention K/V, stored as `kv_type`) and per sequence (recurrent state), by
-    layer kind; a ModelLoadError where the heads cannot be stored so."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache
-
-    from mlxchat.engine.kv.kinds import footprint
-    from mlxchat.engine.kv.kv_types import UnsupportedKV
-
-    # A one-token forward is built but never evaluated: shapes and dtypes are known without computing.
-    cache = make_prompt_cache(model)
-    model(mx.array([[0]]), cache=cache)
-    try:
-        return footprint(cache, kv_type)
-    except UnsupportedKV as e:
-        raise ModelLoadError(str(e)) from e  # (the cause says that kv_dtype, not the model, is to change)
-
-
 def _refused(check: Callable[[nn.Module], Any], model: nn.Module) -> Any:
     """`check(model)`, with the engine's refusal (UnsupportedFamily) turned into a ModelLoadError before any chat."""
     from mlxchat.engine.loading.families import UnsupportedFamily
@@ -238,23 +220,41 @@ def load_model(
     from mlx.utils import tree_flatten
 
     from mlxchat.engine.cpu.stored import WeightsRefused, hold_weights
+    from mlxchat.engine.kv.kinds import model_footprint
+    from mlxchat.engine.kv.kv_types import UnsupportedKV
     from mlxchat.engine.loading.batch_check import ready_for_slots
     from mlxchat.engine.loading.families import layer_kinds
 
     report = progress or (lambda _: None)
-    kv_type = _kv_type(kv_dtype)
     source = resolve_model(spec)
-    mlx_path = _mlx_folder(source, cache_dir, report)
+    kv_type = _kv_type(kv_dtype)  # (a setting this device cannot store is refused before any download)
+    if source.kind in ("gguf", "default"):
+        from mlxchat.engine.loading.gguf_import import convert_gguf
+
+        assert source.path is not None
+        if cache_dir is None:
+            raise ModelLoadError(f"{source.path.name} must be converted once, and no cache folder was given for it.")
+        mlx_path = convert_gguf(source.path, cache_dir, report)
+    elif source.kind == "hub":
+        from mlxchat.engine.loading.download import download
+
+        mlx_path = download(source.spec, report)
+    else:
+        assert source.path is not None
+        mlx_path = source.path
     report(Progress("Loading weights", 0, 0))
     model, tokenizer, config, vision_note = _load_model_folder(mlx_path)
     # The layer kinds first: a model no slot can hold is refused before any conversion.
     _refused(layer_kinds, model)
     try:
         weights = hold_weights(model, weights_dtype, int8_activations, lambda step: report(Progress(step, 0, 0)))
+        kv = model_footprint(model, kv_type)
+    except UnsupportedKV as e:
+        raise ModelLoadError(str(e)) from e  # (the cause says that kv_dtype, not the model, is to change)
     except WeightsRefused as e:
         raise ModelLoadError(str(e)) from None
-    kv = kv_footprint(model, kv_type)
     report(Progress("Checking batched output against the model alone", 0, 0))
+    # After the forward passes above: a module that fills a table on its first call has done so by now.
     ready = _refused(lambda m: ready_for_slots(m, tokenizer), model)
     vision = getattr(model, "vision_parts", None)
     text = config.get("text_config") or {}
@@ -272,23 +272,6 @@ def load_model(
         sees=vision is not None,
         vision_note=vision_note,
     )
-
-
-def _mlx_folder(source: ModelSource, cache_dir: Path | None, report: Callable[[Progress], None]) -> Path:
-    """The MLX folder `source` loads from: a GGUF converted once into `cache_dir`, a Hub id downloaded, a folder."""
-    if source.kind in ("gguf", "default"):
-        from mlxchat.engine.loading.gguf_import import convert_gguf
-
-        assert source.path is not None
-        if cache_dir is None:
-            raise ModelLoadError(f"{source.path.name} must be converted once, and no cache folder was given for it.")
-        return convert_gguf(source.path, cache_dir, report)
-    if source.kind == "hub":
-        from mlxchat.engine.loading.download import download
-
-        return download(source.spec, report)
-    assert source.path is not None
-    return source.path
 
 
 def _kv_type(setting: str) -> KVType:

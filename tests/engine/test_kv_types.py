@@ -189,8 +189,8 @@ def test_q8_the_device_cannot_read_is_refused_at_load(monkeypatch):
     import mlx.core as mx
 
     from mlxchat.engine.kv.attention import q8_unreadable
-    from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.models import ModelLoadError, kv_footprint
+    from mlxchat.engine.kv.kinds import model_footprint
+    from mlxchat.engine.kv.kv_types import UnsupportedKV
 
     model = model_for("llama", "q8")
     cuda_error = ('[quantized_matmul] No implementation for problem shape: 4x4x32x2, transpose: true, activation: '
@@ -203,8 +203,8 @@ def test_q8_the_device_cannot_read_is_refused_at_load(monkeypatch):
     monkeypatch.setattr(mx, "quantized_matmul", quantized_matmul)
     q8_unreadable.cache_clear()
     try:
-        with pytest.raises(ModelLoadError) as refused:
-            kv_footprint(model, KVType("q8"))
+        with pytest.raises(UnsupportedKV) as refused:
+            model_footprint(model, KVType("q8"))
     finally:
         q8_unreadable.cache_clear()
     assert str(refused.value) == (f'kv_dtype = "q8": MLX on this device cannot read 8-bit K/V of this model\'s '
@@ -255,7 +255,8 @@ def test_each_type_is_counted_as_stored(tiny_model_dir: Path, tokenizer):
     import mlx.core as mx
 
     from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.models import kv_footprint, load_model
+    from mlxchat.engine.kv.kinds import model_footprint
+    from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.plan import SlotRequest
 
     # tiny llama: 2 layers x (K + V) x 2 KV heads x 16 dims.
@@ -268,7 +269,7 @@ def test_each_type_is_counted_as_stored(tiny_model_dir: Path, tokenizer):
     assert plan.kv_summary == "256.0 KiB (64.0 KiB per slot) · float16, 256 B a token"
     # q8 on 32-dim heads: one byte a value, a float32 scale and bias per group of 32.
     model = model_for("llama", "q8")  # 2 layers, 1 KV head of 32
-    assert kv_footprint(model, KVType("q8")).bytes_per_token == 2 * 2 * (32 + 2 * 4)
+    assert model_footprint(model, KVType("q8")).bytes_per_token == 2 * 2 * (32 + 2 * 4)
     engine = Engine(ready_for_slots(model, tokenizer), plan_of("q8"))
     try:
         engine.submit(0, tokens=PROMPTS[0], sampling=GREEDY).result(60)

@@ -200,6 +200,10 @@ class ChatPane(TitledBox, PaneKeys):
         """What the slot's status line reads now."""
         return self.seat_line.text
 
+    def ask(self, action: str, args: tuple[str, ...] = ()) -> None:
+        """Asks the app for `action` of this chat (Asked)."""
+        self.post_message(self.Asked(self, action, args))
+
     def key(self, action_id: str) -> str:
         """The key of an action as the user has it (remappable), for the messages that name it."""
         return keys.key_for(action_id, self._keymap)
