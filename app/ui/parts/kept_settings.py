@@ -1,17 +1,15 @@
-"""Settings the app changes as it is used, kept for the next start, all by one rule (`keep`): the `theme` (applied at
-start, an unknown name falling back, saying so; saved when the palette picks one), `show_timings` (alt+t), the
-model a switch keeps, and the slots F2 applies."""
+"""Settings the app changes as it is used, kept for the next start by the one rule of config.loading.keep_settings:
+the `theme` (applied at start, an unknown name falling back, saying so; saved when the palette picks one),
+`show_timings` (alt+t) and the model a switch keeps (the slots F2 applies are kept by its screen, by that rule)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from textual.app import App, InvalidThemeError
 
-from mlxchat.app.config.loading import save_settings
-from mlxchat.app.config.settings import ConfigError, Settings
+from mlxchat.app.config.loading import keep_settings
+from mlxchat.app.config.settings import ConfigError
 from mlxchat.app.paths import default_config_path
 from mlxchat.themes import DEFAULT_THEME, THEMES
 
@@ -33,22 +31,13 @@ def save_theme(app: Any, theme: object) -> None:
         keep_setting(app, "theme", name, f"The theme {name!r}")
 
 
-def keep(settings: Settings, updates: Mapping[str, Any]) -> tuple[Settings, Path]:
-    """Writes `updates` to the user's config file (the one `settings` came from, else the default one) for the next
-    start; returns `settings` with them, which the app runs on from then, and the file. ConfigError or OSError say
-    why they were not written (then nothing changed)."""
-    path = settings.config_file or default_config_path()
-    save_settings(updates, path)
-    return settings.model_copy(update=dict(updates)), path
-
-
 def keep_setting(app: Any, key: str, value: Any, what: str) -> None:
-    """Keeps `key` = `value` (`keep`) in `app.settings` and the config file; says so where it could not (`what`: the
+    """Keeps `key` = `value` in `app.settings` and the config file (keep_settings); says so where it could not (`what`: the
     setting, in words)."""
     if getattr(app.settings, key) == value:
         return
     try:
-        app.settings, _ = keep(app.settings, {key: value})
+        app.settings, _ = keep_settings(app.settings, {key: value})
     except (ConfigError, OSError) as exc:
         path = app.settings.config_file or default_config_path()
         app.notify(f"{what} could not be saved to {path}: {exc}", severity="warning")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -20,12 +19,11 @@ from textual.validation import Integer
 from textual.widgets import Button, Footer, Input, Label, Static
 
 from mlxchat.app.config.limits import CONTEXT_CEILING
+from mlxchat.app.config.loading import keep_settings
 from mlxchat.app.config.settings import ConfigError, Settings, settings_problems
 from mlxchat.app.paths import default_config_path
 from mlxchat.app.session.messages import PlanChanged, PlanRefused
 from mlxchat.app.session.session import Session
-from mlxchat.app.ui.parts.chat_host import ChatHost
-from mlxchat.app.ui.parts.kept_settings import keep
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.modal import AppModalScreen
 from mlxchat.app.ui.widgets.slider import Slider
@@ -225,13 +223,13 @@ class SlotsScreen(AppModalScreen[None]):
         self.notify(f"The slots were not changed: {event.error}", severity="error", timeout=10)
 
     def _save(self, plan: SlotPlan) -> None:
-        """Keeps the applied values (kept_settings.keep: the app's settings and the config file) and says where (or
-        why it could not)."""
-        host = cast(ChatHost, self.app)
-        path: Path = host.settings.config_file or default_config_path()
+        """Keeps the applied values (keep_settings: the config file and the app's settings) and says where (or why it
+        could not)."""
+        path: Path = self._settings.config_file or default_config_path()
         title = f"Applied: {plan.summary}"
         try:
-            host.settings, _ = keep(host.settings, {"parallel": plan.requested_parallel, "ctx_size": plan.ctx_size})
+            self.app.settings, _ = keep_settings(self.app.settings, {"parallel": plan.requested_parallel,
+                                                                     "ctx_size": plan.ctx_size})
         except ConfigError as exc:
             self.notify(f"Not saved: {exc}", title=title, severity="error", timeout=15)
         except OSError as exc:
