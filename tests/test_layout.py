@@ -316,3 +316,25 @@ def test_the_wheel_installs_only_mlxchat_with_every_package_and_stylesheet(tmp_p
     assert len(stylesheets) >= 9 and len(wheel_sheets) == len(stylesheets)
     for sheet in stylesheets:
         assert "mlxchat/" + str(sheet) in wheel_sheets
+
+
+def test_no_class_of_the_app_declares_attributes_typed_any() -> None:
+    """A class says what it holds with its types: no `name: Any` in a class body (a mixin borrowing its host's
+    attributes untyped, as PaneKeys did)."""
+    bad = []
+    for name, path in MODULES.items():
+        if not name.startswith("mlxchat.app"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bad += [f"{name}:{item.lineno} {node.name}.{ast.unparse(item.target)}: Any" for item in node.body
+                        if isinstance(item, ast.AnnAssign) and ast.unparse(item.annotation) == "Any"]
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_workarounds_import_textual_s_private_modules() -> None:
+    """What leans on Textual's internals (textual._*) is in app/ui/workarounds, each saying what it works around."""
+    bad = [f"{name}:{i.line} imports {i.target}" for name, found in GRAPH.items()
+           if name.startswith("mlxchat.app") and not name.startswith("mlxchat.app.ui.workarounds")
+           for i in found if i.target.startswith("textual._")]
+    assert not bad, "\n".join(bad)
