@@ -2,7 +2,7 @@
 
 Every name is imported on first use, not here: on Linux the CLI must load its BLAS (prepare_mlx)
 before anything imports mlx.core, and `import mlxchat.engine` must stay that cheap. Names
-whose module imports mlx.core (Engine, load_model) load MLX when they are first touched.
+whose module imports mlx.core (load_model, RemoteEngine's) load MLX when they are first touched.
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ _NAMES: dict[str, str] = {
     # loading.progress
     "ModelLoadError": "mlxchat.engine.loading.progress",
     "Progress": "mlxchat.engine.loading.progress",
-    # local_engine
-    "Engine": "mlxchat.engine.local_engine",
     # memory
     "check_memory": "mlxchat.engine.memory",
     "DEFAULT_DISK_KV_MB": "mlxchat.engine.memory",
@@ -79,6 +77,8 @@ _NAMES: dict[str, str] = {
     "remote_plan": "mlxchat.engine.remote.state",
     # requests
     "Messages": "mlxchat.engine.requests",
+    # speculation.draft_load
+    "describe_draft": "mlxchat.engine.speculation.draft_load",
     # speculation.notes
     "model_speculation": "mlxchat.engine.speculation.notes",
     # startup
@@ -131,7 +131,6 @@ if TYPE_CHECKING:  # what type checkers and editors see
     )
     from mlxchat.engine.loading.models import load_model, LoadedModel, resolve_model
     from mlxchat.engine.loading.progress import ModelLoadError, Progress
-    from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.memory import (
         check_memory,
         DEFAULT_DISK_KV_MB,

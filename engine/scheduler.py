@@ -31,6 +31,7 @@ from mlxchat.engine.rate import PassMeter
 from mlxchat.engine.reply_stream import ReplyStream
 from mlxchat.engine.sampling import SlotSampler, sample_rows
 from mlxchat.engine.slots import Request, Slot
+from mlxchat.engine.speculation.drafter import DraftModel, Drafter
 from mlxchat.engine.speculation.verify import Verifier
 from mlxchat.engine.status import EngineInfo, engine_snapshot
 from mlxchat.engine.prefill.images import NoImages, request_prompt
@@ -61,11 +62,13 @@ class SlotScheduler:
         park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
         disk: DiskTier | None = None,
         prefill_stall: float = STALL,
+        draft: DraftModel | None = None,
     ) -> None:
         """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default).
         `ready`: the model and tokenizer, checked for the slots on the thread that built them (load_model does it;
         engine.loading.batch_check.ready_for_slots). `disk`: the saved-KV tier, if any.
-        `prefill_stall`: how many times their usual step streaming slots may take while a prompt is read."""
+        `prefill_stall`: how many times their usual step streaming slots may take while a prompt is read.
+        `draft`: the draft model that drafts for replies with speculative = "draft", if any."""
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
         self.model = model = ready.model
@@ -83,7 +86,7 @@ class SlotScheduler:
         self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = PassMeter()
         self.costs = StepCosts(prefill_stall)
-        self.verifier = Verifier(self.forward, self.replies, lambda: self.store, self.rate)
+        self.verifier = Verifier(self.forward, self.replies, lambda: self.store, self.rate, draft and Drafter(draft))
         # Prompt tokens one pass reads when nothing streams (engine.prefill.policy).
         self.prefill_budget = prefill_budget()
         self._rr = 0
@@ -444,4 +447,4 @@ class SlotScheduler:
     def snapshot(self) -> EngineSnapshot:
         """Every slot's state and the engine-wide figures, as of the last step (safe from any thread)."""
         return engine_snapshot(self.slots, self.store, self.info, self._memory, self.rate, self.prefixes,
-                               self.rate.widest)
+                               self.rate.widest, self.verifier.note)

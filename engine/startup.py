@@ -20,10 +20,12 @@ from mlxchat.engine.plan import ModelFacts, SlotPlan, SlotRequest
 if TYPE_CHECKING:
     from mlxchat.engine.chat_engine import ChatEngine
     from mlxchat.engine.cpu.blas import BlasInfo
+    from mlxchat.engine.loading.models import LoadedModel
+    from mlxchat.engine.speculation.drafter import DraftModel
 
 # Which step refused: the model (missing, unreadable), its family (layers the engine cannot hold),
 # the slot plan (the caller's sizes), or memory (weights and KV beyond the machine).
-StartStep = Literal["model", "family", "kv", "plan", "memory"]
+StartStep = Literal["model", "family", "kv", "plan", "memory", "draft"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class EngineConfig:
     nice: int  # the engine threads' priority below the UI's
     prefill_stall: float
     int8_activations: bool = False  # quantized layers multiply rows rounded to int8
+    draft_model: str | None = None  # a model that drafts for replies with speculative = "draft", as `model` is given
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,10 @@ def start_local(
     refused = [*refuse(loaded.trained_ctx), *plan.errors]
     if refused:
         raise StartError("\n".join(refused), "plan")
-    memory = check_memory(loaded.weights_bytes, plan.kv_bytes)
+    draft, draft_bytes, draft_warning = _draft(config, loaded, plan, progress)
+    memory = check_memory(loaded.weights_bytes + draft_bytes[0], plan.kv_bytes + draft_bytes[1])
     if memory.error:
-        raise StartError(memory.error, "plan")
+        raise StartError(memory.error + (_with_draft(*draft_bytes) if draft else ""), "plan")
     progress(Progress("Starting the engine", 0, 0))
     info = EngineInfo(
         model=loaded.source.display_name,
@@ -136,7 +140,7 @@ def start_local(
             loaded.ready, plan, info=info, split=tuned.split if tuned else None,
             park_budget_bytes=config.park_budget_mb * 2**20, nice=config.nice,
             disk=DiskTier(config.kv_dir, config.disk_kv_mb * 2**20, loaded.kv_key),
-            prefill_stall=config.prefill_stall,
+            prefill_stall=config.prefill_stall, draft=draft,
         )
     except MemoryError:
         raise StartError(f"there is not enough memory for the KV cache of {plan.summary}", "memory") from None
@@ -145,10 +149,37 @@ def start_local(
     # for about half as long (measured: up to 223 ms of CPU per collection before, 121 after).
     gc.collect()
     gc.freeze()
-    warnings = plan.warnings + ((memory.warning,) if memory.warning else ()) + tuple(filter(None, [loaded.vision_note]))
+    warnings = plan.warnings + ((memory.warning,) if memory.warning else ()) + tuple(filter(None, [loaded.vision_note, draft_warning]))
     return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
                          thinking_switch=has_thinking_switch(loaded.tokenizer),
                          takes_tools=takes_tools(loaded.tokenizer), sees=loaded.sees)
+
+
+def _draft(config: EngineConfig, loaded: LoadedModel, plan: SlotPlan, progress: Callable[[Progress], None]
+           ) -> tuple[DraftModel | None, tuple[int, int], str | None]:
+    """The draft model `config` names, loaded and checked against the target (StartError "draft" saying why not),
+    the bytes of its weights and of its K/V for `plan`'s slots, and a warning where it was trained on fewer tokens
+    than a slot holds; (None, (0, 0), None) where none is named."""
+    from mlxchat.engine.speculation.draft_load import draft_kv_bytes, load_draft
+
+    if not config.draft_model:
+        return None, (0, 0), None
+    try:
+        draft, held = load_draft(config.draft_model, loaded, config.weights_dtype, progress, cache_dir=config.models_dir,
+                                 kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
+    except ModelLoadError as exc:  # (DraftRefused among them)
+        raise StartError(str(exc), "draft") from None
+    short = held.trained_ctx is not None and held.trained_ctx < plan.per_slot
+    warning = (f"The draft model {draft.name} was trained on {held.trained_ctx} tokens, fewer than a slot's "
+               f"{plan.per_slot}: past them its drafts are rarely taken (replies stay the same)") if short else None
+    return draft, (held.weights_bytes, draft_kv_bytes(held, plan.parallel, plan.per_slot)), warning
+
+
+def _with_draft(weights_bytes: int, kv_bytes: int) -> str:
+    from mlxchat.engine.memory import format_bytes
+
+    return (f" (the draft model's {format_bytes(weights_bytes)} of weights and {format_bytes(kv_bytes)} of K/V "
+            "included: unset draft_model, or name a smaller one)")
 
 
 def retire(engine: ChatEngine) -> None:

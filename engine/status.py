@@ -32,8 +32,10 @@ def engine_snapshot(
     rate: RateMeter,
     prefixes: Prefixes,
     widest_pass: int,
+    drafting: str = "",
 ) -> EngineSnapshot:
-    """Every slot's state and the engine-wide figures, from the scheduler's parts (read from any thread)."""
+    """Every slot's state and the engine-wide figures, from the scheduler's parts (read from any thread); `drafting`:
+    the draft model's note, if one is loaded (engine.speculation.notes.draft_note)."""
     slots = []
     allocated = store.nbytes
     held = [store.bytes_used(i) for i in range(store.n_slots)]
@@ -82,5 +84,5 @@ def engine_snapshot(
         disk_notes=prefixes.disk.said() if prefixes.disk else (),
         widest_pass=widest_pass,
         kv_dtype=store.kv_type.name,
-        speculation=speculation_note(store.rolls_back, info.batching),
+        speculation="; ".join(filter(None, [speculation_note(store.rolls_back, info.batching), drafting])),
     )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from textual import events
 from textual.message import Message
 
+from mlxchat.app.bench.gil_waits import Clocks, GilWaits, Split
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.workarounds.gc_hold import COLLECT_AFTER_S
 from mlxchat.app.ui.widgets.chat_input import ChatInput
@@ -30,7 +31,7 @@ from mlxchat.engine import Done, Event
 from mlxchat.engine.bench import SCENARIOS
 
 if TYPE_CHECKING:
-    from mlxchat.engine import Engine
+    from mlxchat.engine.bench import Engine
 
 KEY_INTERVAL_S = 0.2
 # A letter, then backspace, as a user typing and correcting: the input's text stays one line.
@@ -107,6 +108,8 @@ class UiBenchResult:
     headless: list[RoundResult] = field(default_factory=list)
     with_ui: list[RoundResult] = field(default_factory=list)
     key_latencies_s: list[float] = field(default_factory=list)
+    slowest_key: Split | None = None  # where the slowest key's time went (None where it cannot be read)
+    gil_waits: GilWaits = field(default_factory=GilWaits)  # the UI thread's, during the UI rounds
 
     def table(self) -> str:
         """The result as the command prints it."""
@@ -136,6 +139,11 @@ class UiBenchResult:
             f"  key press -> text in the input: p50 {statistics.median(keys) * 1000:.0f} ms, "
             f"p95 {p95 * 1000:.0f} ms, max {keys[-1] * 1000:.0f} ms ({len(self.key_latencies_s)} keys)"
         )
+        if self.slowest_key is not None:
+            lines.append(f"  the slowest key, {self.slowest_key.words()}")
+        if self.gil_waits.longest_s is not None:
+            lines.append(f"  the UI thread's longest wait for the GIL while chats streamed: "
+                         f"{self.gil_waits.longest_s * 1000:.0f} ms")
         return "\n".join(lines)
 
 
@@ -163,7 +171,7 @@ def run_ui_bench(settings: Settings, slots: int, repeats: int, db_path: Path) ->
                 # hold the GIL in the middle of the headless round, slowing the engine there and not in the UI's.
                 await pilot.pause(SETTLE_S)
                 result.headless.append(await asyncio.to_thread(_headless_round, app, prompts, system))
-                result.with_ui.append(await _ui_round(app, pilot, prompts, ends, result.key_latencies_s))
+                result.with_ui.append(await _ui_round(app, pilot, prompts, ends, result))
 
     asyncio.run(main())
     return result
@@ -217,8 +225,7 @@ class ReplyEnds:
                 message.pane.app.call_after_refresh(lambda: shown.set_result(time.perf_counter()))
 
 
-async def _ui_round(app: ChatApp, pilot, prompts: list[str], ends: ReplyEnds,
-                    latencies: list[float]) -> RoundResult:
+async def _ui_round(app: ChatApp, pilot, prompts: list[str], ends: ReplyEnds, result: UiBenchResult) -> RoundResult:
     """Opens a chat per prompt in the grid, sends them all, types keys while they stream, closes them."""
     for _ in prompts:
         await app.action_new_chat()
@@ -243,11 +250,16 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], ends: ReplyEnds,
     while not panes[0].busy:
         await asyncio.sleep(0.01)
     typed = itertools.cycle(TYPED)
+    result.gil_waits.start()
     while not shown.done():
-        latencies.append(await _key_latency(app, panes[0], *next(typed)))
+        wall, split = await _key_latency(app, panes[0], *next(typed))
+        result.key_latencies_s.append(wall)
+        if split and (result.slowest_key is None or wall > result.slowest_key.wall):
+            result.slowest_key = split
         await asyncio.wait([shown], timeout=KEY_INTERVAL_S)
         if not any(p.busy for p in panes) and not (await asyncio.wait([shown], timeout=KEY_TIMEOUT_S))[0]:
             raise RuntimeError("a chat's turn ended without a reply shown (did the engine refuse a prompt?)")
+    await result.gil_waits.stop()
     seconds = shown.result() - start
     rate, ui_cpu = steady.stop()
     tokens = sum(p.last_stats.generated_tokens for p in panes if p.last_stats is not None)
@@ -256,15 +268,22 @@ async def _ui_round(app: ChatApp, pilot, prompts: list[str], ends: ReplyEnds,
     return RoundResult(tokens, seconds, rate, ui_cpu)
 
 
-async def _key_latency(app: ChatApp, pane: ChatPane, key: str, character: str | None) -> float:
-    """Presses `key` as the terminal driver would and returns how long until the input's text changed."""
+async def _key_latency(app: ChatApp, pane: ChatPane, key: str, character: str | None) -> tuple[float, Split | None]:
+    """Presses `key` as the terminal driver would; how long until the input's text changed, and where that time went
+    (None where the thread's clocks cannot be read)."""
     pane.focus_input()
     box = pane.chat_input
     before = box.text
+    clocks = Clocks.read()
     start = time.perf_counter()
     app.post_message(events.Key(key, character))
     while box.text == before:
         if time.perf_counter() - start > KEY_TIMEOUT_S:
             raise RuntimeError(f"the key {key!r} did not reach the chat's input in {KEY_TIMEOUT_S:.0f} s")
         await asyncio.sleep(0.001)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = Clocks.read()
+    if clocks is None or after is None:
+        return wall, None
+    split = Split.between(clocks, after)
+    return split.wall, split

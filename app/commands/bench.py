@@ -13,7 +13,7 @@ from typing import Any
 
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
-from mlxchat.app.paths import tuning_file
+from mlxchat.app.paths import models_cache_dir, tuning_file
 from mlxchat.engine.bench import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_SLOTS,
@@ -157,10 +157,22 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
     return 0
 
 
+def _draft(settings: Settings, loaded: Any) -> Any:
+    """The draft model `draft_model` names, loaded and checked as the app does (None: none is set)."""
+    from mlxchat.app.commands.console_progress import ConsoleProgress
+    from mlxchat.engine.bench import load_draft
+
+    if not settings.draft_model:
+        return None
+    with ConsoleProgress() as progress:
+        return load_draft(settings.draft_model, loaded, settings.weights_dtype, progress, cache_dir=models_cache_dir(),
+                          kv_dtype=settings.kv_dtype, int8_activations=settings.int8_activations)[0]
+
+
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`--scenario long` (streaming gaps while a long prompt is read), `resume` (a chat reopened after a
     restart, with and without the disk tier), `kv` (each kv_dtype against float64 and float32) or `speculative`
-    (lookup drafts against none): one run, its table and JSON."""
+    (lookup drafts, and `draft_model`'s where set, against none): one run, its table and JSON."""
     from mlxchat.engine.bench import (
         format_kv_table,
         format_long_table,
@@ -176,7 +188,8 @@ def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -
     says = {LONG_SCENARIO: "the long prompt alone, then with the chats streaming",
             RESUME_SCENARIO: "a chat's first turn, a quit, a restart, its next turn",
             KV_SCENARIO: "each kv_dtype: teacher-forced against float64, greedy against float32",
-            SPECULATIVE_SCENARIO: "the edit task, plain prompts and 8 edit chats, without drafts and with"}
+            SPECULATIVE_SCENARIO: "the edit task, plain prompts and 8 edit chats, without drafts and with"
+                                  + (f" (lookup's and {settings.draft_model}'s)" if settings.draft_model else "")}
     print(f"bench: {args.scenario}: {says[args.scenario]}...", file=sys.stderr, flush=True)
     report = make_report(loaded, [])
     model, device = f"{report.model} | {report.dtype}", f"{report.device} | BLAS {report.blas}"
@@ -187,8 +200,8 @@ def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -
         records = run_kv_bench(loaded)
         print(format_kv_table(model, device, records))
     elif args.scenario == SPECULATIVE_SCENARIO:
-        records = run_speculative_bench(loaded)
-        print(format_speculative_table(model, device, records))
+        records, cost = run_speculative_bench(loaded, draft=_draft(settings, loaded))
+        print(format_speculative_table(model, device, records, cost))
     else:
         records = run_resume_bench(loaded)
         print(format_resume_table(model, device, records))

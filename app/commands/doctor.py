@@ -105,6 +105,8 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
         _plan_lines(line, plan, loaded is not None)
         if loaded:
             line("speculation", model_speculation(loaded, plan.per_slot))
+            if settings.draft_model:
+                problems += _draft_line(line, settings, loaded, plan)
 
     available = format_bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
     total = f" of {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
@@ -116,6 +118,25 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
     if refused or settings_refused:
         return EXIT_USAGE
     return 1 if problems else 0
+
+
+def _draft_line(line: Line, settings: Settings, loaded: LoadedModel, plan: SlotPlan) -> int:
+    """The draft model's line: what it is and how often it agrees with the model, or why it cannot draft (1)."""
+    from mlxchat.app.commands.console_progress import ConsoleProgress
+    from mlxchat.app.paths import models_cache_dir
+    from mlxchat.engine import describe_draft
+
+    assert settings.draft_model
+    try:
+        with ConsoleProgress() as progress:
+            line("  draft", describe_draft(settings.draft_model, loaded, settings.weights_dtype, progress,
+                                           cache_dir=models_cache_dir(), kv_dtype=settings.kv_dtype,
+                                           int8_activations=settings.int8_activations, parallel=plan.parallel,
+                                           per_slot=plan.per_slot))
+    except ModelLoadError as exc:  # (the draft cannot draft for the model: DraftRefused)
+        line("  draft", f"ERROR: {exc}")
+        return 1
+    return 0
 
 
 def kernel_line() -> str:

@@ -73,12 +73,13 @@ class Sampling(BaseModel):
     """The most tokens a reply may reason with: at the budget the engine ends the reasoning (it writes the
     model's end-of-reasoning marker) and the answer follows, as llama.cpp's --reasoning-budget. Unset: no cap."""
 
-    speculative: Literal["off", "lookup"] = "off"
+    speculative: Literal["off", "lookup", "draft"] = "off"
     """Speculative decoding: "lookup" drafts the next tokens from the chat's own text (its attachments, earlier
-    turns and the reply so far) and checks them in the batched pass, so a reply that repeats its context comes
-    several tokens a pass. The reply is the same, token for token, as without it (greedy and seeded) where the
-    pass is batch-invariant (`mlxchat doctor` says); models with sliding windows shorter than a slot or recurrent
-    layers do not speculate. "off": one token a pass (each chat can change it in F5)."""
+    turns and the reply so far), "draft" has the draft model (`draft_model`) draft them; either way they are
+    checked in the batched pass, so a reply comes several tokens a pass where the drafts are right. The reply is
+    the same, token for token, as without it (greedy and seeded) where the pass is batch-invariant (`mlxchat
+    doctor` says); models with sliding windows shorter than a slot or recurrent layers do not speculate. "off":
+    one token a pass (each chat turns it on or off in F5)."""
 
     def params(self) -> SamplingParams:
         """The engine's sampling type for these values: the one conversion between the two."""
@@ -201,6 +202,12 @@ class Settings(BaseSettings):
     model's word for word, though batched ones still equal each prompt's alone; `mlxchat bench --scenario kv`
     shows how often the next token agrees with a float64 reference either way."""
 
+    draft_model: str | None = Field(None, examples=["~/models/SmolLM2-135M-Instruct.Q8_0.gguf"])
+    """A smaller model that drafts for the chats with speculative = "draft", given as `model` is and loaded
+    with it: it proposes the next tokens, the model checks them, and replies stay the same token for token.
+    It must have the model's tokenizer (a smaller model of its family): another vocabulary is refused at start.
+    Its weights and its own K/V (a slot's length for every slot) count in the memory check. Unset: none."""
+
     blas: str = Field("auto", min_length=1)
     """Linux CPU only: the BLAS library MLX multiplies matrices with. "auto" prefers Intel MKL
     installed in this environment, then the system's OpenBLAS; a path loads that library; "off"
@@ -298,6 +305,13 @@ class Settings(BaseSettings):
         """Where the value of `key` (dotted inside a table) came from: its flag, variable or file, or "default"."""
         return self._origins.get(key, "default")
 
+    @property
+    def drafting_way(self) -> str:
+        """What turning a chat's speculation on (F5) asks for: the config's way, else "draft" where a draft model
+        is set, else "lookup"."""
+        way = self.sampling.speculative
+        return way if way != "off" else "draft" if self.draft_model else "lookup"
+
     def described(self, key: str) -> str:
         """`key = value (origin)`, as messages name a setting."""
         value: Any = self
@@ -342,4 +356,7 @@ def settings_problems(settings: Settings, trained_ctx: int | None = None) -> lis
         f"{settings.described(key)} is more than the model can use: {why}"
         for key, why in model_limits(values, trained_ctx)
     ]
+    if settings.sampling.speculative == "draft" and not settings.draft_model:
+        problems.append(f'{settings.described("sampling.speculative")} and no draft_model is set: set draft_model '
+                        'to a smaller model with the same tokenizer, or speculative to "lookup"')
     return problems

@@ -35,6 +35,8 @@ REMEDIES = {
     "kv": ('Set `kv_dtype` in the config file (or MLXCHAT_KV_DTYPE) to "float16" or "bfloat16".', EXIT_USAGE),
     "plan": (PLAN_REMEDY, EXIT_USAGE),
     "memory": (PLAN_REMEDY, EXIT_FAILURE),
+    "draft": ("Set `draft_model` in the config file (or MLXCHAT_DRAFT_MODEL) to a model with the model's tokenizer, "
+              "or unset it.", EXIT_USAGE),
 }
 
 
@@ -53,6 +55,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         nice=settings.engine_nice,
         prefill_stall=settings.prefill_stall,
         int8_activations=settings.int8_activations,
+        draft_model=settings.draft_model,
     )
 
 

@@ -49,9 +49,8 @@ STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's 
 class ChatApp(App[int]):
     """Several chats at once with one local model: tabs of chats over the engine's slots.
 
-    It owns its start (app.ui.startup), its saved chats (app.ui.saved_chats), its fan-outs (app.ui.fan_outs)
-    and what chats ask of it (app.ui.chat_actions), and routes their messages to them; the chats' state is
-    their Conversations'.
+    It owns its parts (app.ui.parts: its start, its saved chats, its fan-outs, what chats ask of it, ...) and routes
+    their messages to them; the chats' state is their Conversations'.
     """
 
     TITLE = "mlxchat"

@@ -13,6 +13,9 @@ from mlxchat.engine.door import lazy_names
 
 # public name -> the module that defines it
 _NAMES: dict[str, str] = {
+    # what the bench runs of the engine itself: the engine (the UI bench's headless side) and a draft model
+    "Engine": "mlxchat.engine.local_engine",
+    "load_draft": "mlxchat.engine.speculation.draft_load",
     # kv_scenario
     "format_kv_table": "mlxchat.engine.bench.kv_scenario",
     "KV_SCENARIO": "mlxchat.engine.bench.kv_scenario",
@@ -74,6 +77,8 @@ __getattr__, __dir__ = lazy_names(__name__, _NAMES)
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
+    from mlxchat.engine.local_engine import Engine
+    from mlxchat.engine.speculation.draft_load import load_draft
     from mlxchat.engine.bench.kv_scenario import format_kv_table, KV_SCENARIO, run_kv_bench
     from mlxchat.engine.bench.long_scenario import (
         format_long_table,

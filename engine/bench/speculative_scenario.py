@@ -1,12 +1,16 @@
-"""`mlxchat bench --scenario speculative`: speculative decoding (lookup drafts) against the plain path, run for run.
+"""`mlxchat bench --scenario speculative`: speculative decoding (lookup drafts, and a draft model's where
+`draft_model` is set) against the plain path, run for run.
 
-Three workloads, each played with speculative = "off" and "lookup" in turn on one engine (the order swapped from
-round to round, so a machine that slows down mid-run weighs on both alike):
+Three workloads, each played with speculative = "off", "lookup" (and "draft") in turn on one engine (the order turned
+from round to round, so a machine that slows down mid-run weighs on each alike):
 
 - the edit task: one chat given an attached text of about 1,000 tokens and asked to write it again with a small
   change, greedy and seeded: decode tok/s, and whether the reply is the same;
 - plain chat prompts (questions whose answers repeat little): decode tok/s, one chat at a time;
 - 8 chats of the edit task at once, each with its own change: their decode tok/s together, every reply the same.
+
+With a draft model, the edit task is played once more with its pass taken as free (the cost rule then never stops it),
+for its acceptance and its cost: what a pass of it takes against the fixed part of the target's.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from mlxchat.engine.events import SamplingParams
 if TYPE_CHECKING:
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.loading.models import LoadedModel
+    from mlxchat.engine.speculation.drafter import DraftModel
 
 SPECULATIVE_SCENARIO = "speculative"
 EDIT_TOKENS = 256  # each reply's tokens (the whole text is longer: a reply is cut there)
@@ -37,7 +42,8 @@ CHANGES = (("Monday", "Tuesday"), ("Friday", "Saturday"), ("team", "group"), ("r
 
 @dataclass(frozen=True)
 class SpeculativeRecord:
-    """One workload's runs: median decode tok/s without and with lookup drafts, and what the drafts did."""
+    """One workload's runs: median decode tok/s without drafts, with lookup's and with a draft model's (0: not run),
+    and what the drafts did."""
 
     workload: str
     chats: int
@@ -46,11 +52,10 @@ class SpeculativeRecord:
     lookup_tok_s: float
     drafted: int  # over every run with lookup
     accepted: int
-    identical: bool  # every reply with lookup equals the reply without, run for run
-
-    @property
-    def speedup(self) -> float:
-        return self.lookup_tok_s / self.plain_tok_s if self.plain_tok_s else 0.0
+    identical: bool  # every reply with drafts equals the reply without, run for run
+    draft_tok_s: float = 0.0
+    draft_drafted: int = 0  # over every run with the draft model
+    draft_accepted: int = 0
 
 
 def edit_text() -> str:
@@ -82,48 +87,74 @@ def plain_chats() -> list[list[dict[str, str]]]:
             for q in QUESTIONS[:4]]
 
 
-def run_speculative_bench(loaded: LoadedModel, rounds: int = ROUNDS) -> list[SpeculativeRecord]:
-    """Every workload, `rounds` times each way, on one engine of CHATS slots."""
+@dataclass(frozen=True)
+class DraftCost:
+    """What the draft model's passes cost, as the engine measured them (engine.speculation.verify.Verifier)."""
+
+    name: str
+    pass_ms: float  # one drafting pass of it
+    target_fixed_ms: float  # the fixed part of a target's checking pass (what a pass costs whatever its rows)
+
+    @property
+    def ratio(self) -> float:
+        return self.pass_ms / self.target_fixed_ms if self.target_fixed_ms else 0.0
+
+
+def run_speculative_bench(loaded: LoadedModel, rounds: int = ROUNDS, draft: DraftModel | None = None
+                          ) -> tuple[list[SpeculativeRecord], DraftCost | None]:
+    """Every workload, `rounds` times each way, on one engine of CHATS slots; with `draft`, what its passes cost."""
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.plan import SlotRequest
 
     longest = len(loaded.tokenizer.apply_chat_template(edit_chat(CHANGES[0]), add_generation_prompt=True))
     per_slot = -(-(longest + 64 + EDIT_TOKENS) // CTX_ROUNDING) * CTX_ROUNDING
     plan = loaded.facts.evaluate(SlotRequest(CHATS, CHATS * per_slot, parallel_max=CHATS), capped=False)
-    engine = Engine(loaded.ready, plan)
+    engine = Engine(loaded.ready, plan, draft=draft)
     greedy = SamplingParams(max_tokens=EDIT_TOKENS)
+    modes = ("off", "lookup", "draft") if draft else ("off", "lookup")
     try:
         engine.submit(0, plain_chats()[0], sampling=SamplingParams(max_tokens=8)).result()  # warm-up
-        return [
-            _compare(engine, "edit task, greedy", [edit_chat(CHANGES[0])], greedy, rounds),
+        records = [
+            _compare(engine, "edit task, greedy", [edit_chat(CHANGES[0])], greedy, rounds, modes),
             _compare(engine, "edit task, seeded", [edit_chat(CHANGES[0])], replace(SEEDED, max_tokens=EDIT_TOKENS),
-                     rounds),
-            _compare(engine, "plain prompts", plain_chats(), SamplingParams(max_tokens=PLAIN_TOKENS), rounds,
+                     rounds, modes),
+            _compare(engine, "plain prompts", plain_chats(), SamplingParams(max_tokens=PLAIN_TOKENS), rounds, modes,
                      at_once=False),
-            _compare(engine, f"edit task, {CHATS} chats", [edit_chat(c) for c in CHANGES[:CHATS]], greedy, rounds),
+            _compare(engine, f"edit task, {CHATS} chats", [edit_chat(c) for c in CHANGES[:CHATS]], greedy, rounds,
+                     modes),
         ]
+        if draft is None:
+            return records, None
+        verifier = engine.core.verifier
+        engine.call(lambda: setattr(verifier, "draft_cost", 0.0)).result()
+        records.append(_compare(engine, "edit task, greedy, draft's pass free", [edit_chat(CHANGES[0])], greedy, rounds,
+                                ("off", "draft")))
+        pass_s, fixed_s = engine.call(lambda: verifier.pass_costs).result()
+        return records, DraftCost(draft.name, 1000 * pass_s, 1000 * fixed_s)
     finally:
         engine.shutdown(timeout=60)
 
 
 def _compare(engine: Engine, name: str, chats: list[list[dict[str, str]]], sampling: SamplingParams, rounds: int,
-             at_once: bool = True) -> SpeculativeRecord:
-    """`chats` played without drafts and with, `rounds` times, the order swapped each round."""
-    rates: dict[str, list[float]] = {"off": [], "lookup": []}
-    texts: dict[str, list[list[str]]] = {"off": [], "lookup": []}
-    drafted = accepted = 0
+             modes: tuple[str, ...], at_once: bool = True) -> SpeculativeRecord:
+    """`chats` played each way of `modes` ("off" first), `rounds` times, the order turned each round."""
+    rates: dict[str, list[float]] = {mode: [] for mode in modes}
+    texts: dict[str, list[list[str]]] = {mode: [] for mode in modes}
+    drafted = dict.fromkeys(modes, 0)
+    accepted = dict.fromkeys(modes, 0)
     for r in range(rounds):
-        for mode in ("off", "lookup") if r % 2 == 0 else ("lookup", "off"):
+        for mode in modes[r % len(modes):] + modes[: r % len(modes)]:
             dones = _play(engine, chats, replace(sampling, speculative=mode), at_once)
             # Chats at once: their rates add up (they decode together); one at a time: their mean.
             per_chat = [d.stats.decode_tok_s for d in dones]
             rates[mode].append(sum(per_chat) if at_once else statistics.mean(per_chat))
             texts[mode].append([d.text for d in dones])
-            if mode == "lookup":
-                drafted += sum(d.stats.drafted_tokens for d in dones)
-                accepted += sum(d.stats.accepted_tokens for d in dones)
-    return SpeculativeRecord(name, len(chats), rounds, statistics.median(rates["off"]),
-                             statistics.median(rates["lookup"]), drafted, accepted, texts["off"] == texts["lookup"])
+            drafted[mode] += sum(d.stats.drafted_tokens for d in dones)
+            accepted[mode] += sum(d.stats.accepted_tokens for d in dones)
+    median = {mode: statistics.median(rates[mode]) if mode in rates else 0.0 for mode in ("off", "lookup", "draft")}
+    return SpeculativeRecord(name, len(chats), rounds, median["off"], median["lookup"], drafted.get("lookup", 0),
+                             accepted.get("lookup", 0), all(texts[m] == texts["off"] for m in modes),
+                             median["draft"], drafted.get("draft", 0), accepted.get("draft", 0))
 
 
 def _play(engine: Engine, chats: list[list[dict[str, str]]], sampling: SamplingParams, at_once: bool) -> list:
@@ -143,12 +174,29 @@ def _play(engine: Engine, chats: list[list[dict[str, str]]], sampling: SamplingP
     return dones
 
 
-def format_speculative_table(model: str, device: str, records: list[SpeculativeRecord]) -> str:
-    """The records as an aligned table: each workload's decode tok/s both ways, the ratio, the drafts' fate."""
-    columns = ("workload", "chats", "runs", "off tok/s", "lookup tok/s", "x", "drafted", "accepted", "same replies")
-    rows = [(r.workload, str(r.chats), str(r.runs), f"{r.plain_tok_s:.1f}", f"{r.lookup_tok_s:.1f}",
-             f"{r.speedup:.2f}", str(r.drafted),
-             f"{r.accepted} ({100 * r.accepted / r.drafted:.0f}%)" if r.drafted else "0",
-             "yes" if r.identical else "NO") for r in records]
-    return "\n".join([f"model {model} | device {device} | speculative decoding: lookup drafts against none",
-                      *aligned(columns, rows)])
+def format_speculative_table(model: str, device: str, records: list[SpeculativeRecord],
+                             draft: DraftCost | None = None) -> str:
+    """The records as an aligned table: each workload's decode tok/s each way, the ratios, the drafts' fate; with a
+    draft model, its columns and what its passes cost."""
+    columns = ["workload", "chats", "runs", "off tok/s", "lookup tok/s", "x", "drafted", "accepted"]
+    columns += ["draft tok/s", "x", "drafted", "accepted"] if draft else []
+    rows = []
+    for r in records:
+        row = [r.workload, str(r.chats), str(r.runs), f"{r.plain_tok_s:.1f}"]
+        ways = [(r.lookup_tok_s, r.drafted, r.accepted)] + ([(r.draft_tok_s, r.draft_drafted, r.draft_accepted)]
+                                                             if draft else [])
+        for tok_s, drafted, taken in ways:
+            row += [f"{tok_s:.1f}", f"{tok_s / r.plain_tok_s:.2f}", str(drafted), _share(taken, drafted)] if tok_s \
+                else ["-"] * 4
+        rows.append((*row, "yes" if r.identical else "NO"))
+    heading = "lookup drafts" + (f" and the draft model {draft.name}'s" if draft else "")
+    lines = [f"model {model} | device {device} | speculative decoding: {heading} against none",
+             *aligned((*columns, "same replies"), rows)]
+    if draft:
+        lines.append(f"draft model {draft.name}: a drafting pass {draft.pass_ms:.1f} ms, the fixed part of the "
+                     f"target's checking pass {draft.target_fixed_ms:.1f} ms ({draft.ratio:.2f} of it)")
+    return "\n".join(lines)
+
+
+def _share(taken: int, drafted: int) -> str:
+    return f"{taken} ({100 * taken / drafted:.0f}%)" if drafted else "0"

@@ -30,11 +30,13 @@ def accepted(drafts: list[int], targets: list[int]) -> int:
     return n
 
 
-def worth(slots: int, row_cost: float = ROW_COST) -> float:
+def worth(slots: int, row_cost: float = ROW_COST, draft_cost: float = 0.0) -> float:
     """The least chance of being taken a drafted token needs to pay for its row in a pass of `slots` decoding slots:
     its row costs `row_cost` of the pass's fixed part, and the pass's tokens cost (1 + row_cost x slots) / slots each.
-    One slot: 0.23; eight: 0.71 (where the pass is compute-bound, drafts rarely pay)."""
-    return row_cost * slots / (1 + row_cost * slots)
+    One slot: 0.23; eight: 0.71 (where the pass is compute-bound, drafts rarely pay). A draft model's pass, costing
+    `draft_cost` of the target's fixed part, is shared by the slots: (row_cost x slots + draft_cost) / (1 + row_cost
+    x slots); past 1, no draft pays."""
+    return (row_cost * slots + draft_cost) / (1 + row_cost * slots)
 
 
 class DraftState:
@@ -61,9 +63,13 @@ class DraftState:
             k, chance = k + 1, chance * self.rate
         return k
 
+    def drafting(self, generated: int) -> bool:
+        """Whether the reply drafts at its `generated` tokens (not paused after drafts that missed)."""
+        return generated >= self._resume_at
+
     def draft(self, tokens: list[int], generated: int, room: int) -> list[int]:
         """Up to `room` tokens to check after `tokens` (a slot's history), or [] (none found, or paused)."""
-        if generated < self._resume_at or room < 1:
+        if not self.drafting(generated) or room < 1:
             return []
         return self.lookup.propose(tokens, room)
 

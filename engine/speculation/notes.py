@@ -12,16 +12,25 @@ EXACT_BATCHING = "batched replies match"
 
 
 def speculation_note(rolls_back: bool, batching: str) -> str:
-    """Whether lookup drafts run for a model whose slots can (`rolls_back`) give back rejected drafts, and whether
+    """Whether drafts run for a model whose slots can (`rolls_back`) give back rejected drafts, and whether
     its replies stay the same with them, from the device's `batching` note (engine.devices.batching_note)."""
     if not rolls_back:
-        return ('none for this model (speculative = "lookup" drafts nothing): its sliding-window layers, shorter '
-                "than a slot, or its recurrent state cannot give back the K/V of rejected drafts")
+        return ('none for this model (speculative = "lookup" or "draft" drafts nothing): its sliding-window layers, '
+                "shorter than a slot, or its recurrent state cannot give back the K/V of rejected drafts")
     if batching.startswith(EXACT_BATCHING):
-        return ('speculative = "lookup" gives the same replies as "off", token for token: its drafts are checked in '
-                "a pass whose rows round as single steps do")
-    return ('speculative = "lookup" can change replies here, as batching can: the pass that checks drafts rounds '
-            "otherwise than single steps")
+        return ('speculative = "lookup" and "draft" give the same replies as "off", token for token: their drafts '
+                "are checked in a pass whose rows round as single steps do")
+    return ('speculative = "lookup" and "draft" can change replies here, as batching can: the pass that checks drafts '
+            "rounds otherwise than single steps")
+
+
+def draft_note(name: str, drafted: int, accepted: int, kv_bytes: int) -> str:
+    """Which draft model drafts for the chats set to "draft", how much of what it drafted the target took, and the
+    K/V it holds (its own, beside the slots')."""
+    from mlxchat.engine.memory import format_bytes
+
+    taken = f"{accepted} of {drafted} drafted tokens taken ({100 * accepted / drafted:.0f}%)" if drafted else "none drafted yet"
+    return f'draft model {name} drafts for chats with speculative = "draft": {taken}; its K/V {format_bytes(kv_bytes)}'
 
 
 def model_speculation(loaded: LoadedModel, per_slot: int) -> str:

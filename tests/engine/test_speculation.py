@@ -23,12 +23,14 @@ GREEDY = SamplingParams(max_tokens=40, ignore_eos=True)
 SEEDED = SamplingParams(temperature=0.1, top_p=0.95, top_k=20, seed=7, max_tokens=40, ignore_eos=True)
 
 
-def answered(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams) -> tuple[list, list]:
-    """Each prompt answered in its own slot, all at once: the tokens each slot then holds after its prompt, and
-    each reply's stats."""
+def answered(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingParams | list[SamplingParams]
+             ) -> tuple[list, list]:
+    """Each prompt answered in its own slot, all at once (with its own sampling where a list gives one each): the
+    tokens each slot then holds after its prompt, and each reply's stats."""
     handles = [RequestHandle(i + 1, i) for i in range(len(prompts))]
-    for handle, prompt in zip(handles, prompts):
-        core.admit(Submit(handle, tokens=prompt, sampling=sampling))
+    samplings = sampling if isinstance(sampling, list) else [sampling] * len(prompts)
+    for handle, prompt, each in zip(handles, prompts, samplings, strict=True):
+        core.admit(Submit(handle, tokens=prompt, sampling=each))
     while core.busy:
         core.step()
     stats = []
@@ -144,12 +146,13 @@ def test_on_the_default_model_a_checked_draft_gets_the_bits_single_steps_get_and
 
     engine = Engine(loaded.ready, plan_)
     try:
+        # The edit task's prompt (about 1,050 tokens) read once: each later reply rolls the slot back to its end.
         for sampling in (SamplingParams(max_tokens=96), dataclasses.replace(BENCH_SEEDED, max_tokens=96)):
             done = {}
             for mode in ("off", "lookup"):
-                engine.clear(0, park=False)
                 done[mode] = engine.submit(0, edit_chat(CHANGES[0]), sampling=dataclasses.replace(
                     sampling, speculative=mode)).result(600)
             assert done["lookup"].text == done["off"].text and done["lookup"].stats.accepted_tokens > 0
+            assert done["lookup"].stats.cached_tokens > 1000
     finally:
         engine.shutdown()

@@ -69,3 +69,25 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
         assert pane.chat.sampling.max_tokens == 5
 
     run(make_app(tiny_model_dir, system_prompt="Be brief."), scenario)
+
+
+def test_f5_turns_a_chat_s_draft_model_speculation_off_and_on_again(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """speculative = "draft" comes from the config (it needs its draft_model); F5's switch turns it off for a chat,
+    and on again as "draft", not "lookup"."""
+    from tests.tiny_draft import build_draft
+
+    draft = build_draft(tiny_model_dir, tmp_path / "draft")
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        for on in (False, True):
+            await pilot.press("f5")
+            await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
+            switch = app.screen.query_one("#speculative", Switch)
+            assert switch.value is not on
+            switch.value = on
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
+            assert pane.chat.sampling.speculative == ("draft" if on else "off")
+
+    run(make_app(tiny_model_dir, draft_model=str(draft), sampling={"speculative": "draft"}), scenario)

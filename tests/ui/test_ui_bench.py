@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from mlxchat.app.config.loading import load_settings
+from mlxchat.app.bench.gil_waits import Clocks
 from mlxchat.app.bench.ui import run_ui_bench
 
 
@@ -23,6 +24,9 @@ def test_ui_bench_plays_both_rounds_and_times_keys(tiny_model_dir: Path, tmp_pat
     assert table.startswith("2 chats, medians of 1 rounds each")
     assert "key press -> text in the input: p50" in table
     assert "first send to last reply done, each round" in table
+    if Clocks.read() is not None:  # (Linux)
+        assert "the slowest key, " in table and "the UI thread's longest wait for the GIL" in table
+        assert result.slowest_key is not None and result.slowest_key.wall == max(result.key_latencies_s)
     # The bench's chats went to the database it was given, not into the user's data directory.
     assert (tmp_path / "bench.db").exists()
     assert not (Path(data_home) / "mlxchat" / "chats.db").exists()

@@ -134,7 +134,8 @@ class ChatActions:
                                tools=session.available_tools(), on={t.key for t in session.offered_tools(chat)},
                                defaults={t.key for t in session.offered_tools()},
                                failed=[s for s in servers.states() if s.status == "failed"] if servers else [],
-                               restart=partial(restart_server, servers, self.app.notify)),
+                               restart=partial(restart_server, servers, self.app.notify),
+                               drafts_with=self.app.settings.drafting_way),
             apply
         )
 

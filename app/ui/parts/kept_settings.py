@@ -32,8 +32,8 @@ def save_theme(app: Any, theme: object) -> None:
 
 
 def keep_setting(app: Any, key: str, value: Any, what: str) -> None:
-    """Keeps `key` = `value` in `app.settings` and the config file (keep_settings); says so where it could not (`what`: the
-    setting, in words)."""
+    """Keeps `key` = `value` in `app.settings` and the config file (keep_settings); says so where it could not
+    (`what`: the setting, in words)."""
     if getattr(app.settings, key) == value:
         return
     try:

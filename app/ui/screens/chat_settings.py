@@ -44,13 +44,16 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
     def __init__(self, title: str, settings: ChatSettings, thinking_switch: bool,
                  room: Callable[[list[Tool]], str] | None = None, tools: list[Tool] | None = None,
                  on: set[str] | None = None, defaults: set[str] | None = None,
-                 failed: list[ServerState] | None = None, restart: Callable[[str], bool] | None = None) -> None:
+                 failed: list[ServerState] | None = None, restart: Callable[[str], bool] | None = None,
+                 drafts_with: str = "lookup") -> None:
         """`thinking_switch`: whether the model's template can turn thinking off (the switch shows only then);
         `room`: what the system prompt and the listing of the tools given take of the chat's slot, in a line;
         `tools`: those its replies could call, `on` the keys of those the chat offers, `defaults` of those their
         server offers unless the chat chooses otherwise; `failed`: the MCP servers that failed, which `restart`
-        starts again."""
+        starts again; `drafts_with`: the way of drafting its speculative switch turns on ("lookup", or "draft" where a
+        draft model is configured)."""
         super().__init__()
+        self._drafts_with = drafts_with
         self._title = title
         self._settings = settings
         self._thinking_switch = thinking_switch
@@ -86,7 +89,7 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                         yield Switch(sampling.thinking, id="thinking",
                                      tooltip=Sampling.model_fields["thinking"].description)
                     yield Label("speculative")
-                    yield Switch(sampling.speculative == "lookup", id="speculative",
+                    yield Switch(sampling.speculative != "off", id="speculative",
                                  tooltip=Sampling.model_fields["speculative"].description)
                 if self._tools:
                     yield Label("Tools its replies may call (space turns one on or off; a server's row, all of it)")
@@ -136,7 +139,9 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
             unset = {name: given[name] or None for name in OPTIONAL}
             switch = self.query("#thinking").results(Switch)
             thinking = next((s.value for s in switch), self._settings.sampling.thinking)
-            speculative = "lookup" if self.query_one("#speculative", Switch).value else "off"
+            way = self._settings.sampling.speculative  # (kept while on: a chat set to "lookup" stays so)
+            speculative = (way if way != "off" else self._drafts_with) if self.query_one("#speculative", Switch).value \
+                else "off"
             checked = Sampling.model_validate({**given, **unset, "thinking": thinking, "speculative": speculative})
         except ValidationError as exc:
             raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None

@@ -46,7 +46,8 @@ class ChatPane(TitledBox, PaneKeys):
     The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
     the pane shows them (ConversationView, SeatLine) and forwards what the user does. The keys that act on
     one chat are its own (scope "pane" in the registry), so they act on the chat that has the keyboard; those
-    that open a screen or leave the app are asked of the app (Asked), which carries them out (app.ui.chat_actions).
+    that open a screen or leave the app are asked of the app (Asked), which carries them out
+    (app.ui.parts.chat_actions).
     """
 
     BINDINGS = keys.bindings(pane=True)

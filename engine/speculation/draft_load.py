@@ -1,0 +1,104 @@
+"""Loading the draft model (`draft_model`) beside the target, as the target is loaded, and refusing one that cannot
+draft for it: a vocabulary of its own (its token ids would mean other words), or layers that cannot give back the
+K/V of drafts the target did not take."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from mlxchat.engine.loading.progress import ModelLoadError, Progress
+from mlxchat.engine.speculation.drafter import DraftModel
+
+if TYPE_CHECKING:
+    from mlxchat.engine.loading.models import LoadedModel
+
+SHOWN = 3  # differing tokens named in a refusal
+DRAFT_REMEDY = ("set draft_model to a model with the target's tokenizer (a smaller model of its family), or unset it "
+                '(speculative = "lookup" needs no draft model)')
+
+
+class DraftRefused(ModelLoadError):
+    """The draft model loads but cannot draft for the target; the message says why and what to change."""
+
+
+def vocabulary_difference(target: Any, draft: Any) -> str | None:
+    """How the draft's token -> id map differs from the target's, special tokens included (None: the same)."""
+    mine, theirs = target.get_vocab(), draft.get_vocab()
+    if mine == theirs:
+        return None
+    differing = sorted(set(mine) | set(theirs), key=lambda t: (mine.get(t, len(mine)), theirs.get(t, len(theirs))))
+    said = [f"{t!r}: {_id(mine, t)} in the target, {_id(theirs, t)} in the draft"
+            for t in differing if mine.get(t) != theirs.get(t)][:SHOWN]
+    return f"{len(theirs)} tokens against the target's {len(mine)}; " + "; ".join(said)
+
+
+def _id(vocab: dict[str, int], token: str) -> str:
+    return f"id {vocab[token]}" if token in vocab else "absent"
+
+
+def load_draft(
+    spec: str,
+    target: LoadedModel,
+    weights_dtype: str,
+    progress: Callable[[Progress], None],
+    *,
+    cache_dir: Path | None,
+    kv_dtype: str,
+    int8_activations: bool,
+) -> tuple[DraftModel, LoadedModel]:
+    """Loads `spec` as `model` is loaded (with the same weights_dtype and kv_dtype) and checks that it can draft
+    for `target`; raises ModelLoadError (the spec itself) or DraftRefused (what it is) saying what to change."""
+    from mlxchat.engine.kv.slot_store import SlotKVStore
+    from mlxchat.engine.loading.models import load_model
+
+    progress(Progress(f"Loading the draft model {spec}", 0, 0))
+    try:
+        draft = load_model(spec, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
+                           int8_activations=int8_activations)
+    except ModelLoadError as e:
+        raise ModelLoadError(f"draft_model: {e}") from e.__cause__
+    name, of = draft.source.display_name, target.source.display_name
+    differs = vocabulary_difference(target.tokenizer, draft.tokenizer)
+    if differs:
+        raise DraftRefused(f"The draft model {name} does not share {of}'s vocabulary ({differs}): its tokens would "
+                           f"mean other words. To draft, {DRAFT_REMEDY}.")
+    if not SlotKVStore.for_model(draft.model, 1, 2, True).rolls_back:  # (allocates nothing)
+        raise DraftRefused(f"The draft model {name} has sliding-window or recurrent layers, which cannot give back the "
+                           f"K/V of drafts {of} did not take. To draft, {DRAFT_REMEDY}.")
+    cost = draft.weights_bytes / max(target.weights_bytes, 1)
+    return DraftModel(draft.ready, name, draft.kv_type, len(target.tokenizer.get_vocab()), cost), draft
+
+
+def draft_kv_bytes(draft: LoadedModel, parallel: int, per_slot: int) -> int:
+    """The draft's K/V for the slots of a plan: its own, divided among the same slots, each as long as theirs."""
+    return parallel * draft.kv_footprint.per_slot_bytes(per_slot)
+
+
+def agreement(target: LoadedModel, draft: LoadedModel, text: str) -> float:
+    """The share of `text`'s positions where the draft's most likely next token is the target's (each reading the
+    text whole): the chance a greedy draft's token is taken, measured without a chat."""
+    import mlx.core as mx
+
+    tokens = mx.array([target.tokenizer.encode(text)])
+    picks = [mx.argmax(m.model(tokens)[0, :-1], axis=-1) for m in (target, draft)]
+    return mx.mean(picks[0] == picks[1]).item()
+
+
+# What `mlxchat doctor` measures a draft model's agreement on: prose and code, as chats quote them.
+SAMPLE = ("The user asks a question and the assistant answers it with care. Paris is the capital of France, and "
+          "Berlin is the capital of Germany. def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n")
+
+
+def describe_draft(spec: str, target: LoadedModel, weights_dtype: str, progress: Callable[[Progress], None], *,
+                   cache_dir: Path | None, kv_dtype: str, int8_activations: bool, parallel: int, per_slot: int) -> str:
+    """`mlxchat doctor`'s line on the draft model: what it is, what it holds, how often it agrees with the target;
+    raises ModelLoadError or DraftRefused as the start would."""
+    from mlxchat.engine.memory import format_bytes
+
+    draft, held = load_draft(spec, target, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
+                             int8_activations=int8_activations)
+    share = agreement(target, held, SAMPLE)
+    return (f"{draft.name}, {held.dtype}, {format_bytes(held.weights_bytes)} of weights and "
+            f"{format_bytes(draft_kv_bytes(held, parallel, per_slot))} of K/V for the slots; its next token is the "
+            f"model's at {100 * share:.0f}% of a sample text's positions (the share of greedy drafts taken, roughly)")
