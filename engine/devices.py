@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 # The x86 vector extensions that change how fast a CPU multiplies (shown by doctor and the bench).
 VECTOR_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "amx_tile")
@@ -111,3 +116,21 @@ def release_thread_streams() -> None:
         import mlx.core as mx
 
         mx.clear_streams()
+
+
+def on_own_thread(work: Callable[[], T], name: str) -> Future[T]:
+    """Runs `work` (loading a model, starting an engine) on a new thread, whose MLX streams are released when it
+    ends; the future gives what it returned or raised. A thread of its own, not a pooled one: MLX gives each thread
+    its streams, and a pooled thread may be one that released them already."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # (the caller reads it from the future)
+            future.set_exception(exc)
+        finally:
+            release_thread_streams()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future

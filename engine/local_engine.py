@@ -14,7 +14,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mlxchat.engine.cpu.blas import blas_workers
 from mlxchat.engine.cpu.priority import run_below_ui
@@ -25,6 +25,9 @@ from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, rend
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.status import EngineInfo
+
+if TYPE_CHECKING:
+    from mlxchat.engine.loading.batch_check import SlotReady
 
 # An idle engine woken by a command waits this long for the next (and reads on while they keep coming, up to the
 # most): the chat app's sends of several chats at once reach it a few ms apart. A lone request's first token is
@@ -68,11 +71,11 @@ Command = Submit | Cancel | Clear | Bind | Call | Stop
 class Engine(TakesRequests):
     """N slots over one model; `submit` a chat to a slot and read its events from the handle."""
 
-    def __init__(self, model: Any, tokenizer: Any, plan: SlotPlan, *, nice: int = 0, **options: Any) -> None:
-        """`options` are SlotScheduler's (info, prefill_chunk, split, park_budget_bytes, padded_prefill); it is
-        set up on the calling thread, the one that loaded the model. `nice`: on Linux, the nice value the
-        engine's threads run at (engine.cpu.priority; 0: the caller's)."""
-        self.core = SlotScheduler(model, tokenizer, plan, **options)
+    def __init__(self, ready: SlotReady, plan: SlotPlan, *, nice: int = 0, **options: Any) -> None:
+        """`ready`: the model checked for the slots (LoadedModel.ready). `options` are SlotScheduler's (info,
+        prefill_chunk, split, park_budget_bytes, disk, prefill_stall); it is set up on the calling thread.
+        `nice`: on Linux, the nice value the engine's threads run at (engine.cpu.priority; 0: the caller's)."""
+        self.core = SlotScheduler(ready, plan, **options)
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._request_ids = itertools.count(1)
         self._nice = nice

@@ -9,6 +9,7 @@ from mlxchat.engine.memory import format_bytes
 
 if TYPE_CHECKING:
     from mlxchat.engine.kv.kinds import KVFootprint
+    from mlxchat.engine.kv.kv_types import KVType
 
 DEFAULT_CTX_SIZE = 8192
 
@@ -25,7 +26,7 @@ class SlotPlan:
     kv_bytes_per_slot: int
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
-    kv_dtype: str | None = None  # how the slots store K/V (engine.kv.kv_types; None: as the model computes them)
+    kv_type: KVType | None = None  # how the slots store K/V (None: as the model computes them)
     kv_bytes_per_token: int = 0  # K+V of one token as stored (while every window still grows)
 
     @property
@@ -41,9 +42,25 @@ class SlotPlan:
     @property
     def kv_summary(self) -> str:
         """What the KV cache takes, and in what type, as the slots screen and the doctor show it."""
-        per_token = f" · {kv_type_name(self.kv_dtype)}, {format_bytes(self.kv_bytes_per_token)} a token"
+        per_token = f" · {kv_type_name(self.kv_type)}, {format_bytes(self.kv_bytes_per_token)} a token"
         return (f"{format_bytes(self.kv_bytes)} ({format_bytes(self.kv_bytes_per_slot)} per slot)"
                 + (per_token if self.kv_bytes_per_token else ""))
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What evaluating a slot request needs to know of a loaded model; the one evaluator of slot plans, kept
+    so that the slider can evaluate again."""
+
+    trained_ctx: int | None
+    kv_bytes_per_token: int
+    kv_footprint: KVFootprint | None = None  # each layer kind sized on its own
+    kv_type: KVType | None = None  # as the slots store K/V
+
+    def evaluate(self, request: SlotRequest, capped: bool = True) -> SlotPlan:
+        """`request` evaluated for this model: its K/V's size and type, its trained context where `capped`."""
+        return plan_slots(request, self.trained_ctx if capped else None, self.kv_bytes_per_token, self.kv_footprint,
+                          self.kv_type)
 
 
 @dataclass(frozen=True)
@@ -67,13 +84,13 @@ def plan_slots(
     trained_ctx: int | None,
     kv_bytes_per_token: int,
     kv_footprint: KVFootprint | None = None,
-    kv_dtype: str | None = None,
+    kv_type: KVType | None = None,
 ) -> SlotPlan:
     """Applies the context semantics of DESIGN.md: total / N per slot, clamps reported, floors checked.
 
     `kv_footprint`, when known, sizes each layer kind on its own (a window layer at min(window, per
     slot), a recurrent state once per slot); without it every layer costs kv_bytes_per_token a token. Both count
-    K/V as stored in `kv_dtype`, which the plan carries to the slots.
+    K/V as stored in `kv_type`, which the plan carries to the slots.
     """
     parallel, ctx_size, ctx_per_slot = request.parallel, request.ctx_size, request.ctx_per_slot
     parallel_max, per_slot_floor, per_slot_min = request.parallel_max, request.per_slot_floor, request.per_slot_min
@@ -119,7 +136,7 @@ def plan_slots(
     if per_slot >= per_slot_min and per_slot < per_slot_floor:
         # What the floor would cost, in the type the slots store: a narrower kv_dtype makes it cheaper.
         cost = (f" ({per_slot_floor} per slot for {n} slots takes {format_bytes(n * slot_bytes(per_slot_floor))} of "
-                f"KV in {kv_type_name(kv_dtype)})" if per_token else "")
+                f"KV in {kv_type_name(kv_type)})" if per_token else "")
         warnings.append(
             f"{total} / {n} = {per_slot} tokens per slot is below {per_slot_floor}: "
             f"a system prompt and a few turns may no longer fit{cost}"
@@ -135,11 +152,11 @@ def plan_slots(
         kv_bytes_per_slot=per_slot_bytes,
         warnings=tuple(warnings),
         errors=tuple(errors),
-        kv_dtype=kv_dtype,
+        kv_type=kv_type,
         kv_bytes_per_token=per_token,
     )
 
 
-def kv_type_name(kv_dtype: str | None) -> str:
+def kv_type_name(kv_type: KVType | None) -> str:
     """How a plan's K/V type is named to the user."""
-    return kv_dtype or "the model's own type"
+    return (kv_type.name if kv_type else None) or "the model's own type"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
@@ -21,7 +21,6 @@ from mlxchat.engine.requests import Submit, deliver
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.disk import DiskTier
 from mlxchat.engine.kv.slot_store import SlotKVStore
-from mlxchat.engine.loading.batch_check import ready_for_slots
 from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
@@ -37,6 +36,9 @@ from mlxchat.engine.speculation.verify import Verifier
 from mlxchat.engine.status import EngineInfo, engine_snapshot
 from mlxchat.engine.prefill.images import NoImages, request_prompt
 
+if TYPE_CHECKING:
+    from mlxchat.engine.loading.batch_check import SlotReady
+
 
 @dataclass
 class _DecodePass:
@@ -51,37 +53,35 @@ class SlotScheduler:
 
     def __init__(
         self,
-        model: Any,
-        tokenizer: Any,
+        ready: SlotReady,
         plan: SlotPlan,
         *,
         info: EngineInfo = EngineInfo(),
         prefill_chunk: int = 256,
         split: bool | None = None,
         park_budget_bytes: int = DEFAULT_PARK_BUDGET_MB * 2**20,
-        padded_prefill: bool | None = None,
         disk: DiskTier | None = None,
         prefill_stall: float = STALL,
         draft: DraftModel | None = None,
     ) -> None:
         """`split`: how the CPU llama path runs its matmuls (engine.forward.Forward; None: its default).
-        `padded_prefill`: whether prompts of different lengths may share a prefill pass (LoadedModel.batching;
-        None: checked here, on the calling thread, as load_model does). `disk`: the saved-KV tier, if any.
+        `ready`: the model and tokenizer, checked for the slots on the thread that built them (load_model does it;
+        engine.loading.batch_check.ready_for_slots). `disk`: the saved-KV tier, if any.
         `prefill_stall`: how many times their usual step streaming slots may take while a prompt is read.
         `draft`: the draft model that drafts for replies with speculative = "draft", if any."""
         if not plan.ok:
             raise ValueError("; ".join(plan.errors))
-        self.model = model
-        self.tokenizer = tokenizer
+        self.model = model = ready.model
+        self.tokenizer = tokenizer = ready.tokenizer
         self.info = info
         self.prefill_chunk = prefill_chunk
         self.plan = plan
-        self.padded_prefill = ready_for_slots(model, padded_prefill)
+        self.padded_prefill = ready.padded_prefill  # whether prompts of different lengths may share a prefill pass
         self.per_slot_dispatch = slot_attention.install(model)
         self.forward = Forward(model, split)
         self._pass: _DecodePass | None = None
         self.slots = [Slot(i) for i in range(plan.parallel)]
-        self.store = self._new_store(plan)
+        self.store = SlotKVStore.for_model(model, plan.parallel, plan.per_slot, self.per_slot_dispatch, plan.kv_type)
         self.replies = ReplyStream(tokenizer, lambda: self.store)
         self.prefixes = Prefixes(park_budget_bytes, disk)
         self.rate = PassMeter()
@@ -440,7 +440,7 @@ class SlotScheduler:
 
     def _new_store(self, plan: SlotPlan) -> SlotKVStore:
         """Slot caches for `plan`, one store per layer of the kind the model's own cache has, K/V as it says."""
-        return SlotKVStore.for_model(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch, plan.kv_dtype)
+        return SlotKVStore.for_model(self.model, plan.parallel, plan.per_slot, self.per_slot_dispatch, plan.kv_type)
 
     # ---- the report ----
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Literal
 
 from mlxchat.engine.loading.progress import ModelLoadError, Progress
 from mlxchat.engine.memory import check_memory
-from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
+from mlxchat.engine.plan import ModelFacts, SlotPlan, SlotRequest
 
 if TYPE_CHECKING:
     from mlxchat.engine.chat_engine import ChatEngine
-    from mlxchat.engine.kv.kinds import KVFootprint
+    from mlxchat.engine.cpu.blas import BlasInfo
     from mlxchat.engine.loading.models import LoadedModel
     from mlxchat.engine.speculation.drafter import DraftModel
 
@@ -48,20 +48,6 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
-class ModelFacts:
-    """What the slot evaluation needs to know about the loaded model, kept so the slider can re-evaluate."""
-
-    trained_ctx: int | None
-    kv_bytes_per_token: int
-    kv_footprint: KVFootprint | None = None  # each layer kind sized on its own
-    kv_dtype: str | None = None  # as the slots store K/V
-
-    def evaluate(self, request: SlotRequest) -> SlotPlan:
-        """The engine's evaluation of a slot request for this model."""
-        return plan_slots(request, self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint, self.kv_dtype)
-
-
-@dataclass(frozen=True)
 class StartedEngine:
     """A running engine, its slot plan, the model's name, warnings to show, and the model's facts for
     re-evaluating slots (None for a server: its slots are its own)."""
@@ -82,8 +68,8 @@ def load_step(exc: ModelLoadError) -> StartStep:
     from mlxchat.engine.kv.kv_types import UnsupportedKV
     from mlxchat.engine.loading.families import UnsupportedFamily
 
-    return "family" if isinstance(exc.__cause__, UnsupportedFamily) else \
-        "kv" if isinstance(exc.__cause__, UnsupportedKV) else "model"
+    return ("family" if isinstance(exc.__cause__, UnsupportedFamily) else
+            "kv" if isinstance(exc.__cause__, UnsupportedKV) else "model")
 
 
 class StartError(Exception):
@@ -92,6 +78,17 @@ class StartError(Exception):
     def __init__(self, message: str, step: StartStep) -> None:
         super().__init__(message)
         self.step = step
+
+
+def prepare_mlx(blas: str, exact: bool) -> tuple[BlasInfo, str]:
+    """Before anything imports mlx.core: loads the BLAS `blas` names (the one loaded first is the one MLX binds to)
+    and, with `exact`, keeps CUDA's float32 matmuls off TF32 (MLX reads the switch when it starts). Returns the BLAS
+    in use and a note where the switch came too late; BlasError where `blas` cannot load."""
+    from mlxchat.engine.cpu.blas import load_blas
+    from mlxchat.engine.devices import use_exact_matmuls
+
+    late = use_exact_matmuls(exact)
+    return load_blas(blas), late
 
 
 def start_local(
@@ -120,7 +117,7 @@ def start_local(
                             kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
     except ModelLoadError as exc:
         raise StartError(str(exc), load_step(exc)) from None
-    facts = ModelFacts(loaded.trained_ctx, loaded.kv_bytes_per_token, loaded.kv_footprint, loaded.kv_dtype)
+    facts = loaded.facts
     plan = facts.evaluate(config.slots)
     refused = [*refuse(loaded.trained_ctx), *plan.errors]
     if refused:
@@ -136,15 +133,14 @@ def start_local(
         blas=blas_in_use().kind,
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
-        batching=loaded.batching_note,
+        batching=loaded.weights.batching_note,
         images=images_note(getattr(loaded.model, "vision_parts", None), loaded.vision_note),
     )
     tuned = load_tuning(loaded.model, config.tuning_file)
     try:
         engine = Engine(
-            loaded.model, loaded.tokenizer, plan, info=info, split=tuned.split if tuned else None,
+            loaded.ready, plan, info=info, split=tuned.split if tuned else None,
             park_budget_bytes=config.park_budget_mb * 2**20, nice=config.nice,
-            padded_prefill=loaded.padded_prefill,
             disk=DiskTier(config.kv_dir, config.disk_kv_mb * 2**20, loaded.kv_key),
             prefill_stall=config.prefill_stall, draft=draft,
         )

@@ -21,10 +21,8 @@ def start_as_the_app(folder: Path, cache_dir: Path, parallel: int = 4, ctx_size:
         try:
             loaded = load_model(str(folder), cache_dir=cache_dir, kv_dtype=kv_dtype, int8_activations=int8_activations)
             request = SlotRequest(parallel, ctx_size, parallel_max=8, per_slot_floor=64, per_slot_min=32)
-            plan = loaded.slot_plan(request)  # K/V stored as the app stores them
-            box["engine"] = Engine(
-                loaded.model, loaded.tokenizer, plan, prefill_chunk=prefill_chunk,
-                padded_prefill=loaded.padded_prefill,
+            plan = loaded.facts.evaluate(request)  # K/V stored as the app stores them
+            box["engine"] = Engine(loaded.ready, plan, prefill_chunk=prefill_chunk,
             )
         except Exception as exc:
             box["error"] = exc

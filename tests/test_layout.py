@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlxchat.engine
+import mlxchat.engine.bench
 from mlxchat.engine.cpu.kernels import levels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +27,10 @@ PACKAGE_DIRS: dict[str, Path] = {
     name: ROOT / folder for name, folder in PYPROJECT["tool"]["setuptools"]["package-dir"].items()
 }
 MLX = ("mlx", "mlx_lm")
+# The engine's doors: the app's (every name the app uses), and the bench's (the bench command's alone).
+DOORS = {"mlxchat.engine": mlxchat.engine._NAMES, "mlxchat.engine.bench": mlxchat.engine.bench._NAMES}
+BENCH_COMMAND = ("mlxchat.app.commands.bench", "mlxchat.app.commands.bench_flags", "mlxchat.app.bench")
+PUBLIC_NAMES_AT_MOST = 60
 
 
 @dataclass(frozen=True)
@@ -95,8 +100,8 @@ def _from_target(base: str, name: str) -> str:
     """The module `from base import name` loads: a submodule, the module defining a lazy public name, or base."""
     if f"{base}.{name}" in MODULES:
         return f"{base}.{name}"
-    if base == "mlxchat.engine" and name in mlxchat.engine._NAMES:
-        return mlxchat.engine._NAMES[name]
+    if name in DOORS.get(base, {}):
+        return DOORS[base][name].partition(":")[0]
     return base
 
 
@@ -165,23 +170,38 @@ def test_no_arrow_climbs_back_between_the_engine_s_folders() -> None:
     assert not climbs, "arrows that come back:\n" + "\n".join(climbs)
 
 
+def _engine_imports(name: str) -> Iterator[tuple[int, str, list[str]]]:
+    """Each import of an engine module by module `name`: its line, the module, the names it takes."""
+    for node, _ in _walk(ast.parse(MODULES[name].read_text()), True):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name, []) for a in node.names if a.name.startswith("mlxchat.engine"))
+        elif (node.module or "").startswith("mlxchat.engine"):
+            yield node.lineno, node.module or "", [a.name for a in node.names]
+
+
 def test_the_app_uses_only_the_engine_s_public_api() -> None:
-    """app/ imports `mlxchat.engine`'s public names (engine/__init__.py), never an engine module itself."""
+    """app/ imports `mlxchat.engine`'s public names (engine/__init__.py), never an engine module itself; the bench
+    command alone imports the bench's (engine/bench/__init__.py)."""
     bad = []
-    for name, path in MODULES.items():
+    for name in MODULES:
         if not name.startswith("mlxchat.app"):
             continue
-        for node, _ in _walk(ast.parse(path.read_text()), True):
-            if isinstance(node, ast.Import):
-                bad += [f"{name}:{node.lineno} imports {a.name}" for a in node.names
-                        if a.name.startswith("mlxchat.engine")]
-            elif (node.module or "").startswith("mlxchat.engine"):
-                if node.module != "mlxchat.engine":
-                    bad.append(f"{name}:{node.lineno} imports from {node.module}")
-                else:
-                    bad += [f"{name}:{node.lineno} imports {a.name}, not public" for a in node.names
-                            if a.name not in mlxchat.engine._NAMES]
+        for line, module, names in _engine_imports(name):
+            bench = module == "mlxchat.engine.bench" and name.startswith(BENCH_COMMAND)
+            if module != "mlxchat.engine" and not bench:
+                bad.append(f"{name}:{line} imports {module}")
+            bad += [f"{name}:{line} imports {n} from {module}, not public" for n in names if n not in DOORS[module]]
     assert not bad, "\n".join(bad)
+
+
+def test_the_engine_s_door_lets_in_only_what_the_app_uses() -> None:
+    """Every public name of mlxchat.engine (and of its bench) is imported somewhere in app/, and the engine's door
+    stays narrow: the app's plumbing (thread streams, file modes) and the bench's internals stay inside."""
+    used = {(module, n) for name in MODULES if name.startswith("mlxchat.app")
+            for _, module, names in _engine_imports(name) for n in names}
+    unused = sorted(f"{door}.{n}" for door, names in DOORS.items() for n in names if (door, n) not in used)
+    assert not unused, "public names no module of app/ imports: " + ", ".join(unused)
+    assert len(mlxchat.engine._NAMES) <= PUBLIC_NAMES_AT_MOST, sorted(mlxchat.engine._NAMES)
 
 
 def test_no_module_is_over_450_lines() -> None:
@@ -296,3 +316,25 @@ def test_the_wheel_installs_only_mlxchat_with_every_package_and_stylesheet(tmp_p
     assert len(stylesheets) >= 9 and len(wheel_sheets) == len(stylesheets)
     for sheet in stylesheets:
         assert "mlxchat/" + str(sheet) in wheel_sheets
+
+
+def test_no_class_of_the_app_declares_attributes_typed_any() -> None:
+    """A class says what it holds with its types: no `name: Any` in a class body (a mixin borrowing its host's
+    attributes untyped, as PaneKeys did)."""
+    bad = []
+    for name, path in MODULES.items():
+        if not name.startswith("mlxchat.app"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bad += [f"{name}:{item.lineno} {node.name}.{ast.unparse(item.target)}: Any" for item in node.body
+                        if isinstance(item, ast.AnnAssign) and ast.unparse(item.annotation) == "Any"]
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_workarounds_import_textual_s_private_modules() -> None:
+    """What leans on Textual's internals (textual._*) is in app/ui/workarounds, each saying what it works around."""
+    bad = [f"{name}:{i.line} imports {i.target}" for name, found in GRAPH.items()
+           if name.startswith("mlxchat.app") and not name.startswith("mlxchat.app.ui.workarounds")
+           for i in found if i.target.startswith("textual._")]
+    assert not bad, "\n".join(bad)

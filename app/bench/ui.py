@@ -23,14 +23,15 @@ from textual.message import Message
 
 from mlxchat.app.bench.gil_waits import Clocks, GilWaits, Split
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S
+from mlxchat.app.ui.workarounds.gc_hold import COLLECT_AFTER_S
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.config.settings import Settings
-from mlxchat.engine import Done, Event, SCENARIOS
+from mlxchat.engine import Done, Event
+from mlxchat.engine.bench import SCENARIOS
 
 if TYPE_CHECKING:
-    from mlxchat.engine import Engine
+    from mlxchat.engine.bench import Engine
 
 KEY_INTERVAL_S = 0.2
 # A letter, then backspace, as a user typing and correcting: the input's text stays one line.

@@ -1,4 +1,5 @@
-"""Files only their owner can read: the chat data folder (0700), the database and its WAL files, exports (0600).
+"""Files only their owner can read: the chat data folder (0700), the database and its WAL files, exports, images and
+the folder of saved KV the engine writes in (0600).
 
 Modes are set with chmod after creating, so the umask cannot widen them; a folder or file of ours
 that an earlier mlxchat left wider is tightened when it is next opened.
@@ -7,11 +8,11 @@ that an earlier mlxchat left wider is tightened when it is next opened.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-from mlxchat.engine import FILE_MODE, private_folder, tighten
-
-__all__ = ["private_database", "private_folder", "write_private"]
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
 DB_SUFFIXES = ("", "-wal", "-shm")  # the database and the files SQLite keeps beside it in WAL mode
 
 
@@ -39,3 +40,20 @@ def write_private(path: Path, text: str | bytes) -> None:
     with os.fdopen(fd, "wb") as file:
         os.fchmod(fd, FILE_MODE)  # an existing file keeps its mode through O_CREAT: set it
         file.write(text.encode("utf-8") if isinstance(text, str) else text)
+
+
+def private_folder(path: Path) -> None:
+    """Creates `path` (and its parents) if missing, readable by its owner only; tightens it if it is ours."""
+    path.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
+    tighten(path)
+
+
+def tighten(path: Path) -> None:
+    """Takes group's and others' access away from `path` when it is ours; another user's is left as it is."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid == os.geteuid() and mode & 0o077:
+        path.chmod(mode & ~0o077)

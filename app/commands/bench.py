@@ -14,7 +14,7 @@ from typing import Any
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.app.paths import models_cache_dir, tuning_file
-from mlxchat.engine import (
+from mlxchat.engine.bench import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_SLOTS,
     KV_SCENARIO,
@@ -53,13 +53,13 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         print(result.table())
         return 0
     from mlxchat.app.commands.console_progress import load_configured
-    from mlxchat.engine import (
+    from mlxchat.engine import load_tuning
+    from mlxchat.engine.bench import (
         BenchError,
         BenchRefused,
         build_shape,
         check_plot_path,
         format_table,
-        load_tuning,
         make_report,
         plot_report,
         PlotError,
@@ -103,7 +103,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def _profile(args: argparse.Namespace, loaded: Any) -> int:
     """`mlxchat bench --profile`: one decode step's time by part, at each --slots count."""
-    from mlxchat.engine import BenchRefused, format_profile, profile_decode
+    from mlxchat.engine.bench import BenchRefused, format_profile, profile_decode
 
     try:
         profiles = profile_decode(loaded, args.slots, steps=max(8, args.max_tokens // 2), on_case=lambda n: print(
@@ -116,7 +116,7 @@ def _profile(args: argparse.Namespace, loaded: Any) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings, loaded: Any, sampling: Any) -> list[Any]:
-    from mlxchat.engine import DEFAULT_ENGINES, SCENARIO_ENGINES, run_bench
+    from mlxchat.engine.bench import DEFAULT_ENGINES, SCENARIO_ENGINES, run_bench
 
     return run_bench(
         loaded,
@@ -142,7 +142,7 @@ def _sampling(args: argparse.Namespace, settings: Settings) -> Any:
 
 def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`mlxchat bench --scenario return`: TTFT of a return to a parked chat vs a full prefill of its history."""
-    from mlxchat.engine import format_return_table, make_report, run_return_bench
+    from mlxchat.engine.bench import format_return_table, make_report, run_return_bench
 
     slots = RETURN_SLOTS if args.slots == list(DEFAULT_SLOTS) else min(args.slots)
     print(f"bench: {RETURN_SCENARIO}, {slots} slots, {2 * slots} chats...", file=sys.stderr, flush=True)
@@ -160,7 +160,7 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
 def _draft(settings: Settings, loaded: Any) -> Any:
     """The draft model `draft_model` names, loaded and checked as the app does (None: none is set)."""
     from mlxchat.app.commands.console_progress import ConsoleProgress
-    from mlxchat.engine import load_draft
+    from mlxchat.engine.bench import load_draft
 
     if not settings.draft_model:
         return None
@@ -173,7 +173,7 @@ def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -
     """`--scenario long` (streaming gaps while a long prompt is read), `resume` (a chat reopened after a
     restart, with and without the disk tier), `kv` (each kv_dtype against float64 and float32) or `speculative`
     (lookup drafts, and `draft_model`'s where set, against none): one run, its table and JSON."""
-    from mlxchat.engine import (
+    from mlxchat.engine.bench import (
         format_kv_table,
         format_long_table,
         format_resume_table,

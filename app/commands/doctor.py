@@ -85,14 +85,14 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
         loaded = load_configured(settings)
         trained = f"{loaded.trained_ctx} tokens" if loaded.trained_ctx else "unknown"
         line("  loaded", f"{loaded.dtype}, {format_bytes(loaded.weights_bytes)} of weights, trained context {trained}")
-        line("  batching", loaded.batching_note)
+        line("  batching", loaded.weights.batching_note)
         _tuning_lines(line, loaded, tune)
     except ModelLoadError as exc:
         line("model", f"ERROR: {exc}")
         settings_refused = load_step(exc) != "model"  # (kv_dtype or the family: the settings must change)
         problems += 1
 
-    plan = loaded.slot_plan(settings.slot_request()) if loaded else plan_slots(settings.slot_request(), None, 0)
+    plan = loaded.facts.evaluate(settings.slot_request()) if loaded else plan_slots(settings.slot_request(), None, 0)
     memory = memory_info()
     check = check_memory(loaded.weights_bytes, plan.kv_bytes, memory) if loaded else None
     refused = [*settings_problems(settings, loaded.trained_ctx if loaded else None), *plan.errors]

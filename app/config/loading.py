@@ -83,6 +83,16 @@ def save_settings(updates: Mapping[str, Any], path: Path) -> None:
         raise
 
 
+def keep_settings(settings: Settings, updates: Mapping[str, Any]) -> tuple[Settings, Path]:
+    """The one rule for settings the app keeps as it is used (the theme, the timings, the model, the slots): `updates`
+    written to the config file `settings` came from (else the default one), for the next start, and `settings` with
+    them returned, which the app runs on from then, with the file. ConfigError or OSError say why they were not
+    written (then nothing changed)."""
+    path = settings.config_file or default_config_path()
+    save_settings(updates, path)
+    return settings.model_copy(update=dict(updates)), path
+
+
 @contextmanager
 def _layers(layers: _Layers) -> Iterator[None]:
     token = _LAYERS.set(layers)

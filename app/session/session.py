@@ -15,17 +15,20 @@ import itertools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from textual.message_pump import MessagePump
 
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
-from mlxchat.app.session.counts import ToolsAndCounts
+from mlxchat.app.exit_codes import EXIT_FAILURE
+from mlxchat.app.session.tools import ToolsAndCounts
 from mlxchat.app.session.feed import ReplyFeed
 from mlxchat.app.session.messages import ChatSeated, PlanChanged, PlanRefused, Queued, ReplyDone, Withdrawn
 from mlxchat.app.session.seating import assign_slots
-from mlxchat.app.session.start import start_engine
+from mlxchat.app.session.model_choice import remember
+from mlxchat.app.session.start import DOCTOR_REMEDY, StartFailure, start_engine
 from mlxchat.app.tools.listing import Listing
 from mlxchat.app.tools.servers import ToolServers
 from mlxchat.engine import (
@@ -40,6 +43,7 @@ from mlxchat.engine import (
     SlotRequest,
     StartedEngine,
     TextDelta,
+    on_own_thread,
     retire,
 )
 
@@ -99,24 +103,18 @@ class Session(ToolsAndCounts):
 
     # ---- start and stop ----
 
-    def start(self, settings: Settings, progress: Callable[[Progress], None]) -> tuple[str, ...]:
-        """Loads the model and starts the engine (slow: a worker thread); returns the start-up warnings.
+    @staticmethod
+    def load_in_background(settings: Settings, progress: Callable[[Progress], None]) -> Future[StartedEngine]:
+        """An engine started on `settings` on a thread of its own, not yet the session's (`start` or `switch` makes
+        it so). The future raises StartFailure with what to change, an unexpected error in words too; a model that
+        ran is remembered for the picker. `progress` hears each step, on that thread."""
+        return on_own_thread(partial(_load, settings, progress), "mlxchat-load")
 
-        Raises StartFailure with what to change.
-        """
-        started = self.load(settings, progress)
+    def start(self, started: StartedEngine, settings: Settings) -> tuple[str, ...]:
+        """Makes `started`, the first engine, the session's; returns its start-up warnings."""
         self.keep_reasoning = settings.keep_reasoning
         self._install(started)
         return started.warnings
-
-    @staticmethod
-    def load(settings: Settings, progress: Callable[[Progress], None]) -> StartedEngine:
-        """An engine started on `settings` (slow: a worker thread), not yet the session's. Raises StartFailure."""
-        if settings.engine == "remote":  # nothing of MLX is imported for a server
-            from mlxchat.app.session.remote import start_remote_engine
-
-            return start_remote_engine(settings, progress)
-        return start_engine(settings, progress)
 
     def _install(self, started: StartedEngine) -> None:
         self.engine, self.plan = started.engine, started.plan
@@ -413,3 +411,19 @@ class Session(ToolsAndCounts):
         self._app.post_message(PlanChanged(plan))
         if reply_to is not self._app:
             reply_to.post_message(PlanChanged(plan))
+
+
+def _load(settings: Settings, progress: Callable[[Progress], None]) -> StartedEngine:
+    try:
+        if settings.engine == "remote":  # nothing of MLX is imported for a server
+            from mlxchat.app.session.remote import start_remote_engine
+
+            started = start_remote_engine(settings, progress)
+        else:
+            started = start_engine(settings, progress)
+    except StartFailure:
+        raise
+    except Exception as exc:  # anything else unexpected still deserves words rather than a traceback
+        raise StartFailure(f"{type(exc).__name__}: {exc}", DOCTOR_REMEDY, EXIT_FAILURE) from exc
+    remember(settings.model)
+    return started

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlxchat.app import paths
+from mlxchat.app.chats.private import private_folder
 from mlxchat.app.config.settings import Settings, settings_problems
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from mlxchat.engine import EngineConfig, Progress, StartedEngine, StartError, start_local
@@ -22,6 +23,7 @@ class StartFailure(Exception):
         self.status = status
 
 
+DOCTOR_REMEDY = "Run `mlxchat doctor` to check the set-up."
 PLAN_REMEDY = (
     "Change --parallel / --ctx-size / --ctx-per-slot on the command line, "
     "or parallel / ctx_size / ctx_per_slot in the config file."
@@ -59,8 +61,11 @@ def engine_config(settings: Settings) -> EngineConfig:
 
 def start_engine(settings: Settings, progress: Callable[[Progress], None]) -> StartedEngine:
     """Starts the local engine (slow: call from a worker thread). Raises StartFailure with what to change."""
+    config = engine_config(settings)
+    if config.disk_kv_mb > 0:
+        private_folder(config.kv_dir)  # the engine saves KV under it, owner-only
     try:
-        return start_local(engine_config(settings), progress, lambda trained: settings_problems(settings, trained))
+        return start_local(config, progress, lambda trained: settings_problems(settings, trained))
     except StartError as exc:
         remedy, status = REMEDIES[exc.step]
         raise StartFailure(str(exc), remedy, status) from None

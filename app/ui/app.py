@@ -20,25 +20,26 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.messages import EngineReady, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
-from mlxchat.app.ui import keys, line_updates
-from mlxchat.app.ui.chat_actions import ChatActions
-from mlxchat.app.ui.fan_outs import FanOuts
+from mlxchat.app.ui import keys
+from mlxchat.app.ui.workarounds import line_updates
+from mlxchat.app.ui.parts.chat_actions import ChatActions
+from mlxchat.app.ui.parts.fan_outs import FanOuts
 from mlxchat.app.ui.chat_grid import ChatLabels, lay_out_chats
-from mlxchat.app.ui.leaving import ask_before_closing, ask_before_quitting
-from mlxchat.app.ui.model_switch import ModelSwitch
-from mlxchat.app.ui.palette import palette_commands
+from mlxchat.app.ui.parts.leaving import ask_before_closing, ask_before_quitting
+from mlxchat.app.ui.parts.model_switch import ModelSwitch
+from mlxchat.app.ui.parts.palette import palette_commands
 from mlxchat.app.ui.reply_frames import ReplyFrames
-from mlxchat.app.ui.saved_chats import SavedChats
+from mlxchat.app.ui.parts.saved_chats import SavedChats
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.screens.help import HelpScreen, app_sections
 from mlxchat.app.ui.screens.inspector import InspectorScreen
 from mlxchat.app.ui.screens.loading import LoadingScreen
 from mlxchat.app.ui.screens.slots import SlotsScreen
 from mlxchat.app.ui.screens.too_small import TooSmallScreen, fit_to_terminal
-from mlxchat.app.ui.startup import Startup
+from mlxchat.app.ui.parts.startup import Startup
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from mlxchat.app.ui.widgets.footer import Footer
-from mlxchat.app.ui.theme_setting import apply_theme, keep_setting, save_theme
+from mlxchat.app.ui.parts.kept_settings import apply_theme, keep_setting, save_theme
 from mlxchat.engine import EngineSnapshot
 from mlxchat.themes import THEMES
 
@@ -48,9 +49,8 @@ STATUS_INTERVAL_S = 0.25  # how often the panes' status lines read the engine's 
 class ChatApp(App[int]):
     """Several chats at once with one local model: tabs of chats over the engine's slots.
 
-    It owns its start (app.ui.startup), its saved chats (app.ui.saved_chats), its fan-outs (app.ui.fan_outs)
-    and what chats ask of it (app.ui.chat_actions), and routes their messages to them; the chats' state is
-    their Conversations'.
+    It owns its parts (app.ui.parts: its start, its saved chats, its fan-outs, what chats ask of it, ...) and routes
+    their messages to them; the chats' state is their Conversations'.
     """
 
     TITLE = "mlxchat"

@@ -21,7 +21,7 @@ from typing import Generic, Protocol, TypeVar
 from textual.message_pump import MessagePump
 from textual.timer import Timer
 
-from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, FullCollections
+from mlxchat.app.ui.workarounds.gc_hold import COLLECT_AFTER_S, FullCollections
 
 # Frames a second: one chat shown streaming is repainted 8 times a second; several (the grid) twice each,
 # in one update a frame (a frame that repaints eight chats costs about what three frames of one did).

@@ -42,7 +42,7 @@ def run_kv_bench(loaded: LoadedModel, *, teacher_tokens: int = TEACHER_TOKENS, c
     import mlx.core as mx
 
     from mlxchat.engine.bench.long_scenario import long_prompt
-    from mlxchat.engine.kv.kv_types import STORED
+    from mlxchat.engine.kv.kv_types import STORABLE
     from mlxchat.engine.loading.models import float_model
 
     prompt = long_prompt(loaded.tokenizer, teacher_tokens)
@@ -50,9 +50,9 @@ def run_kv_bench(loaded: LoadedModel, *, teacher_tokens: int = TEACHER_TOKENS, c
         reference = float_model(loaded.mlx_path, "float64")
         want = _teacher_forced(reference, prompt, None)
         del reference
-    greedy = {t: _greedy(loaded, t, chats, max_tokens) for t in STORED}
+    greedy = {t: _greedy(loaded, t, chats, max_tokens) for t in STORABLE}
     records = []
-    for kv_dtype in STORED:
+    for kv_dtype in STORABLE:
         got = _teacher_forced(loaded.model, prompt, kv_dtype).astype(mx.float64)
         agree = mx.mean(mx.argmax(got, axis=-1) == mx.argmax(want, axis=-1)).item()
         error = mx.mean(mx.abs(got - want)).item()
@@ -72,12 +72,13 @@ def _teacher_forced(model: object, prompt: list[int], kv_dtype: str | None) -> m
     from mlx_lm.models.cache import make_prompt_cache
 
     from mlxchat.engine.kv import attention
+    from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.kv.slot_store import SlotKVStore
 
     if kv_dtype is None:
         cache = make_prompt_cache(model)
     else:
-        store = SlotKVStore.for_model(model, 1, len(prompt), attention.install(model), kv_dtype)
+        store = SlotKVStore.for_model(model, 1, len(prompt), attention.install(model), KVType(kv_dtype))
         cache = store.batch([0], len(prompt))
     logits = model(mx.array([prompt]), cache=cache)[0]  # type: ignore[operator]
     mx.eval(logits)
@@ -90,14 +91,15 @@ def _greedy(loaded: LoadedModel, kv_dtype: str, chats: int, max_tokens: int) -> 
 
     from mlxchat.engine.bench.workloads import make_workload
     from mlxchat.engine.events import SamplingParams
+    from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.plan import SlotRequest
 
     workload = make_workload(loaded, "short", chats, max_tokens)
     need = max(len(p) for p in workload.prompts) + max_tokens + 1
     request = SlotRequest(chats, chats * need, parallel_max=chats, per_slot_floor=0, per_slot_min=need)
-    plan = replace(loaded.slot_plan(request, capped=False), kv_dtype=kv_dtype)
-    engine = Engine(loaded.model, loaded.tokenizer, plan, padded_prefill=loaded.padded_prefill)
+    plan = replace(loaded.facts.evaluate(request, capped=False), kv_type=KVType(kv_dtype))
+    engine = Engine(loaded.ready, plan)
     try:
         sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
         handles = [engine.submit(i, tokens=p, sampling=sampling) for i, p in enumerate(workload.prompts)]
@@ -111,9 +113,9 @@ def _greedy(loaded: LoadedModel, kv_dtype: str, chats: int, max_tokens: int) -> 
 
 def _bytes_per_token(loaded: LoadedModel, kv_dtype: str) -> int:
     from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.models import kv_footprint
+    from mlxchat.engine.kv.kinds import model_footprint
 
-    return kv_footprint(loaded.model, KVType(kv_dtype)).bytes_per_token
+    return model_footprint(loaded.model, KVType(kv_dtype)).bytes_per_token
 
 
 def _first_difference(a: list[int], b: list[int]) -> int | None:

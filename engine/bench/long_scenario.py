@@ -73,9 +73,9 @@ def run_long_bench(
     per_slot = -(-(prompt_tokens + 64) // CTX_ROUNDING) * CTX_ROUNDING
     slots = streams + 1
     request = SlotRequest(slots, slots * per_slot, parallel_max=slots, per_slot_floor=0, per_slot_min=per_slot)
-    plan = loaded.slot_plan(request, capped=False)
+    plan = loaded.facts.evaluate(request, capped=False)
     split = loaded.tuning.split if loaded.tuning else None
-    engine = Engine(loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill,
+    engine = Engine(loaded.ready, plan, split=split,
                     prefill_stall=stall)
     one = SamplingParams(max_tokens=1, ignore_eos=True)
     try:

@@ -67,12 +67,11 @@ def engine_for(loaded: LoadedModel, n: int, need: int, ctx_size: int | None = No
     from mlxchat.engine.plan import SlotRequest
 
     request = SlotRequest(n, ctx_size or n * need, parallel_max=n, per_slot_floor=0, per_slot_min=need)
-    plan = loaded.slot_plan(request, capped=False)
+    plan = loaded.facts.evaluate(request, capped=False)
     engine = _ENGINES.get(id(loaded.model))
     if engine is None:
         split = loaded.tuning.split if loaded.tuning else None
-        engine = _ENGINES[id(loaded.model)] = Engine(
-            loaded.model, loaded.tokenizer, plan, split=split, padded_prefill=loaded.padded_prefill
+        engine = _ENGINES[id(loaded.model)] = Engine(loaded.ready, plan, split=split
         )
     else:
         engine.repartition(plan).result()

@@ -60,12 +60,12 @@ def _play(
     from mlxchat.engine.plan import SlotRequest
 
     per_slot = -(-(len(opening) + len(question) + 2 * max_tokens + 1) // CTX_ROUNDING) * CTX_ROUNDING
-    plan = loaded.slot_plan(SlotRequest(1, per_slot, parallel_max=1, per_slot_floor=0, per_slot_min=per_slot),
+    plan = loaded.facts.evaluate(SlotRequest(1, per_slot, parallel_max=1, per_slot_floor=0, per_slot_min=per_slot),
                             capped=False)
     sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
 
     def start() -> Engine:
-        return Engine(loaded.model, loaded.tokenizer, plan, padded_prefill=loaded.padded_prefill,
+        return Engine(loaded.ready, plan,
                       disk=DiskTier(folder, budget, loaded.kv_key))
 
     engine = start()

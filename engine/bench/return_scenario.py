@@ -93,9 +93,8 @@ def _play(
     from mlxchat.engine.local_engine import Engine
 
     request = SlotRequest(slots, slots * per_slot, parallel_max=slots, per_slot_floor=0, per_slot_min=per_slot)
-    plan = loaded.slot_plan(request, capped=False)
-    engine = Engine(
-        loaded.model, loaded.tokenizer, plan, park_budget_bytes=budget_mb * 2**20, padded_prefill=loaded.padded_prefill
+    plan = loaded.facts.evaluate(request, capped=False)
+    engine = Engine(loaded.ready, plan, park_budget_bytes=budget_mb * 2**20
     )
     sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     try:

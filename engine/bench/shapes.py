@@ -58,8 +58,10 @@ def build_shape(name: str) -> LoadedModel:
     from mlx_lm.models import llama
 
     from mlxchat.engine.devices import device_kind
+    from mlxchat.engine.cpu.stored import HeldWeights
     from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.models import kv_footprint
+    from mlxchat.engine.loading.batch_check import ready_for_slots
+    from mlxchat.engine.kv.kinds import model_footprint
     from mlxchat.engine.memory import format_bytes, memory_info
 
     if name not in SHAPES:
@@ -91,16 +93,15 @@ def build_shape(name: str) -> LoadedModel:
     for _, weight in tree_flatten(model.parameters()):  # one at a time: the float32 draws never pile up
         mx.eval(weight)
     return LoadedModel(
-        model=model,
-        tokenizer=_numbered_tokenizer(shape.vocab),
+        ready=ready_for_slots(model, _numbered_tokenizer(shape.vocab)),
         source=ModelSource(f"shape:{name}", "shape", None, f"random llama {name} ({shape.like})", None),
         mlx_path=Path(),
-        dtype=dtype_name(dtype),
+        weights=HeldWeights(dtype_name(dtype), kernel_matmuls=False, int8_activations=False),
         weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
         trained_ctx=None,
-        kv_bytes_per_token=(kv := kv_footprint(model, KVType())).bytes_per_token,  # K/V as computed
+        kv_type=KVType(),  # K/V as computed
+        kv_footprint=model_footprint(model, KVType()),
         config={},
-        kv_footprint=kv,
     )
 
 

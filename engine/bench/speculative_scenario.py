@@ -108,8 +108,8 @@ def run_speculative_bench(loaded: LoadedModel, rounds: int = ROUNDS, draft: Draf
 
     longest = len(loaded.tokenizer.apply_chat_template(edit_chat(CHANGES[0]), add_generation_prompt=True))
     per_slot = -(-(longest + 64 + EDIT_TOKENS) // CTX_ROUNDING) * CTX_ROUNDING
-    plan = loaded.slot_plan(SlotRequest(CHATS, CHATS * per_slot, parallel_max=CHATS), capped=False)
-    engine = Engine(loaded.model, loaded.tokenizer, plan, padded_prefill=loaded.padded_prefill, draft=draft)
+    plan = loaded.facts.evaluate(SlotRequest(CHATS, CHATS * per_slot, parallel_max=CHATS), capped=False)
+    engine = Engine(loaded.ready, plan, draft=draft)
     greedy = SamplingParams(max_tokens=EDIT_TOKENS)
     modes = ("off", "lookup", "draft") if draft else ("off", "lookup")
     try:

@@ -1,5 +1,8 @@
-"""Quantized and half-precision layers kept as stored on the CPU, multiplied by the compiled kernel
-(kernels/matmul.cpp).
+"""How a model's weights are held on this device (`hold_weights`: decided, converted, installed), and the quantized
+and half-precision layers kept as stored on the CPU, multiplied by the compiled kernel (kernels/matmul.cpp).
+
+The `weights_dtype` setting: "auto" leaves it to mlxchat, "keep" holds the weights as the model's files
+have them, a float dtype converts every weight to it.
 
 MLX's own CPU quantized matmul does not gain from batching (30 ms for one SmolLM2 layer at 8
 rows, against 3 ms for float32 through the BLAS), which is why the engine used to widen every
@@ -13,20 +16,116 @@ code calls them unchanged.
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_unflatten
 
 from mlxchat.engine.cpu import kernels
+from mlxchat.engine.devices import batching_note, device_kind
 
 BITS = (4, 8)
 GROUP_SIZES = (32, 64, 128)
 HALVES = (mx.float16, mx.bfloat16)
 # Below this many multiply-adds a call runs on one thread: waking the others would cost more.
 THREADED_WORK = 1 << 18
+
+
+WEIGHTS_DTYPES = ("auto", "keep", "float32", "float16", "bfloat16")
+INT8_REFUSED = ("int8_activations = true rounds the rows that 4- and 8-bit layers multiply, on a CPU where "
+                "mlxchat's kernels run; this model has no such layers here (float weights, weights_dtype not "
+                '"auto" or "keep", or another device): set int8_activations = false')
+
+# What "auto" decides: the weights as the files have them ("keep"), every weight converted to a float dtype, or
+# "kernels": the layers the compiled kernels multiply kept as stored, everything else float32.
+Holding = Literal["keep", "kernels", "float32", "float16", "bfloat16"]
+
+
+class WeightsRefused(ValueError):
+    """The weights cannot be held as the settings ask; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class HeldWeights:
+    """How `hold_weights` left a model's weights: what doctor and F3 say of them."""
+
+    dtype: str  # "float32", "float16", "bfloat16" or e.g. "q4 (group 32)"; ", int8 activations" where rounded
+    kernel_matmuls: bool  # quantized or half layers are multiplied by the compiled kernels: batch-invariant, bits
+    int8_activations: bool  # those layers multiply rows rounded to int8
+
+    @property
+    def batching_note(self) -> str:
+        """Whether its batched replies, and its rows' logits, are the same as alone on this device, in words."""
+        return batching_note(device_kind(), self.dtype, self.kernel_matmuls, self.int8_activations)
+
+
+def hold_weights(model: nn.Module, weights_dtype: str, int8_activations: bool,
+                 report: Callable[[str], None] = lambda _: None) -> HeldWeights:
+    """Decides how `model`'s weights are held for `weights_dtype`, converts them (saying so through `report`) and
+    installs the compiled kernels' layers where they run; WeightsRefused where the settings cannot be met."""
+    if weights_dtype not in WEIGHTS_DTYPES:
+        raise WeightsRefused(f"weights_dtype '{weights_dtype}' is not one of: {', '.join(WEIGHTS_DTYPES)}.")
+    holding: Holding = auto_holding(model) if weights_dtype == "auto" else weights_dtype  # type: ignore[assignment]
+    if holding not in ("keep", "kernels"):
+        report(f"Converting weights to {holding}")
+        convert(model, holding)
+    # Where the compiled kernels run, quantized layers left as stored are multiplied by them (half-precision
+    # ones too where "auto" keeps them).
+    install(model, halves=holding == "kernels")
+    if holding == "kernels":
+        compute_in_float32(model)
+    if int8_activations and not round_rows_to_int8(model):
+        raise WeightsRefused(INT8_REFUSED)
+    return HeldWeights(describe(model) + (", int8 activations" if int8_activations else ""),
+                       holds_stored(model), int8_activations)
+
+
+def auto_holding(model: nn.Module) -> Holding:
+    """What "auto" does with `model`'s weights on this device.
+
+    On a CPU, a quantized model keeps its 4- and 8-bit layers where the compiled kernels run and
+    support them all (they gain from batching and read a sixth of float32's bytes), and a float16 or
+    bfloat16 model its layers (half float32's bytes); otherwise the weights become float32, whose BLAS
+    matmuls gain from batching where MLX's quantized and half-precision ones do not. Metal and CUDA
+    keep the model as it is.
+    """
+    if device_kind() != "cpu":
+        return "keep"
+    if not kernels.status().active:
+        return "float32"
+    modules = [m for _, m in model.named_modules()]
+    quantized = [m for m in modules if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))]
+    if quantized:
+        return "kernels" if all(supported(m) for m in quantized) else "float32"
+    return "kernels" if any(type(m) is nn.Linear and supported_half(m) for m in modules) else "float32"
+
+
+def convert(model: nn.Module, dtype: str) -> None:
+    """Dequantizes every quantized layer and casts all float parameters to `dtype`, in place."""
+    from mlx_lm.utils import dequantize_model
+
+    # Scales and biases go to float32 first, so that dequantizing does not round in float16.
+    model.set_dtype(mx.float32)
+    dequantize_model(model)
+    model.set_dtype(getattr(mx, dtype))
+    mx.eval(model.parameters())
+
+
+def describe(model: nn.Module) -> str:
+    """What the weights are now: "q4 (group 32)" (or "q4/q8 ...") if any layer is quantized, else the float dtype."""
+    quantized = [m for _, m in model.named_modules() if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))]
+    if quantized:
+        bits = "/".join(f"q{b}" for b in sorted({m.bits for m in quantized}))
+        groups = "/".join(str(g) for g in sorted({m.group_size for m in quantized}))
+        return f"{bits} (group {groups})"
+    by_dtype = Counter[str]()
+    for _, p in tree_flatten(model.parameters()):
+        by_dtype[str(p.dtype).rsplit(".", 1)[-1]] += p.nbytes
+    return by_dtype.most_common(1)[0][0]
 
 
 def supported(module: Any) -> bool:

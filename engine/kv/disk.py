@@ -1,8 +1,8 @@
 """Saved KV on disk: parked conversations written under the cache folder and found again after a restart.
 
 Each entry is one safetensors file: every layer's saved state for a token history, with the
-history, the model's key and the format in its metadata. Files are private (0600 in 0700
-folders), one folder per model key; the whole tier is bounded in bytes, least recently used
+history, the model's key and the format in its metadata. Files are private (0600 in a 0700 folder
+per model key, under a root its caller keeps private: the app's start does); the whole tier is bounded in bytes, least recently used
 first. A background thread writes them (the engine thread only hands over evaluated arrays), and
 closing waits for the writes in flight, with a bound. A file that is damaged, truncated, from
 another model or another format is ignored and removed, with a note.
@@ -25,9 +25,9 @@ import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine.memory import format_bytes
-from mlxchat.engine.private_files import FILE_MODE, private_folder
 
 FORMAT = "mlxchat-kv-1"
+FOLDER_MODE, FILE_MODE = 0o700, 0o600  # (a umask can only narrow them)
 SUFFIX = ".safetensors"
 # safetensors' names for the dtypes a KV cache holds.
 DTYPES = {mx.float32: "F32", mx.float16: "F16", mx.bfloat16: "BF16", mx.int32: "I32", mx.uint32: "U32"}
@@ -64,8 +64,7 @@ class DiskTier:
         self._queue: queue.Queue[tuple[str, list[int], list[tuple[str, mx.array, str]], Any] | None] = queue.Queue()
         self._writer: threading.Thread | None = None
         if budget > 0:
-            private_folder(self.root)
-            private_folder(self.folder)
+            self.folder.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
             self._scan()
 
     @property

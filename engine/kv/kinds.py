@@ -166,6 +166,17 @@ class _Costs:
     recurrent: int = 0
 
 
+def model_footprint(model: Any, kv_type: KVType) -> KVFootprint:
+    """What `model`'s slots hold per token (attention K/V, stored as `kv_type`) and per sequence (recurrent state), by
+    layer kind; UnsupportedKV where its heads cannot be stored so."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    # A one-token forward is built but never evaluated: shapes and dtypes are known without computing.
+    cache = make_prompt_cache(model)
+    model(mx.array([[0]]), cache=cache)
+    return footprint(cache, kv_type)
+
+
 def footprint(cache: list[Any], kv_type: KVType = KVType()) -> KVFootprint:
     """The footprint of mlx-lm caches after a one-token forward, attention K/V stored as `kv_type` (shapes only:
     nothing is evaluated); UnsupportedKV where the heads cannot be stored so."""

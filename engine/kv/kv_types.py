@@ -14,7 +14,7 @@ import mlx.core as mx
 
 # What the setting accepts; "auto" is resolved per device by `resolve`.
 KV_DTYPES = ("auto", "float32", "float16", "bfloat16", "q8")
-STORED = ("float32", "float16", "bfloat16", "q8")
+STORABLE = ("float32", "float16", "bfloat16", "q8")  # every type the slots can store K/V in
 BITS = 8  # q8
 Q8_GROUPS = (64, 32)  # the widest group that divides the head size (mlx-lm's QuantizedKVCache uses 64)
 

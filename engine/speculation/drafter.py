@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
@@ -20,7 +19,8 @@ from mlx_lm.utils import common_prefix_len
 from mlxchat.engine.forward import Forward
 from mlxchat.engine.kv import attention as slot_attention
 from mlxchat.engine.kv.slot_store import SlotKVStore
-from mlxchat.engine.loading.batch_check import ready_for_slots
+from mlxchat.engine.kv.kv_types import KVType
+from mlxchat.engine.loading.batch_check import SlotReady
 
 # Tokens a slot's first drafting pass reads beside the others' (right-padded, where the model allows it); a longer
 # backlog (a prompt) is read first, alone, in chunks of CATCH_UP_CHUNK.
@@ -33,10 +33,9 @@ KEEP = 0.8  # how much of the measured pass time so far each new measure keeps
 class DraftModel:
     """A loaded draft model, as the scheduler is given it (engine.speculation.draft_load.load_draft)."""
 
-    model: Any
+    ready: SlotReady  # the model, checked for the slots at its load (LoadedModel.ready)
     name: str
-    padded_prefill: bool | None  # (LoadedModel.padded_prefill)
-    kv_dtype: str | None  # how its slots store K/V (LoadedModel.kv_dtype)
+    kv_type: KVType  # how its slots store K/V (LoadedModel.kv_type)
     vocab: int  # the tokens of the vocabulary it shares with the target (its head may have more rows: padding)
     # What one of its passes costs against one of the target's, until measured: its weights' share of the target's
     # (a decode pass reads every weight once).
@@ -49,11 +48,11 @@ class Drafter:
     def __init__(self, draft: DraftModel) -> None:
         """Set up on the thread that loaded the model, as the scheduler is."""
         self.name = draft.name
-        self.model = draft.model
-        self.padded = ready_for_slots(draft.model, draft.padded_prefill)
-        self.per_slot_dispatch = slot_attention.install(draft.model)
-        self.forward = Forward(draft.model)
-        self.kv_dtype = draft.kv_dtype
+        self.model = draft.ready.model
+        self.padded = draft.ready.padded_prefill
+        self.per_slot_dispatch = slot_attention.install(self.model)
+        self.forward = Forward(self.model)
+        self.kv_type = draft.kv_type
         self.store: SlotKVStore | None = None
         self._held: dict[int, list[int]] = {}  # slot id -> the tokens whose K/V its store holds
         self.pass_s: float | None = None  # seconds one drafting pass takes, measured (None: not yet)
@@ -138,7 +137,7 @@ class Drafter:
         """Its store, as many slots as the target's and as long (a new plan starts it over, empty)."""
         if self.store is None or (self.store.n_slots, self.store.capacity) != (target.n_slots, target.capacity):
             self.store = SlotKVStore.for_model(self.model, target.n_slots, target.capacity, self.per_slot_dispatch,
-                                               self.kv_dtype)
+                                               self.kv_type)
             self._held.clear()
         return self.store
 

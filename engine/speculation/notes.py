@@ -35,9 +35,7 @@ def draft_note(name: str, drafted: int, accepted: int, kv_bytes: int) -> str:
 
 def model_speculation(loaded: LoadedModel, per_slot: int) -> str:
     """`speculation_note` for a loaded model whose slots hold `per_slot` tokens, on this device."""
-    from mlxchat.engine.devices import batching_note, device_kind
     from mlxchat.engine.kv.slot_store import SlotKVStore
 
     store = SlotKVStore.for_model(loaded.model, 1, per_slot, True)  # (allocates nothing until a pass writes)
-    note = batching_note(device_kind(), loaded.dtype, loaded.kernel_matmuls, loaded.int8_activations)
-    return speculation_note(store.rolls_back, note)
+    return speculation_note(store.rolls_back, loaded.weights.batching_note)

@@ -15,7 +15,7 @@ from mlxchat.app.chats.chat import Chat
 from mlxchat.app.chats.export import to_json, to_markdown
 from mlxchat.app.files.attachments import Attachment, AttachmentError, read_attachment
 from mlxchat.app.files.listing import files_under
-from mlxchat.app.files.room import over_the_slot
+from mlxchat.app.files.slot_fit import over_the_slot
 
 
 def refusal(path: Path, max_kb: int = 64) -> str:

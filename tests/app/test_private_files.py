@@ -67,3 +67,20 @@ def test_exports_are_owner_only_even_over_a_wider_file(tmp_path: Path, umask: in
     path.chmod(0o666)
     write_private(path, "# again\n")
     assert mode(path) == 0o600 and path.read_text() == "# again\n"
+
+
+def test_the_saved_kv_folder_the_engine_writes_in_is_owner_only(tmp_path: Path, tiny_model_dir: Path, umask: int) -> None:
+    """The app's start makes the folder of saved KV private (the engine only writes under it), a wide one tightened."""
+    from mlxchat.app import paths
+    from mlxchat.app.config.loading import load_settings
+    from mlxchat.app.session.start import start_engine
+    from mlxchat.engine import retire
+
+    kv = paths.kv_cache_dir()  # (the test's own: conftest)
+    kv.mkdir(parents=True, mode=0o755)
+    kv.chmod(0o755)  # as a wider folder left by an earlier run
+    started = start_engine(load_settings(None, {"model": str(tiny_model_dir)}), lambda _: None)
+    try:
+        assert mode(kv) == 0o700 and [mode(p) for p in kv.iterdir()] == [0o700]  # and the model's own folder
+    finally:
+        retire(started.engine)

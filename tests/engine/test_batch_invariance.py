@@ -35,7 +35,7 @@ needs_kernels = pytest.mark.skipif(not kernels.status().active, reason="the comp
 def row_alone_and_beside_others(loaded: Any) -> tuple[mx.array, mx.array]:
     """Slot 0's next-token logits from a decode pass of its own, and from one with slots 1-3 beside it."""
     request = SlotRequest(4, 4 * 64, parallel_max=8, per_slot_floor=64, per_slot_min=32)
-    core = SlotScheduler(loaded.model, loaded.tokenizer, loaded.slot_plan(request))
+    core = SlotScheduler(loaded.ready, loaded.facts.evaluate(request))
     for row, prompt in enumerate(PROMPTS):  # each slot's history read on its own
         core.forward.states(mx.array([prompt]), core.store.batch([row], len(prompt)))
         mx.eval(core.store.arrays)
@@ -60,7 +60,7 @@ def loaded_as(form: str, tiny_model_dir: Path, tmp_path: Path) -> Any:
 def test_a_row_through_the_compiled_matmul_has_the_same_bits_beside_others(form: str, tiny_model_dir: Path,
                                                                            tmp_path: Path) -> None:
     loaded = loaded_as(form, tiny_model_dir, tmp_path)
-    assert loaded.kernel_matmuls and loaded.int8_activations == (form == "Q4_1, int8 rows")
+    assert loaded.weights.kernel_matmuls and loaded.weights.int8_activations == (form == "Q4_1, int8 rows")
     alone, beside = row_alone_and_beside_others(loaded)
     assert mx.array_equal(alone, beside).item(), mx.abs(alone - beside).max().item()
 
@@ -68,7 +68,7 @@ def test_a_row_through_the_compiled_matmul_has_the_same_bits_beside_others(form:
 def test_a_float32_row_through_the_blas_is_within_rounding_beside_others(tiny_model_dir: Path) -> None:
     """Measured, not promised bit for bit: BLAS libraries choose their kernel by the number of rows."""
     loaded = load_model(str(tiny_model_dir), cache_dir=models_cache_dir())
-    assert loaded.dtype == "float32" and not loaded.kernel_matmuls
+    assert loaded.dtype == "float32" and not loaded.weights.kernel_matmuls
     alone, beside = row_alone_and_beside_others(loaded)
     difference = mx.abs(alone - beside).max().item()
     print(f"float32 through the BLAS: a row's logits alone and beside three others differ by {difference:.2g}")

@@ -9,6 +9,7 @@ import pytest
 from mlxchat.engine.chat_engine import ChatEngine
 from mlxchat.engine.remote.engine import RemoteEngine
 from mlxchat.engine.local_engine import Engine
+from mlxchat.engine.loading.batch_check import ready_for_slots
 
 CALLS = [name for name, value in vars(ChatEngine).items() if inspect.isfunction(value) and not name.startswith("_")]
 
@@ -36,7 +37,7 @@ def test_each_engine_says_its_slot_plan(tiny_model_dir) -> None:
     from tests.tiny_families import build_family
 
     assert "plan" in ChatEngine.__annotations__
-    engine = Engine(build_family("llama"), load_tokenizer(tiny_model_dir), plan(parallel=4))
+    engine = Engine(ready_for_slots(build_family("llama"), load_tokenizer(tiny_model_dir)), plan(parallel=4))
     try:
         assert engine.plan.parallel == 4
         engine.repartition(plan(parallel=2)).result(30)

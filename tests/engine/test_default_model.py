@@ -44,7 +44,7 @@ def test_facts_of_the_default_model(smollm2: LoadedModel) -> None:
     assert smollm2.dtype == "float32"
     assert smollm2.trained_ctx == 8192
     # 30 layers x (K + V) x 3 KV heads x head dim 64 x 2 bytes (kv_dtype "auto": float16 on a CPU), else 4.
-    assert smollm2.kv_bytes_per_token == 30 * 2 * 3 * 64 * (2 if smollm2.kv_dtype == "float16" else 4)
+    assert smollm2.kv_bytes_per_token == 30 * 2 * 3 * 64 * (2 if smollm2.kv_type.name == "float16" else 4)
     assert 134e6 * 4 < smollm2.weights_bytes < 136e6 * 4
     config = json.loads((smollm2.mlx_path / "config.json").read_text())
     # The file has no output.weight (tied embeddings) and an 8-bit embedding among 4-bit layers.

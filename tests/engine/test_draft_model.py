@@ -43,7 +43,7 @@ def loaded_pair(target_dir: Path, draft_dir: Path):
 def drafted_replies(target, draft, sampling, core: SlotScheduler | None = None) -> tuple[list, list]:
     """PROMPTS answered at once in three slots with speculative = "draft", every draft the model makes checked (rows
     and the draft's pass taken as free, so that the cost rule never stops it)."""
-    core = core or SlotScheduler(target.model, target.tokenizer, plan(), prefill_chunk=4, draft=draft)
+    core = core or SlotScheduler(target.ready, plan(), prefill_chunk=4, draft=draft)
     core.verifier.row_cost, core.verifier.draft_cost = 0.0, 0.0
     return answered(core, PROMPTS, dataclasses.replace(sampling, speculative="draft"))
 
@@ -51,7 +51,7 @@ def drafted_replies(target, draft, sampling, core: SlotScheduler | None = None) 
 @pytest.mark.parametrize("sampling", [GREEDY, SEEDED], ids=["greedy", "seeded"])
 def test_replies_with_a_draft_model_equal_replies_without_in_busy_slots(tiny_model_dir, draft_dir, sampling) -> None:
     target, draft = loaded_pair(tiny_model_dir, draft_dir)
-    plain, _ = answered(SlotScheduler(target.model, target.tokenizer, plan(), prefill_chunk=4), PROMPTS, sampling)
+    plain, _ = answered(SlotScheduler(target.ready, plan(), prefill_chunk=4), PROMPTS, sampling)
     drafted, stats = drafted_replies(target, draft, sampling)
     assert drafted == plain
     if sampling is GREEDY:
@@ -64,7 +64,7 @@ def test_a_draft_of_the_target_itself_has_every_greedy_draft_taken(tiny_model_di
     """The target's own weights as the draft: each of its drafts is the target's choice, as far as its K/V is the
     target's; so it is caught up with each slot's prompt and rolled back after each check exactly."""
     target, draft = loaded_pair(tiny_model_dir, build_draft(tiny_model_dir, tmp_path / "same", layers=2))
-    core = SlotScheduler(target.model, target.tokenizer, plan(), prefill_chunk=4, draft=draft)
+    core = SlotScheduler(target.ready, plan(), prefill_chunk=4, draft=draft)
     first, stats = drafted_replies(target, draft, GREEDY, core)
     assert all(s.drafted_tokens > GREEDY.max_tokens / 2 for s in stats)
     assert [s.accepted_tokens for s in stats] == [s.drafted_tokens for s in stats]

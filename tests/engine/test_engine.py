@@ -11,6 +11,7 @@ import pytest
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
+from mlxchat.engine.loading.batch_check import ready_for_slots
 
 PROMPTS = [
     "Hello, how are you?",
@@ -38,7 +39,7 @@ def make_engine(tiny):
     engines = []
 
     def make(parallel: int = 4, ctx_size: int = 2048, prefill_chunk: int = 16) -> Engine:
-        engine = Engine(*tiny, make_plan(parallel, ctx_size), prefill_chunk=prefill_chunk)
+        engine = Engine(ready_for_slots(*tiny), make_plan(parallel, ctx_size), prefill_chunk=prefill_chunk)
         engines.append(engine)
         return engine
 

@@ -25,8 +25,8 @@ QUESTIONS = [
 @pytest.fixture(scope="module", params=["auto", "float32"])
 def engine(request):
     loaded: LoadedModel = load_model(None, request.param, cache_dir=models_cache_dir())
-    plan = loaded.slot_plan(SlotRequest(parallel=4, ctx_size=4096))
-    engine = Engine(loaded.model, loaded.tokenizer, plan)
+    plan = loaded.facts.evaluate(SlotRequest(parallel=4, ctx_size=4096))
+    engine = Engine(loaded.ready, plan)
     yield engine
     engine.shutdown()
 

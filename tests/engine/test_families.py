@@ -14,6 +14,7 @@ import pytest
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.plan import SlotPlan, SlotRequest, plan_slots
 from mlxchat.engine.local_engine import Engine
+from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.tiny_families import FAMILIES, LLAMA4, WINDOW, build_family, save_family
 from tests.tiny_gguf import write_other_architecture_gguf
 
@@ -114,7 +115,7 @@ def test_family_in_four_slots_equals_mlx_lm_alone(family, tokenizer):
     model = build_family(family)
     expected = [alone(model, p) for p in PROMPTS]
     for chunk in (256, 4):
-        engine = Engine(model, tokenizer, plan(), prefill_chunk=chunk)
+        engine = Engine(ready_for_slots(model, tokenizer), plan(), prefill_chunk=chunk)
         try:
             handles = [engine.submit(i, tokens=p, sampling=GREEDY) for i, p in enumerate(PROMPTS)]
             dones = [h.result(60) for h in handles]
@@ -159,9 +160,10 @@ def batched_logits_equal_alone(model, family: str, kv_dtype: str | None, toleran
     import mlx.core as mx
 
     from mlxchat.engine.kv import attention
+    from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.kv.slot_store import SlotKVStore
 
-    store = SlotKVStore.for_model(model, 4, 64, attention.install(model), kv_dtype)
+    store = SlotKVStore.for_model(model, 4, 64, attention.install(model), KVType(kv_dtype))
     histories = [list(p) for p in PROMPTS]
     for row, prompt in enumerate(PROMPTS):
         model(mx.array([prompt]), cache=store.batch([row], len(prompt)))
@@ -194,7 +196,7 @@ def test_quantized_family_as_stored_equals_mlx_lm_alone(family, tokenizer):
     nn.quantize(model, group_size=32, bits=4, class_predicate=quantizable)
     mx.eval(model.parameters())
     expected = [alone(model, p) for p in PROMPTS]
-    engine = Engine(model, tokenizer, plan(), prefill_chunk=4)
+    engine = Engine(ready_for_slots(model, tokenizer), plan(), prefill_chunk=4)
     try:
         each_slot_equals_alone(engine, PROMPTS, expected, GREEDY, family)
     finally:
@@ -215,7 +217,7 @@ def test_window_layers_hold_only_the_window(tokenizer):
     assert kv.windows == ((WINDOW, kv.full_bytes_per_token // 2),) * 2
     sized = plan(kv_footprint=kv)
     assert sized.kv_bytes_per_slot == kv.full_bytes_per_token * 128 + 2 * WINDOW * kv.windows[0][1]
-    engine = Engine(model, tokenizer, sized)
+    engine = Engine(ready_for_slots(model, tokenizer), sized)
     try:
         engine.submit(0, tokens=PROMPTS[3], sampling=GREEDY).result(60)
         assert engine.snapshot().kv_bytes_allocated == sized.kv_bytes
@@ -225,7 +227,7 @@ def test_window_layers_hold_only_the_window(tokenizer):
 
 def test_recurrent_state_is_a_constant_per_slot(tokenizer):
     model = build_family("mamba2")
-    engine = Engine(model, tokenizer, plan())
+    engine = Engine(ready_for_slots(model, tokenizer), plan())
     try:
         engine.submit(0, tokens=PROMPTS[0], sampling=GREEDY).result(60)
         short = engine.snapshot().slots[0].kv_bytes_used
@@ -274,7 +276,7 @@ def test_reply_that_stops_mid_pass_leaves_the_state_exact(family, tiny_model_dir
     want = alone(model, prompt)
     stop = next(i for i in range(2, NEW) if want[i] not in want[:i])
     tokenizer = load_tokenizer(tiny_model_dir, eos_token_ids=[want[stop]])
-    engine = Engine(model, tokenizer, plan())
+    engine = Engine(ready_for_slots(model, tokenizer), plan())
     try:
         done = engine.submit(0, tokens=prompt, sampling=SamplingParams(max_tokens=NEW)).result(60)
         assert (done.reason, done.stats.generated_tokens) == ("stop", stop)
@@ -289,7 +291,7 @@ def test_reply_that_stops_mid_pass_leaves_the_state_exact(family, tiny_model_dir
 @pytest.mark.parametrize("family", ["gemma3_text", "qwen3_next"])
 def test_repartition_keeps_window_and_recurrent_slots_exact(family, tokenizer):
     model = build_family(family)
-    engine = Engine(model, tokenizer, plan(parallel=4, ctx_size=512))
+    engine = Engine(ready_for_slots(model, tokenizer), plan(parallel=4, ctx_size=512))
     try:
         for i, p in enumerate(PROMPTS):
             engine.submit(i, tokens=p, sampling=GREEDY).result(60)

@@ -13,8 +13,10 @@ import pytest
 
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.cpu import kernels, stored
-from mlxchat.engine.loading.models import INT8_REFUSED, load_model
+from mlxchat.engine.cpu.stored import INT8_REFUSED
+from mlxchat.engine.loading.models import load_model
 from mlxchat.engine.loading.progress import ModelLoadError
+from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.engine.test_stored_weights import (
     assert_batched_replies_equal_alone,
     assert_replies_beside_others_equal_alone,
@@ -99,7 +101,7 @@ def test_a_model_loaded_with_int8_activations_gives_batched_replies_equal_alone(
     in float32 all the same), and every reply of rows sharing passes is the one it gets alone."""
     model = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
     loaded = load_model(str(model), cache_dir=models_cache_dir(), int8_activations=True)
-    assert loaded.dtype == "q4 (group 32), int8 activations" and loaded.int8_activations
+    assert loaded.dtype == "q4 (group 32), int8 activations" and loaded.weights.int8_activations
     layers = [m for _, m in loaded.model.named_modules() if isinstance(m, stored.StoredLinear)]
     assert layers and all(m.int8_rows for m in layers)
     assert "int8 activations" in loaded.kv_key  # (saved K/V of float rows is not read back, nor the reverse)
@@ -129,5 +131,5 @@ def test_every_family_with_int8_rows_gives_batched_replies_equal_alone(family, t
     stored.install(model)
     stored.compute_in_float32(model)
     assert stored.round_rows_to_int8(model)
-    engine = Engine(model, load_tokenizer(tiny_model_dir), plan(), prefill_chunk=4)
+    engine = Engine(ready_for_slots(model, load_tokenizer(tiny_model_dir)), plan(), prefill_chunk=4)
     assert_replies_beside_others_equal_alone(engine, PROMPTS, GREEDY, 60)

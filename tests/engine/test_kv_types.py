@@ -15,7 +15,9 @@ import pytest
 
 from mlxchat.engine.cpu import kernels
 from mlxchat.engine.events import SamplingParams
+from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.local_engine import Engine
+from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.engine.test_families import PROMPTS, batched_logits_equal_alone, each_slot_equals_alone, generated, plan
 from tests.engine.test_families import q8_parts, stored_by_mlx
 from tests.engine.test_families import alone as families_alone
@@ -151,7 +153,7 @@ def check_batched_logits(family: str, kv_dtype: str) -> None:
 def test_family_in_four_slots_over_stored_kv_equals_mlx_lm_alone(family, kv_dtype, tokenizer):
     model = model_for(family, kv_dtype)
     expected = [alone(model, p, kv_dtype) for p in PROMPTS]
-    engine = Engine(model, tokenizer, plan_of(kv_dtype), prefill_chunk=4)
+    engine = Engine(ready_for_slots(model, tokenizer), plan_of(kv_dtype), prefill_chunk=4)
     try:
         each_slot_equals_alone(engine, PROMPTS, expected, GREEDY, f"{family}, {kv_dtype}")
     finally:
@@ -161,7 +163,7 @@ def test_family_in_four_slots_over_stored_kv_equals_mlx_lm_alone(family, kv_dtyp
 def plan_of(kv_dtype: str, parallel: int = 4) -> Any:
     from dataclasses import replace
 
-    return replace(plan(parallel=parallel), kv_dtype=kv_dtype)
+    return replace(plan(parallel=parallel), kv_type=KVType(kv_dtype))
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +189,8 @@ def test_q8_the_device_cannot_read_is_refused_at_load(monkeypatch):
     import mlx.core as mx
 
     from mlxchat.engine.kv.attention import q8_unreadable
-    from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.models import ModelLoadError, kv_footprint
+    from mlxchat.engine.kv.kinds import model_footprint
+    from mlxchat.engine.kv.kv_types import UnsupportedKV
 
     model = model_for("llama", "q8")
     cuda_error = ('[quantized_matmul] No implementation for problem shape: 4x4x32x2, transpose: true, activation: '
@@ -201,8 +203,8 @@ def test_q8_the_device_cannot_read_is_refused_at_load(monkeypatch):
     monkeypatch.setattr(mx, "quantized_matmul", quantized_matmul)
     q8_unreadable.cache_clear()
     try:
-        with pytest.raises(ModelLoadError) as refused:
-            kv_footprint(model, KVType("q8"))
+        with pytest.raises(UnsupportedKV) as refused:
+            model_footprint(model, KVType("q8"))
     finally:
         q8_unreadable.cache_clear()
     assert str(refused.value) == (f'kv_dtype = "q8": MLX on this device cannot read 8-bit K/V of this model\'s '
@@ -220,7 +222,7 @@ def test_parked_and_saved_kv_keep_their_type(kv_dtype, tokenizer, tmp_path):
     model = model_for("llama", kv_dtype)
     chat_a, chat_b = PROMPTS[3], [(11 * j) % 200 + 40 for j in range(30)]
     key = f"tiny llama|kv {kv_dtype}"
-    engine = Engine(model, tokenizer, plan_of(kv_dtype, parallel=1), disk=DiskTier(tmp_path, 2**30, key))
+    engine = Engine(ready_for_slots(model, tokenizer), plan_of(kv_dtype, parallel=1), disk=DiskTier(tmp_path, 2**30, key))
     try:
         engine.submit(0, tokens=chat_a, sampling=GREEDY).result(60)
         engine.clear(0)
@@ -238,7 +240,7 @@ def test_parked_and_saved_kv_keep_their_type(kv_dtype, tokenizer, tmp_path):
     stored = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
     assert stored == ({"U32", "F32"} if kv_dtype == "q8" else {"BF16"})
 
-    restarted = Engine(model, tokenizer, plan_of(kv_dtype, parallel=1), disk=DiskTier(tmp_path, 2**30, key))
+    restarted = Engine(ready_for_slots(model, tokenizer), plan_of(kv_dtype, parallel=1), disk=DiskTier(tmp_path, 2**30, key))
     try:
         done = restarted.submit(0, tokens=again + [9], sampling=GREEDY).result(60)
         assert done.stats.restored_from == "disk" and done.stats.prefilled_tokens < 8
@@ -253,7 +255,8 @@ def test_each_type_is_counted_as_stored(tiny_model_dir: Path, tokenizer):
     import mlx.core as mx
 
     from mlxchat.engine.kv.kv_types import KVType
-    from mlxchat.engine.loading.models import kv_footprint, load_model
+    from mlxchat.engine.kv.kinds import model_footprint
+    from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.plan import SlotRequest
 
     # tiny llama: 2 layers x (K + V) x 2 KV heads x 16 dims.
@@ -261,13 +264,13 @@ def test_each_type_is_counted_as_stored(tiny_model_dir: Path, tokenizer):
     assert {t: m.kv_bytes_per_token for t, m in per_token.items()} == {
         "float32": 2 * 2 * 2 * 16 * 4, "float16": 2 * 2 * 2 * 16 * 2, "bfloat16": 2 * 2 * 2 * 16 * 2}
     assert len({m.kv_key for m in per_token.values()}) == 3
-    plan = per_token["float16"].slot_plan(SlotRequest(4, 1024, per_slot_floor=64, per_slot_min=32))
-    assert (plan.kv_dtype, plan.kv_bytes) == ("float16", 1024 * 2 * 2 * 2 * 16 * 2)
+    plan = per_token["float16"].facts.evaluate(SlotRequest(4, 1024, per_slot_floor=64, per_slot_min=32))
+    assert (plan.kv_type, plan.kv_bytes) == (KVType("float16"), 1024 * 2 * 2 * 2 * 16 * 2)
     assert plan.kv_summary == "256.0 KiB (64.0 KiB per slot) · float16, 256 B a token"
     # q8 on 32-dim heads: one byte a value, a float32 scale and bias per group of 32.
     model = model_for("llama", "q8")  # 2 layers, 1 KV head of 32
-    assert kv_footprint(model, KVType("q8")).bytes_per_token == 2 * 2 * (32 + 2 * 4)
-    engine = Engine(model, tokenizer, plan_of("q8"))
+    assert model_footprint(model, KVType("q8")).bytes_per_token == 2 * 2 * (32 + 2 * 4)
+    engine = Engine(ready_for_slots(model, tokenizer), plan_of("q8"))
     try:
         engine.submit(0, tokens=PROMPTS[0], sampling=GREEDY).result(60)
         assert engine.snapshot().kv_bytes_allocated == 512 * 2 * 2 * (32 + 2 * 4)  # 4 slots of 128
@@ -336,10 +339,10 @@ def test_a_repartition_keeps_a_slots_stored_kv(kv_dtype, tokenizer):
     from dataclasses import replace
 
     model = model_for("gemma3_text", kv_dtype)
-    engine = Engine(model, tokenizer, plan_of(kv_dtype), prefill_chunk=4)
+    engine = Engine(ready_for_slots(model, tokenizer), plan_of(kv_dtype), prefill_chunk=4)
     try:
         engine.submit(0, tokens=PROMPTS[2], sampling=GREEDY).result(60)
-        bigger = replace(plan(parallel=2, ctx_size=512), kv_dtype=kv_dtype)
+        bigger = replace(plan(parallel=2, ctx_size=512), kv_type=KVType(kv_dtype))
         assert engine.repartition(bigger).result(60)[0] is True
         again = PROMPTS[2] + alone(model, PROMPTS[2], kv_dtype) + [5, 6, 7]
         done = engine.submit(0, tokens=again, sampling=GREEDY).result(60)

@@ -10,6 +10,7 @@ import pytest
 
 from tests.engine.test_families import plan
 from tests.tiny_families import save_family
+from mlxchat.engine.loading.batch_check import ready_for_slots
 
 
 def on_a_thread(fn: Any) -> Any:
@@ -47,4 +48,4 @@ def test_an_engine_given_another_threads_graph_refuses_it_clearly(llama3_rope_di
 
     model, _ = on_a_thread(lambda: mlx_lm_load(llama3_rope_dir))
     with pytest.raises(ValueError, match="computed lazily on another thread"):
-        Engine(model, load_tokenizer(tiny_model_dir), plan(), padded_prefill=True)
+        Engine(ready_for_slots(model, load_tokenizer(tiny_model_dir)), plan())

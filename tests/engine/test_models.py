@@ -38,7 +38,7 @@ def test_mlx_folder_loads(tiny_model_dir: Path) -> None:
     assert loaded.dtype == "float32"
     assert loaded.trained_ctx == 4096
     # 2 layers x (K + V) x 2 KV heads x head dim 16 x 2 bytes (float16), or 4 (float32, as computed).
-    assert loaded.kv_dtype == AUTO_KV
+    assert loaded.kv_type.name == AUTO_KV
     assert loaded.kv_bytes_per_token == 2 * 2 * 2 * 16 * (2 if AUTO_KV else 4)
     assert loaded.weights_bytes == sum(v.nbytes for v in mx.load(str(tiny_model_dir / "model.safetensors")).values())
     assert loaded.tokenizer.encode("<|im_end|>") == [loaded.config["eos_token_id"]]

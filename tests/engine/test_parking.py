@@ -10,6 +10,7 @@ import pytest
 
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.local_engine import Engine
+from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.engine.test_families import NEW, PROMPTS, alone, generated, plan
 from tests.tiny_families import build_family
 
@@ -35,7 +36,7 @@ def engines():
 
 
 def start(engines: list[Engine], model, tokenizer, parallel: int = 1, **kwargs) -> Engine:
-    engine = Engine(model, tokenizer, plan(parallel=parallel), **kwargs)
+    engine = Engine(ready_for_slots(model, tokenizer), plan(parallel=parallel), **kwargs)
     engines.append(engine)
     return engine
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.plan import SlotRequest, plan_slots
 
 BYTES_PER_TOKEN = 1000
@@ -43,7 +44,7 @@ def test_messages_say_what_to_change():
         "slot for 8 slots takes 7.8 MiB of KV in the model's own type)",
     )
     # The floor's cost is counted in the type the slots store K/V in.
-    narrow = plan_slots(SlotRequest(8, 4096), None, BYTES_PER_TOKEN // 2, kv_dtype="float16")
+    narrow = plan_slots(SlotRequest(8, 4096), None, BYTES_PER_TOKEN // 2, kv_type=KVType("float16"))
     assert narrow.warnings[0].endswith("(1024 per slot for 8 slots takes 3.9 MiB of KV in float16)")
     assert narrow.kv_summary == "2.0 MiB (250.0 KiB per slot) · float16, 500 B a token"
     assert "use fewer slots or a larger total context" in plan(parallel=8, ctx_size=1024).errors[0]

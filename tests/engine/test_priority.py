@@ -25,10 +25,11 @@ from mlx_lm import load
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.plan import SlotRequest, plan_slots
 from mlxchat.engine.local_engine import Engine
+from mlxchat.engine.loading.batch_check import ready_for_slots
 model, tokenizer = load(sys.argv[1])
 plan = plan_slots(SlotRequest(2, 256, per_slot_floor=64, per_slot_min=32), trained_ctx=None, kv_bytes_per_token=0)
 before = thread_ids()
-engine = Engine(model, tokenizer, plan, nice=int(sys.argv[2]))
+engine = Engine(ready_for_slots(model, tokenizer), plan, nice=int(sys.argv[2]))
 engine.submit(0, tokens=[1, 2, 3], sampling=SamplingParams(max_tokens=3, ignore_eos=True)).result(timeout=60)
 nice = lambda tid: os.getpriority(os.PRIO_PROCESS, tid)
 print(json.dumps({

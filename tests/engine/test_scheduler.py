@@ -9,6 +9,7 @@ from mlxchat.engine.handle import RequestHandle
 from mlxchat.engine.prefill.policy import prefill_budget
 from mlxchat.engine.requests import Submit
 from mlxchat.engine.scheduler import SlotScheduler
+from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.engine.test_families import PROMPTS, alone, plan, tokenizer  # noqa: F401 (the fixture)
 from tests.tiny_families import build_family
 
@@ -33,7 +34,7 @@ def ends_each_as_alone(core: SlotScheduler, model, handles: list[RequestHandle],
 
 def test_admitted_requests_step_to_their_ends_each_as_mlx_lm_alone(tokenizer) -> None:
     model = build_family("llama")
-    core = SlotScheduler(model, tokenizer, plan(), prefill_chunk=4)
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(), prefill_chunk=4)
     handles = [RequestHandle(i + 1, i) for i in range(3)]
     for handle, prompt in zip(handles, PROMPTS):
         core.admit(Submit(handle, tokens=prompt, sampling=GREEDY))
@@ -56,7 +57,7 @@ def test_a_burst_of_prompts_with_nothing_streaming_is_read_in_one_pass(tokenizer
     # Eight chats asking at once (the bench's short scenario): a pass of every prompt reads faster than
     # a few prompts first and the rest paced beside their streams, and no first token comes later.
     model = build_family("llama")
-    core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=8 * 256))
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(parallel=8, ctx_size=8 * 256))
     prompts = [[(11 * i + j) % 250 + 1 for j in range(128 - i)] for i in range(8)]
     handles = admitted(core, prompts)
     core.step()
@@ -70,7 +71,7 @@ def test_a_burst_too_big_for_one_pass_is_read_before_any_reply_goes_on(tokenizer
     # in small chunks beside their replies, the last first token seconds later).
     model = build_family("llama")
     budget = prefill_budget()  # (each prompt in one chunk: a chunk and a slot hold a quarter of it)
-    core = SlotScheduler(model, tokenizer, plan(parallel=8, ctx_size=2 * budget), prefill_chunk=budget // 4)
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(parallel=8, ctx_size=2 * budget), prefill_chunk=budget // 4)
     prompts = [[(7 * i + j) % 250 + 1 for j in range(budget // 5)] for i in range(8)]
     handles = admitted(core, prompts)
     core.step()
@@ -84,7 +85,7 @@ def test_a_burst_too_big_for_one_pass_is_read_before_any_reply_goes_on(tokenizer
 
 def test_prompts_that_come_while_a_reply_goes_on_do_not_hold_it_back(tokenizer) -> None:
     model = build_family("llama")
-    core = SlotScheduler(model, tokenizer, plan(parallel=4, ctx_size=4 * 256))
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(parallel=4, ctx_size=4 * 256))
     core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=SamplingParams(max_tokens=50)))
     while not (core.slots[0].request and core.slots[0].request.generated >= 2):
         core.step()
@@ -96,7 +97,7 @@ def test_prompts_that_come_while_a_reply_goes_on_do_not_hold_it_back(tokenizer) 
 
 
 def test_a_request_for_a_busy_slot_is_refused_at_once(tokenizer) -> None:
-    core = SlotScheduler(build_family("llama"), tokenizer, plan())
+    core = SlotScheduler(ready_for_slots(build_family("llama"), tokenizer), plan())
     core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=GREEDY))
     second = RequestHandle(2, 0)
     core.admit(Submit(second, tokens=PROMPTS[1], sampling=GREEDY))
@@ -108,7 +109,7 @@ def test_a_prompt_arriving_while_slots_stream_shares_their_passes_and_everything
     tokenizer,
 ) -> None:
     model = build_family("llama")
-    core = SlotScheduler(model, tokenizer, plan(), prefill_chunk=16)
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(), prefill_chunk=16)
     # llama on the CPU: decode rows and a prompt chunk share each matmul (elsewhere a chunk has its own pass).
     assert core.forward.mixes == (mx.default_device().type == mx.cpu)
     streams = [RequestHandle(i + 1, i) for i in range(2)]
@@ -145,7 +146,7 @@ def test_prompts_read_beside_a_stream_take_turns_so_a_long_one_does_not_starve_a
     # While a slot streams, a pass reads one prompt's chunk: the prompts waiting take turns, pass after pass. A long
     # prompt in a lower slot must not be read whole before a short one that came with it gets a chunk.
     model = build_family("llama")
-    core = SlotScheduler(model, tokenizer, plan(parallel=3, ctx_size=3 * 256), prefill_chunk=16)
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(parallel=3, ctx_size=3 * 256), prefill_chunk=16)
     streaming = SamplingParams(max_tokens=200, ignore_eos=True)
     core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=streaming))
     while not (core.slots[0].request and core.slots[0].request.generated >= 2):
@@ -168,7 +169,7 @@ def test_a_repartition_does_not_hold_both_plans_kv_at_once(tokenizer) -> None:
     # Eight layers, four slots each holding a conversation, rebuilt (the same plan: every slot's KV survives). Each
     # old layer goes once copied: the peak stays near one store and one layer, not two stores (as it was).
     model = build_family("llama", num_hidden_layers=8)
-    core = SlotScheduler(model, tokenizer, plan(parallel=4, ctx_size=4 * 512))
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(parallel=4, ctx_size=4 * 512))
     for slot in range(4):
         core.admit(Submit(RequestHandle(slot + 1, slot), tokens=PROMPTS[slot % len(PROMPTS)], sampling=GREEDY))
     while core.busy:

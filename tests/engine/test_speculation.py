@@ -11,6 +11,7 @@ from mlxchat.engine.requests import Submit
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.speculation.acceptance import DraftState, accepted, worth
 from mlxchat.engine.speculation.lookup import NgramLookup
+from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.engine.test_families import alone, plan, tokenizer  # noqa: F401 (the fixture)
 from tests.markers import needs_default_model
 from tests.tiny_families import build_family
@@ -51,8 +52,8 @@ def replies(core: SlotScheduler, prompts: list[list[int]], sampling: SamplingPar
 
 def both_ways(family: str, tokenizer, sampling: SamplingParams, **kw) -> tuple[list, list, SlotScheduler]:
     model = build_family(family)
-    plain = replies(SlotScheduler(model, tokenizer, plan(), **kw), PROMPTS, sampling)
-    core = SlotScheduler(model, tokenizer, plan(), **kw)
+    plain = replies(SlotScheduler(ready_for_slots(model, tokenizer), plan(), **kw), PROMPTS, sampling)
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(), **kw)
     drafted = replies(core, PROMPTS, dataclasses.replace(sampling, speculative="lookup"))
     return plain, drafted, core
 
@@ -95,7 +96,7 @@ def test_a_turn_after_dropped_drafts_reads_on_from_where_they_were_dropped_in_ch
     """The K/V past a slot's end after rejected drafts is stale; the next turn's prompt, read in 4-token chunks from that
     point (not a chunk boundary of the first prompt's), overwrites it and gets mlx-lm's reply alone."""
     model = build_family("llama")
-    core = SlotScheduler(model, tokenizer, plan(), prefill_chunk=4)
+    core = SlotScheduler(ready_for_slots(model, tokenizer), plan(), prefill_chunk=4)
     lookup = dataclasses.replace(GREEDY, speculative="lookup")
     first = replies(core, PROMPTS[2:], lookup)[0]
     turn = PROMPTS[2] + first + [9, 8, 7, 6, 5, 4, 3]
@@ -123,8 +124,8 @@ def test_on_the_default_model_a_checked_draft_gets_the_bits_single_steps_get_and
     from mlxchat.engine.plan import SlotRequest
 
     loaded = load_model(None, "auto", cache_dir=models_cache_dir())
-    plan_ = loaded.slot_plan(SlotRequest(parallel=4, ctx_size=8192))
-    core = SlotScheduler(loaded.model, loaded.tokenizer, plan_)
+    plan_ = loaded.facts.evaluate(SlotRequest(parallel=4, ctx_size=8192))
+    core = SlotScheduler(loaded.ready, plan_)
     store, forward = core.store, core.forward
     text = loaded.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 8)
     for slot in range(3):
@@ -143,7 +144,7 @@ def test_on_the_default_model_a_checked_draft_gets_the_bits_single_steps_get_and
     mx.eval(chunk)
     assert all(mx.array_equal(chunk[0, i], single).item() for i, single in enumerate(singles))
 
-    engine = Engine(loaded.model, loaded.tokenizer, plan_, padded_prefill=loaded.padded_prefill)
+    engine = Engine(loaded.ready, plan_)
     try:
         # The edit task's prompt (about 1,050 tokens) read once: each later reply rolls the slot back to its end.
         for sampling in (SamplingParams(max_tokens=96), dataclasses.replace(BENCH_SEEDED, max_tokens=96)):

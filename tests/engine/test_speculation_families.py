@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 
 from mlxchat.engine.scheduler import SlotScheduler
+from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.engine.test_family_matrix import TINY
 from tests.engine.test_families import plan, tokenizer  # noqa: F401 (the fixture)
 from tests.engine.test_speculation import GREEDY, PROMPTS, SEEDED, answered
@@ -31,8 +32,8 @@ def test_replies_with_drafts_equal_replies_without(family: str, tokenizer) -> No
     model = build(TINY[family], scale=2.0)
     slots = plan(len(WAYS), 768)
     assert slots.per_slot == plan().per_slot
-    plain, _ = answered(SlotScheduler(model, tokenizer, slots, prefill_chunk=4), PROMPTS * 2, SAMPLINGS)
-    core = SlotScheduler(model, tokenizer, slots, prefill_chunk=4)
+    plain, _ = answered(SlotScheduler(ready_for_slots(model, tokenizer), slots, prefill_chunk=4), PROMPTS * 2, SAMPLINGS)
+    core = SlotScheduler(ready_for_slots(model, tokenizer), slots, prefill_chunk=4)
     core.verifier.row_cost = 0.0  # (rows free: every reply drafts all it can, so every family's drafts are checked)
     lookup = [dataclasses.replace(sampling, speculative="lookup") for sampling in SAMPLINGS]
     drafted, stats = answered(core, PROMPTS * 2, lookup)

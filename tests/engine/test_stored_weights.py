@@ -175,7 +175,7 @@ def test_a_stored_model_loads_as_stored_and_batched_replies_equal_alone(form: st
         model = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
         dtype, kept = "q4 (group 32)", {mx.uint32, mx.float16}
     loaded = load_model(str(model), cache_dir=models_cache_dir())
-    assert stored.holds_stored(loaded.model) and loaded.dtype == dtype and loaded.kernel_matmuls
+    assert stored.holds_stored(loaded.model) and loaded.dtype == dtype and loaded.weights.kernel_matmuls
     # What the kernel reads stays as stored; the rest (norms) computes in float32.
     assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == kept | {mx.float32}
     assert_batched_replies_equal_alone(model, tmp_path)
@@ -195,7 +195,7 @@ def test_without_the_kernels_stored_weights_become_float32(form: str, tiny_model
     kernels.status.cache_clear()
     try:
         loaded = load_model(str(model), cache_dir=models_cache_dir())
-        assert loaded.dtype == "float32" and not loaded.kernel_matmuls and not stored.holds_stored(loaded.model)
+        assert loaded.dtype == "float32" and not loaded.weights.kernel_matmuls and not stored.holds_stored(loaded.model)
         assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == {mx.float32}
         assert_batched_replies_equal_alone(model, tmp_path)
     finally:

@@ -54,7 +54,7 @@ def seeing(request, tmp_path_factory):
 def engine_for(loaded, parallel: int = 3) -> Engine:
     plan = plan_slots(SlotRequest(parallel, parallel * 256, parallel_max=8, per_slot_floor=64, per_slot_min=32),
                       None, 0, loaded.kv_footprint)
-    return Engine(loaded.model, loaded.tokenizer, plan, padded_prefill=loaded.padded_prefill, prefill_chunk=3)
+    return Engine(loaded.ready, plan, prefill_chunk=3)
 
 
 def reply_tokens(engine: Engine, slot: int, done) -> list[int]:

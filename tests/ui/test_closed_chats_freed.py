@@ -12,7 +12,7 @@ from textual.widgets._footer import FooterKey
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.fan_out import FanOutScreen
-from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
+from mlxchat.app.ui.workarounds.freed_widgets import FreedTextArea
 from tests.pilot import make_app, open_second_chat, ready, run, send, wait_for
 
 

@@ -1,4 +1,4 @@
-"""Screen updates drawn by app.ui.line_updates equal Textual's own, byte for byte, on the app as it runs: chats in
+"""Screen updates drawn by app.ui.workarounds.line_updates equal Textual's own, byte for byte, on the app as it runs: chats in
 the grid streaming, keys typed, a chat scrolled."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from rich.console import Console
 from textual._compositor import Compositor
 from textual.pilot import Pilot
 
-from mlxchat.app.ui import line_updates
+from mlxchat.app.ui.workarounds import line_updates
 from mlxchat.app.ui.app import ChatApp
 from tests.pilot import make_app, ready, run, submit, wait_for
 

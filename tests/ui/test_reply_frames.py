@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from mlxchat.app.ui.app import ChatApp
-from mlxchat.app.ui.gc_hold import COLLECT_AFTER_S, HELD_THRESHOLD
+from mlxchat.app.ui.workarounds.gc_hold import COLLECT_AFTER_S, HELD_THRESHOLD
 from mlxchat.app.ui.reply_frames import CHANGES_PER_UPDATE, ReplyFrames
 from tests.pilot import make_app, ready, run, submit, wait_for
 

@@ -74,7 +74,8 @@ def run_session(model: Path, scenario: Callable[[Host], Awaitable[None]], **sett
     async def main() -> None:
         host = Host()
         async with host.run_test():
-            await asyncio.to_thread(host.session.start, config, lambda _: None)
+            started = await asyncio.wrap_future(host.session.load_in_background(config, lambda _: None))
+            host.session.start(started, config)
             try:
                 await scenario(host)
             finally:

@@ -138,6 +138,7 @@ def test_apply_repartitions_the_engine_and_saves_the_values(tiny_model_dir: Path
         assert snapshot.slots[0].used == used  # the chat's KV cache came through
         saved = tomllib.loads(config.read_text())
         assert saved == {"system_prompt": "Be brief.", "parallel": 4, "ctx_size": 4096, "sampling": {"top_k": 20}}
+        assert (app.settings.parallel, app.settings.ctx_size) == (4, 4096)  # the app runs on what it kept
         assert notes(pane)[-1] == "Slot 0 kept this chat's KV cache through the change of slots."
         await wait_for(pilot, lambda: "/ 1024 tokens" in pane.status_text, "the new capacity in the status")
         # The chat goes on in its slot.

@@ -16,7 +16,7 @@ from mlxchat.app.config.settings import Sampling
 from mlxchat.app.tools.servers import ServerState, Tool
 from mlxchat.app.ui.screens.modal import FormScreen
 from mlxchat.app.ui.widgets.footer import Footer
-from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
+from mlxchat.app.ui.workarounds.freed_widgets import FreedTextArea
 from mlxchat.app.ui.widgets.server_restarts import ServerRestarts
 from mlxchat.engine import SamplingParams
 

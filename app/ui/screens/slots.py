@@ -19,7 +19,7 @@ from textual.validation import Integer
 from textual.widgets import Button, Input, Label, Static
 
 from mlxchat.app.config.limits import CONTEXT_CEILING
-from mlxchat.app.config.loading import save_settings
+from mlxchat.app.config.loading import keep_settings
 from mlxchat.app.config.settings import ConfigError, Settings, settings_problems
 from mlxchat.app.paths import default_config_path
 from mlxchat.app.session.messages import PlanChanged, PlanRefused
@@ -224,11 +224,13 @@ class SlotsScreen(AppModalScreen[None]):
         self.notify(f"The slots were not changed: {event.error}", severity="error", timeout=10)
 
     def _save(self, plan: SlotPlan) -> None:
-        """Writes the applied values to the user's config file and says where (or why it could not)."""
+        """Keeps the applied values (keep_settings: the config file and the app's settings) and says where (or why it
+        could not)."""
         path: Path = self._settings.config_file or default_config_path()
         title = f"Applied: {plan.summary}"
         try:
-            save_settings({"parallel": plan.requested_parallel, "ctx_size": plan.ctx_size}, path)
+            self.app.settings, _ = keep_settings(self.app.settings, {"parallel": plan.requested_parallel,
+                                                                     "ctx_size": plan.ctx_size})
         except ConfigError as exc:
             self.notify(f"Not saved: {exc}", title=title, severity="error", timeout=15)
         except OSError as exc:

@@ -9,7 +9,7 @@ from textual import events
 from textual.message import Message
 
 from mlxchat.app.ui.keys import KeyHelp
-from mlxchat.app.ui.widgets.freed_widgets import FreedTextArea
+from mlxchat.app.ui.workarounds.freed_widgets import FreedTextArea
 
 # The message box handles these keys itself (Enter must not reach the app): the help screen lists them.
 INPUT_KEYS = (

@@ -27,7 +27,7 @@ from mlxchat.app.ui.reply_frames import ReplyFrames
 from mlxchat.app.ui.widgets.chat_input import ChatInput
 from mlxchat.app.ui.widgets.file_attacher import FileAttacher, images_dir
 from mlxchat.app.ui.widgets.conversation_view import ConversationView, note, user_pictures, user_turn
-from mlxchat.app.ui.tool_round import next_round
+from mlxchat.app.ui.parts.tool_round import next_round
 from mlxchat.app.ui.widgets.pane_keys import PaneKeys
 from mlxchat.app.ui.widgets.reasoning_block import LiveReasoning, ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
@@ -46,7 +46,8 @@ class ChatPane(TitledBox, PaneKeys):
     The chat itself, its saving and its turns' lifecycle are its Conversation's (app.chats.conversation):
     the pane shows them (ConversationView, SeatLine) and forwards what the user does. The keys that act on
     one chat are its own (scope "pane" in the registry), so they act on the chat that has the keyboard; those
-    that open a screen or leave the app are asked of the app (Asked), which carries them out (app.ui.chat_actions).
+    that open a screen or leave the app are asked of the app (Asked), which carries them out
+    (app.ui.parts.chat_actions).
     """
 
     BINDINGS = keys.bindings(pane=True)
@@ -199,6 +200,10 @@ class ChatPane(TitledBox, PaneKeys):
     def status_text(self) -> str:
         """What the slot's status line reads now."""
         return self.seat_line.text
+
+    def ask(self, action: str, args: tuple[str, ...] = ()) -> None:
+        """Asks the app for `action` of this chat (Asked)."""
+        self.post_message(self.Asked(self, action, args))
 
     def key(self, action_id: str) -> str:
         """The key of an action as the user has it (remappable), for the messages that name it."""

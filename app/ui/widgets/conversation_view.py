@@ -12,7 +12,7 @@ from mlxchat.app.chats.chat import Chat, ChatMessage, reasoning_header
 from mlxchat.app.chats.conversation import end_note, lost_note, timings_line
 from mlxchat.app.files.attachments import Attachment
 from mlxchat.app.ui.pictures import picture
-from mlxchat.app.ui.widgets.laid_out_once import TurnText, quiet_virtual_size
+from mlxchat.app.ui.workarounds.laid_out_once import TurnText, quiet_virtual_size
 from mlxchat.app.ui.widgets.reasoning_block import ReasoningBlock
 from mlxchat.app.ui.widgets.reply_view import ReplyView
 from mlxchat.app.ui.widgets.tool_widgets import ToolEntry

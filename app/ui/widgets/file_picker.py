@@ -18,7 +18,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mlxchat.app.files.listing import MAX_FILES, files_under
-from mlxchat.app.ui.widgets.freed_widgets import FreedInput
+from mlxchat.app.ui.workarounds.freed_widgets import FreedInput
 
 SHOWN = 200  # the best matches listed; typing more narrows them
 PATH_STARTS = ("/", "~", "./", "../")  # a filter starting so is a path, not a fuzzy query

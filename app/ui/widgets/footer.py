@@ -9,7 +9,7 @@ from rich.cells import cell_len
 from textual.widget import Widget
 from textual.widgets import Footer as TextualFooter
 
-from mlxchat.app.ui.stale_watchers import drop_watchers
+from mlxchat.app.ui.workarounds.stale_watchers import drop_watchers
 
 
 class Footer(TextualFooter):

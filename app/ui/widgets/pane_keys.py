@@ -3,29 +3,36 @@ and the editing of its messages they start."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from textual.widget import Widget
 from textual.widgets import TabPane
 
+from mlxchat.app.chats.chat import Chat
+from mlxchat.app.chats.conversation import Conversation
 from mlxchat.app.files.attachments import Attachment
+from mlxchat.app.ui.widgets.chat_input import ChatInput
+from mlxchat.app.ui.widgets.conversation_view import ConversationView
+from mlxchat.app.ui.widgets.file_attacher import FileAttacher
 
 
 class PaneKeys(TabPane):
     """The action methods of a chat's keys: those that change the chat run here, those that open a screen or
     leave the app (a file, the clipboard) are asked of the app (ChatPane.Asked)."""
 
-    # ChatPane's: what the keys run or ask, and what editing uses.
-    Asked: Any
-    regenerate: Any
-    conversation: Any
-    chat: Any
-    view: Any
-    turns_may_change: Any
-    key: Any
-    focus_input: Any
-    chat_input: Any
-    attacher: Any
+    # What the keys act on, as ChatPane has it: its chat and conversation, their view, the message box and its files.
+    conversation: Conversation
+    chat: Chat
+    view: ConversationView
+    chat_input: ChatInput
+    attacher: FileAttacher
+    # What they run or ask of ChatPane: a reply again, whether turns may change now, a key's name, the box focused, an
+    # action asked of the app (ChatPane.Asked).
+    regenerate: Callable[[], Awaitable[None]]
+    turns_may_change: Callable[[], bool]
+    key: Callable[[str], str]
+    focus_input: Callable[[], None]
+    ask: Callable[..., None]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only on the chats' screen (the palette runs them over other screens too)."""
@@ -73,31 +80,31 @@ class PaneKeys(TabPane):
 
     def action_copy_reply(self) -> None:
         """Copies the chat's last reply to the clipboard."""
-        self.post_message(self.Asked(self, "copy_reply"))
+        self.ask("copy_reply")
 
     def action_edit_earlier(self) -> None:
         """Picks one of the chat's user messages to edit and send again."""
-        self.post_message(self.Asked(self, "edit_earlier"))
+        self.ask("edit_earlier")
 
     def action_fork_chat(self) -> None:
         """Picks a message of the chat to branch it at, into a new chat."""
-        self.post_message(self.Asked(self, "fork_chat"))
+        self.ask("fork_chat")
 
     def action_find_in_chat(self, text: str = "") -> None:
         """Opens the find bar over the chat (looking for `text`, when given)."""
-        self.post_message(self.Asked(self, "find_in_chat", (text,)))
+        self.ask("find_in_chat", (text,))
 
     def action_copy_code(self) -> None:
         """Copies a code block of the chat's replies: the only one at once, else the one picked."""
-        self.post_message(self.Asked(self, "copy_code"))
+        self.ask("copy_code")
 
     def action_chat_settings(self) -> None:
         """Edits the chat's system prompt and sampling (they apply from its next turn)."""
-        self.post_message(self.Asked(self, "chat_settings"))
+        self.ask("chat_settings")
 
     def action_export_chat(self) -> None:
         """Writes the chat as Markdown to a file in the current folder."""
-        self.post_message(self.Asked(self, "export_chat"))
+        self.ask("export_chat")
 
     def edit_last(self) -> None:
         """Puts the last user message in the input: sending it replaces that message and its reply.

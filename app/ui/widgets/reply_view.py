@@ -38,7 +38,7 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
-from mlxchat.app.ui.widgets.laid_out_once import quiet_virtual_size
+from mlxchat.app.ui.workarounds.laid_out_once import quiet_virtual_size
 from mlxchat.app.ui.widgets.rich_markdown import markdown as rich_markdown
 
 GROWTH_LINES = 4  # the conversation scrolls this many lines at a time; the least room reserved ahead

@@ -10,7 +10,7 @@ from mlxchat.app.ui import keys
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.fan_out import FanOut, FanOutScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
-from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.parts.chat_host import ChatHost
 
 
 class FanOuts:

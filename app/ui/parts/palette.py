@@ -11,8 +11,8 @@ from textual.app import SystemCommand
 from textual.screen import Screen
 
 from mlxchat.app.ui import keys
-from mlxchat.app.ui.chat_host import ChatHost
-from mlxchat.app.ui.server_notes import restart_server
+from mlxchat.app.ui.parts.chat_host import ChatHost
+from mlxchat.app.ui.parts.server_notes import restart_server
 
 
 def palette_commands(app: ChatHost, screen: Screen) -> Iterator[SystemCommand]:

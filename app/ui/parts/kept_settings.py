@@ -1,5 +1,6 @@
-"""Settings the app changes as it is used, kept for the next start: the `theme` (applied at start, an unknown name
-falling back, saying so; saved when the palette picks one) and `show_timings` (alt+t)."""
+"""Settings the app changes as it is used, kept for the next start by the one rule of config.loading.keep_settings:
+the `theme` (applied at start, an unknown name falling back, saying so; saved when the palette picks one),
+`show_timings` (alt+t) and the model a switch keeps (the slots F2 applies are kept by its screen, by that rule)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 from textual.app import App, InvalidThemeError
 
-from mlxchat.app.config.loading import save_settings
-from mlxchat.app.config.settings import ConfigError, Settings
+from mlxchat.app.config.loading import keep_settings
+from mlxchat.app.config.settings import ConfigError
+from mlxchat.app.paths import default_config_path
 from mlxchat.themes import DEFAULT_THEME, THEMES
 
 
@@ -30,15 +32,12 @@ def save_theme(app: Any, theme: object) -> None:
 
 
 def keep_setting(app: Any, key: str, value: Any, what: str) -> None:
-    """Keeps `key` = `value` for the next start, in the user's config file and in `app.settings` (the app's
-    Settings); says so where it could not (`what`: the setting, in words)."""
-    settings: Settings = app.settings
-    path = settings.config_file
-    if path is None or getattr(settings, key) == value:
+    """Keeps `key` = `value` in `app.settings` and the config file (keep_settings); says so where it could not
+    (`what`: the setting, in words)."""
+    if getattr(app.settings, key) == value:
         return
     try:
-        save_settings({key: value}, path)
+        app.settings, _ = keep_settings(app.settings, {key: value})
     except (ConfigError, OSError) as exc:
+        path = app.settings.config_file or default_config_path()
         app.notify(f"{what} could not be saved to {path}: {exc}", severity="warning")
-        return
-    app.settings = settings.model_copy(update={key: value})

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 
+WORKS_AROUND = "Textual 8: a full collection (CPython 3.11's) walks every widget, stalling the UI thread"
+
 # Full collections come after this many young (generation 1) collections: far more than a reply
 # streams, so none starts while one does.
 HELD_THRESHOLD = 1_000_000

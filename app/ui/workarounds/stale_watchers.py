@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from textual.dom import DOMNode
 
+WORKS_AROUND = "Textual 8: a reactive keeps a removed widget's watcher until its value next changes (#6666)"
+
 
 def drop_watchers(watched: object, of: DOMNode | None = None) -> None:
     """Drops `watched`'s watchers that belong to `of`, or (without it) to widgets that have closed."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 from textual.widgets import Input as TextualInput
 from textual.widgets import TextArea as TextualTextArea
 
-from mlxchat.app.ui.stale_watchers import drop_watchers
+from mlxchat.app.ui.workarounds.stale_watchers import drop_watchers
+
+WORKS_AROUND = "Textual 8: a removed TextArea or Input keeps its theme watcher and its screen's selection signal"
 
 
 class FreedOnUnmount:

@@ -18,6 +18,7 @@ from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 
 CHECKED_ON = "8."  # the Textual versions this was compared with, byte for byte
+WORKS_AROUND = "Textual 8: a partial screen update renders every widget in the box around all the changes, whole"
 TEXTUAL_OWN = Compositor.render_partial_update
 
 

@@ -10,7 +10,7 @@ from mlxchat.app.chats.chat import Chat, ChatMessage
 from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.files.attachments import Attachment
-from mlxchat.app.files.room import over_the_slot
+from mlxchat.app.files.slot_fit import over_the_slot
 from mlxchat.app.paths import logs_dir
 from mlxchat.app.tools.listing import SEARCH, Listing, budget, found_in, is_on
 from mlxchat.app.tools.servers import Tool, ToolServers

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from mlxchat.app.chats.errors import StoreWriteError
-from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.parts.chat_host import ChatHost
 from mlxchat.app.ui.screens.chat_list import ChatListScreen
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlxchat.app.tools.servers import ToolServers
-from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.parts.chat_host import ChatHost
 
 WATCH_S = 0.5  # how often the servers' states are looked at (a failure is named within 2 s of it)
 

@@ -3,23 +3,21 @@ with its progress under the chats while the old one keeps answering, then the sw
 
 from __future__ import annotations
 
-import threading
 import time
+from concurrent.futures import Future
 
 from textual.widgets import TabbedContent
 
-from mlxchat.app.config.settings import Settings
-from mlxchat.app.session.model_choice import offered_models, remember
-from mlxchat.app.session.session import Session
+from mlxchat.app.session.model_choice import offered_models
 from mlxchat.app.session.start import StartFailure
-from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.parts.chat_host import ChatHost
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.model_picker import ModelChoice, ModelPickerScreen
-from mlxchat.app.ui.theme_setting import keep_setting
+from mlxchat.app.ui.parts.kept_settings import keep_setting
 from mlxchat.app.ui.widgets.conversation_view import note
 from mlxchat.app.session.messages import LoadProgress
 from mlxchat.app.ui.widgets.switch_progress import SwitchProgress
-from mlxchat.engine import StartedEngine, release_thread_streams
+from mlxchat.engine import StartedEngine
 
 
 class ModelSwitch:
@@ -63,27 +61,21 @@ class ModelSwitch:
         # The slots as they are now (F2 may have changed them), evaluated again for the new model.
         settings = app.settings.updated({"model": choice.spec or None, "parallel": plan.requested_parallel,
                                          "ctx_size": plan.ctx_size}, "the model picker")
-        self._bar = SwitchProgress(choice.name)
-        app.screen_stack[0].mount(self._bar, after=app.screen_stack[0].query_one(TabbedContent))
-        # A thread of its own, not a worker's: MLX gives each thread its streams, and a pooled thread may be the one
-        # that loaded the first model and released its streams when it was done.
-        threading.Thread(target=self._work, args=(choice, settings, self._bar), name="mlxchat-switch",
-                         daemon=True).start()
-
-    def _work(self, choice: ModelChoice, settings: Settings, bar: SwitchProgress) -> None:
-        """Loads the model and starts its engine beside the running one (on the worker thread)."""
+        bar = self._bar = SwitchProgress(choice.name)
+        app.screen_stack[0].mount(bar, after=app.screen_stack[0].query_one(TabbedContent))
         began = time.monotonic()
+        loading = app.session.load_in_background(settings, lambda p: bar.post_message(LoadProgress(p)))
+        loading.add_done_callback(lambda done: self._loaded(choice, done, time.monotonic() - began))
+
+    def _loaded(self, choice: ModelChoice, loading: Future[StartedEngine], seconds: float) -> None:
+        """The model's engine started beside the running one, or why not (on the loading thread); the running model
+        stays where it did not."""
         try:
-            started = Session.load(settings, lambda p: bar.post_message(LoadProgress(p)))
+            started = loading.result()
         except StartFailure as exc:
             self.app.call_later(self._failed, choice, exc.problem)
             return
-        except Exception as exc:  # anything else still deserves words, and the running model stays
-            self.app.call_later(self._failed, choice, f"{type(exc).__name__}: {exc}")
-            return
-        finally:
-            release_thread_streams()
-        if not self.app.call_later(self._switch, choice, started, time.monotonic() - began):
+        if not self.app.call_later(self._switch, choice, started, seconds):
             started.engine.shutdown()  # the app closed while the model loaded
 
     def _done_loading(self) -> None:
@@ -105,7 +97,6 @@ class ModelSwitch:
             return
         stopped = app.session.switch(started)
         self.current = choice.spec
-        remember(choice.spec)
         for pane in app.chat_panes:
             if pane.chat.messages:
                 pane.view.mount(note(f"The model is now {started.model_name}: this chat's next turn reads its "

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from functools import partial
+from concurrent.futures import Future
 from pathlib import Path
 
 from mlxchat.app.chats.errors import StoreError, StoreWriteError
 from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.chats.tabs import KEEP_ALIVE_S
-from mlxchat.app.exit_codes import EXIT_FAILURE
 from mlxchat.app.session.messages import EngineReady, LoadProgress, StartFailed
-from mlxchat.app.session.model_choice import remember
 from mlxchat.app.session.start import StartFailure
 from mlxchat.app.tools.listing import notice
-from mlxchat.app.ui.chat_host import ChatHost
+from mlxchat.app.ui.parts.chat_host import ChatHost
 from mlxchat.app.ui.screens.loading import LoadingScreen
-from mlxchat.app.ui.server_notes import watch_servers
-from mlxchat.engine import release_thread_streams
+from mlxchat.app.ui.parts.server_notes import watch_servers
+from mlxchat.engine import StartedEngine
 
 LISTING_CHECK_S = 0.5  # how often the app looks whether the servers have started and their listing was said
 DRAFTS_EVERY_S = 5.0  # how often the chats' drafts are kept while mlxchat runs (and at quit)
@@ -49,24 +47,19 @@ class Startup:
         watch_servers(self.app, servers)
         if servers.states():
             self.app.set_interval(LISTING_CHECK_S, self._say_listing)
-        self.app.run_worker(partial(self._load, screen), thread=True, exclusive=True, exit_on_error=False,
-                            group="start")
+        loading = self.app.session.load_in_background(self.app.settings,
+                                                      lambda p: screen.post_message(LoadProgress(p)))
+        loading.add_done_callback(self._loaded)
 
-    def _load(self, screen: LoadingScreen) -> None:
-        """Loads the model and starts the engine (on the worker thread), reporting through messages."""
+    def _loaded(self, loading: Future[StartedEngine]) -> None:
+        """The engine started, or why not (on the loading thread): the session takes it, the app hears through
+        messages."""
         app = self.app
         try:
-            warnings = app.session.start(app.settings, lambda p: screen.post_message(LoadProgress(p)))
+            warnings = app.session.start(loading.result(), app.settings)
         except StartFailure as exc:
             app.post_message(StartFailed(exc.problem, exc.remedy, exc.status))
             return
-        except Exception as exc:  # anything else unexpected still deserves words rather than a traceback
-            app.post_message(StartFailed(f"{type(exc).__name__}: {exc}", "Run `mlxchat doctor` to check the set-up.",
-                                         EXIT_FAILURE))
-            return
-        finally:  # (this thread, which loaded the model, ends here)
-            release_thread_streams()
-        remember(app.settings.model)
         if not app.post_message(EngineReady(warnings)):
             # The app closed while the model loaded: nobody else will stop this engine.
             app.session.shutdown()

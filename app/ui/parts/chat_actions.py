@@ -20,7 +20,7 @@ from mlxchat.app.ui.screens.code_picker import CodePickerScreen
 from mlxchat.app.ui.screens.confirm import ConfirmScreen
 from mlxchat.app.ui.screens.find import FindScreen
 from mlxchat.app.ui.screens.turn_picker import TurnPickerScreen
-from mlxchat.app.ui.server_notes import restart_server
+from mlxchat.app.ui.parts.server_notes import restart_server
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 
 

@@ -15,6 +15,8 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widgets import Static
 
+WORKS_AROUND = "Textual 8: a change of virtual_size (a layout reactive) asks for a second layout of the screen"
+
 
 def quiet_virtual_size() -> Reactive[Size]:
     """A `virtual_size` whose change asks for no layout or repaint beyond the layout that changed it."""
