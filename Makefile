@@ -54,8 +54,8 @@ $(TESTS_READY): $(STAMP)
 run: setup
 	$(BIN)/mlxchat $(ARGS)
 
-# Two workers: the suite took 558-603 s on one, 2 cores of an AMD EPYC; on two, 467 s on the same machine while
-# five other jobs ran at nice 19. TEST_WORKERS=0 runs it in one process.
+# Two workers: the suite took 558-603 s in one process on 2 idle cores of an AMD EPYC, 331-342 s on two (three runs,
+# two of them clean clones). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 test: setup $(TESTS_READY)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
