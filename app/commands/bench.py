@@ -34,6 +34,9 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         print("mlxchat: --profile measures decode steps alone; leave out --ui, --scenario, --plot and --json",
               file=sys.stderr)
         return EXIT_USAGE
+    if args.bits and not args.shape:
+        print("mlxchat: --bits quantizes a --shape model; name one with --shape", file=sys.stderr)
+        return EXIT_USAGE
     if args.ui and (args.shape or args.plot):
         print("mlxchat: --shape and --plot measure the engines; leave them out with --ui", file=sys.stderr)
         return EXIT_USAGE
@@ -74,7 +77,7 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_USAGE
     if args.shape:
         print(f"bench: building a random-weight {args.shape} llama...", file=sys.stderr, flush=True)
-        loaded = build_shape(args.shape)
+        loaded = build_shape(args.shape, args.bits)
     else:
         loaded = load_configured(settings)
     loaded.tuning = load_tuning(loaded.model, tuning_file())

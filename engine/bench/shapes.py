@@ -2,7 +2,8 @@
 
 Speed depends on a model's shape, not on what its weights learned, so `mlxchat bench --shape 1B`
 measures a 1B-class model on a machine that has none. Weights are float32 on a CPU (as real
-models are converted there) and bfloat16 on a GPU.
+models are converted there) and bfloat16 on a GPU; `--bits 4` (or 8) quantizes them as mlx-community's
+4-bit models are (MLX's affine quantization, groups of 64).
 """
 
 from __future__ import annotations
@@ -48,17 +49,23 @@ SHAPES = {
 }
 
 
-def build_shape(name: str) -> LoadedModel:
-    """A random-weight llama of the shape `name`, with a tokenizer whose ids cover its vocabulary.
+QUANTIZE_BITS = (4, 8)
+GROUP_SIZE = 64
+
+
+def build_shape(name: str, bits: int | None = None) -> LoadedModel:
+    """A random-weight llama of the shape `name` (its linear layers quantized to `bits` if given), with a
+    tokenizer whose ids cover its vocabulary.
 
     Raises ModelLoadError for an unknown name, or when the weights would not fit in memory here.
     """
     import mlx.core as mx
+    import mlx.nn as nn
     from mlx.utils import tree_flatten
     from mlx_lm.models import llama
 
     from mlxchat.engine.devices import device_kind
-    from mlxchat.engine.cpu.stored import HeldWeights
+    from mlxchat.engine.cpu.stored import HeldWeights, hold_weights
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import ready_for_slots
     from mlxchat.engine.kv.kinds import model_footprint
@@ -92,11 +99,17 @@ def build_shape(name: str) -> LoadedModel:
     model.set_dtype(dtype)
     for _, weight in tree_flatten(model.parameters()):  # one at a time: the float32 draws never pile up
         mx.eval(weight)
+    held = HeldWeights(dtype_name(dtype), kernel_matmuls=False, int8_activations=False)
+    if bits is not None:
+        nn.quantize(model, group_size=GROUP_SIZE, bits=bits)
+        mx.eval(model.parameters())
+        held = hold_weights(model, "auto", False)  # held as a quantized model loaded here is: kernels on a CPU
     return LoadedModel(
         ready=ready_for_slots(model, _numbered_tokenizer(shape.vocab)),
-        source=ModelSource(f"shape:{name}", "shape", None, f"random llama {name} ({shape.like})", None),
+        source=ModelSource(f"shape:{name}", "shape", None,
+                           f"random llama {name} ({shape.like}){f', {bits}-bit' if bits else ''}", None),
         mlx_path=Path(),
-        weights=HeldWeights(dtype_name(dtype), kernel_matmuls=False, int8_activations=False),
+        weights=held,
         weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
         trained_ctx=None,
         kv_type=KVType(),  # K/V as computed
