@@ -30,4 +30,6 @@ run prefill-32 45 --shape 1B --engines mlxchat,mlx-lm-batch --slots 32 --max-tok
 run profile-1B 60 --shape 1B --profile --slots 1,8,32,64 --max-tokens 32
 run shape-1B-4bit 150 --shape 1B --bits 4 --engines mlxchat,mlx-lm-batch --slots 1,8,32,64 --max-tokens 128 --repeats 1
 run long-135M 60 --shape 135M --scenario long
+timeout 60 python3 scripts/gpu_prefill_passes.py 135M > "$OUT/prefill-passes.txt" 2>&1  # what a prompt pass costs by size
+cat "$OUT/prefill-passes.txt" >> "$OUT/summary.txt"
 echo "done" >> "$OUT/summary.txt"
