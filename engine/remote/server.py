@@ -88,7 +88,8 @@ class ServerFacts:
         """What the inspector says of images: whether the server's model sees, as far as the server says."""
         if self.sees is None:
             return "the server does not say whether its model sees: images are sent, and a refusal says so"
-        return "its model sees (its /props: vision)" if self.sees else "its model does not take images (its /props)"
+        return ("its model sees (its /props: vision)" if self.sees else
+                "its model does not take images (its /props: no vision)")
 
     def images_refused(self, said: str) -> str:
         """The words for the server's refusal of a message's images (`said`: why, or the server's own words)."""
