@@ -137,7 +137,8 @@ def seeing_llama(ascii_gguf: Path, ascii_model_dir: Path, tmp_path_factory: pyte
 
     work = tmp_path_factory.mktemp("seeing-llama")
     width = json.loads((ascii_model_dir / "config.json").read_text())["hidden_size"]
-    with serving_with_llama(ascii_gguf, work, "--mmproj", str(write_tiny_mmproj(work / "mmproj.gguf", width))) as server:
+    projector = write_tiny_mmproj(work / "mmproj.gguf", width)
+    with serving_with_llama(ascii_gguf, work, "--mmproj", str(projector)) as server:
         yield server
 
 
