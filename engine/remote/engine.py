@@ -173,7 +173,7 @@ class RemoteEngine(TakesRequests):
         if not messages:
             return refusals.EMPTY
         if self.facts.sees is False and image_paths(messages):
-            return self.facts.no_images
+            return self.facts.images_refused("its /props says it has no vision", _without_images(messages))
         return None
 
     def _request(self, reply: RemoteReply, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -220,7 +220,8 @@ class RemoteEngine(TakesRequests):
         except openai.APIStatusError as exc:
             said = describe_error(exc, url)
             if image_paths(messages) and refuses_images(said):  # (llama-server says so with a 500: no retry helps)
-                self._end(reply, "error", error=self.facts.images_refused(said), refused=True)
+                self._end(reply, "error", error=self.facts.images_refused(said, _without_images(messages)),
+                          refused=True)
                 return
             # 4xx: the server read the request and will not take it as it is (a prompt too long...):
             # refused, as the local engine refuses what does not fit. 5xx: its failure, worth a retry.
@@ -352,6 +353,14 @@ class RemoteEngine(TakesRequests):
                 self._polled, self._polling = time.monotonic(), False
 
         threading.Thread(target=poll, name="mlxchat-remote-slots", daemon=True).start()
+
+
+def _without_images(messages: Messages) -> str:
+    """How a chat whose images the server refuses can do without them: its new message's taken off, or earlier ones'
+    left behind."""
+    if image_paths(messages[-1:]):
+        return "take the image off"
+    return "its earlier messages carry images: start a new chat, or fork this one before them"
 
 
 def _stats(reply: RemoteReply, usage: Any) -> RequestStats:

@@ -91,10 +91,11 @@ class ServerFacts:
         return ("its model sees (its /props: vision)" if self.sees else
                 "its model does not take images (its /props: no vision)")
 
-    def images_refused(self, said: str) -> str:
-        """The words for the server's refusal of a message's images (`said`: why, or the server's own words)."""
-        return (f"{self.model_name} on the {self.kind} at {self.base_url} does not take images ({said}): take the "
-                "image off, or serve a model that sees (llama-server: its --mmproj)")
+    def images_refused(self, said: str, change: str = "") -> str:
+        """The words for the server's refusal of images (`said`: why, or the server's own words; `change`: what the
+        chat can change first)."""
+        return (f"{self.model_name} on the {self.kind} at {self.base_url} does not take images ({said}): "
+                f"{change + ', or ' if change else ''}serve a model that sees (llama-server: its --mmproj)")
 
     @property
     def has_slots(self) -> bool:

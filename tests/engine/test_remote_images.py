@@ -118,6 +118,12 @@ def test_a_server_whose_props_say_no_vision_refuses_images_naming_its_model(blin
             f"tiny-ascii.gguf on the llama-server at {blind_llama.url} does not take images (its /props says it has "
             "no vision): take the image off, or serve a model that sees (llama-server: its --mmproj)")
         assert ask(engine, [{"role": "user", "content": ASKED}]).error is None  # text it answers
+        # A chat whose image is in an earlier message: its new message has none to take off.
+        later = ask(engine, [*image_chat(shot), {"role": "assistant", "content": "A fox."},
+                             {"role": "user", "content": "And then?"}])
+        assert later.refused and later.error is not None and later.error.endswith(
+            "(its /props says it has no vision): its earlier messages carry images: start a new chat, or fork this "
+            "one before them, or serve a model that sees (llama-server: its --mmproj)")
         # Had it not said (as most servers do not), its refusal when the image comes says the same, with its words.
         unsaid = RemoteEngine(dataclasses.replace(engine.facts, sees=None), engine.plan, timeout=30)
         done = ask(unsaid, image_chat(shot))

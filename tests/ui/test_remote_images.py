@@ -9,16 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from textual.pilot import Pilot
 
 from mlxchat.app.ui.app import ChatApp
+from mlxchat.app.ui.screens.inspector import engine_figures
 from tests.engine.test_remote_images import ASKED, REPLY, png_part, servers_own
 from tests.pilot import make_app, notes, ready, run, send, wait_for
 from tests.servers import Server, serving_with_mlx_lm
 from tests.tiny_vlms import tiny_image
 from tests.ui.test_attachments import attach, chips, toasts
 
-HOW_TO_CHANGE = "take the image off, or serve a model that sees (llama-server: its --mmproj)"
+SEEING_MODEL = "serve a model that sees (llama-server: its --mmproj)"
 
 
 @pytest.fixture
@@ -47,7 +49,9 @@ def test_an_image_attached_by_at_is_answered_by_a_server_that_sees(seeing_llama:
         await wait_for(pilot, lambda: not pane.busy and len(pane.chat.messages) == 2, "the reply")
         wanted, prompt = servers_own(seeing_llama.url, [png_part(shot), {"type": "text", "text": ASKED}])
         assert pane.chat.messages[1].text == wanted and pane.last_stats.prompt_tokens == prompt
-        assert app.session.snapshot().images == "its model sees (its /props: vision)"  # (F3's Images line)
+        console = Console(width=200, record=True)
+        console.print(engine_figures(app.session.snapshot()))  # what F3's figures show
+        assert "Images its model sees (its /props: vision)" in console.export_text()
 
     run(remote_app(seeing_llama.url), scenario)
 
@@ -58,7 +62,7 @@ def test_a_server_whose_props_say_no_vision_refuses_the_image_at_at(blind_llama:
         await attach(pilot, pane, "shot")
         assert pane.attacher.attachments == []
         assert (f"Not attached: shot.png is an image, and tiny-ascii.gguf on the llama-server at {blind_llama.url} "
-                f"does not take images (its /props says it has no vision): {HOW_TO_CHANGE}.") in toasts(app)
+                f"does not take images (its /props says it has no vision): {SEEING_MODEL}.") in toasts(app)
 
     run(remote_app(blind_llama.url), scenario)
 
@@ -73,7 +77,7 @@ def test_a_server_that_refuses_the_image_when_it_comes_keeps_the_message(ascii_m
         await wait_for(pilot, lambda: not pane.busy and bool(notes(pane)), "the refusal")
         assert notes(pane) == [
             f"Not sent: tiny-ascii on the OpenAI-compatible server at {server.url} does not take images (the server "
-            f"answered HTTP 404: Only 'text' content type is supported.): {HOW_TO_CHANGE}"]
+            f"answered HTTP 404: Only 'text' content type is supported.): take the image off, or {SEEING_MODEL}"]
         # Nothing is lost: the message is back in its box with its image, and the chat has no turn.
         assert pane.chat.messages == [] and pane.chat_input.text == ASKED and chips(pane) == [chip_of(shot)]
         await pilot.press("alt+d")  # takes the image off
