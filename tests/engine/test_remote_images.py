@@ -93,6 +93,26 @@ def test_a_webp_goes_as_a_png_of_its_pixels(engine: RemoteEngine, tmp_path: Path
     assert done.text == servers_own(engine.facts.base_url, [png_part(shot), {"type": "text", "text": ASKED}])[0]
 
 
+def test_an_animated_gif_goes_as_its_first_frame(engine: RemoteEngine, tmp_path: Path) -> None:
+    """What a local model sees of a GIF, its first frame, is what the server gets (four colours: GIF keeps them)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    colours = np.array([[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255]], dtype=np.uint8)
+    first, second = (Image.fromarray(colours[rng.integers(0, 4, (30, 40))]) for _ in range(2))
+    first.save(tmp_path / "first.png")
+    second.save(tmp_path / "second.png")
+    gif = tmp_path / "shot.gif"
+    first.save(gif, save_all=True, append_images=[second])
+    done = ask(engine, image_chat(gif))
+    assert done.error is None
+    own = {name: servers_own(engine.facts.base_url, [png_part(tmp_path / f"{name}.png"), {"type": "text",
+                                                                                       "text": ASKED}])[0]
+           for name in ("first", "second")}
+    assert own["first"] != own["second"] and done.text == own["first"]
+
+
 def test_an_image_the_server_cannot_decode_or_a_lost_copy_is_refused_as_such(engine: RemoteEngine,
                                                                              tmp_path: Path) -> None:
     broken = tmp_path / "broken.png"
