@@ -60,7 +60,8 @@ class StartedEngine:
     # Whether the chat template has a thinking switch (a server's templates are its own: it is asked to).
     thinking_switch: bool = True
     takes_tools: bool = False  # whether replies may call tools (the template lists them, their calls can be read)
-    sees: bool = False  # whether chats may send it images (a vision model loaded through mlx-vlm)
+    sees: bool = False  # whether chats may send it images (a vision model loaded through mlx-vlm, or a server)
+    why_no_images: str = ""  # why not, where the engine says more than "a text model" (a server that said so)
 
 
 def load_step(exc: ModelLoadError) -> StartStep:

@@ -89,7 +89,8 @@ class Session(ToolsAndCounts):
         self.thinking_switch = False  # whether the model's chat template can turn its thinking off
         self.keep_reasoning = False  # whether later turns send the replies' reasoning back (the setting)
         self.takes_tools = False  # whether the model's replies may call tools
-        self.sees = False  # whether the model takes images (a vision model through mlx-vlm)
+        self.sees = False  # whether the model takes images (a vision model through mlx-vlm, or a server's that may)
+        self.why_no_images = ""  # why not, where the engine said more than "a text model"
         self.tools: ToolServers | None = None  # the MCP servers of the config, started at launch
         self.mcp = Mcp()  # their settings and the limits of a call
         # Chat key: the tool call it waits on, and for whom ("weather: your approval"), for the inspector.
@@ -121,7 +122,7 @@ class Session(ToolsAndCounts):
         self.model_name, self.facts = started.model_name, started.facts
         self.thinking_switch, self.takes_tools = started.thinking_switch, started.takes_tools
         self._listing_tokens = {}
-        self.sees = started.sees
+        self.sees, self.why_no_images = started.sees, started.why_no_images
 
     def switch(self, started: StartedEngine) -> list[str]:
         """Puts `started` (another model's engine) in the place of the running one, whose memory goes back: replies

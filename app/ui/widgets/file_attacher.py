@@ -79,7 +79,7 @@ class FileAttacher(Vertical):
     def _image(self, path: Path) -> Attachment:
         """The image at `path` as an attachment with its tokens to the model (its processor's count)."""
         if not self._session.sees:
-            raise AttachmentError(no_images(path, Path.cwd()))
+            raise AttachmentError(no_images(path, Path.cwd(), self._session.why_no_images))
         attachment = read_image(path, Path.cwd(), now(), self._images)
         try:
             tokens = self._session.image_tokens(attachment.path)
