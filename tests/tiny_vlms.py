@@ -50,9 +50,34 @@ _MISTRAL_TEMPLATE = (
     "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
     "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '[IMG]' }}"
     "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "{{ '[/SYSTEM_PROMPT]' if message['role'] == 'system' else '</s>' if message['role'] == 'assistant' else '[/INST]' }}"
+    "{{ '[/SYSTEM_PROMPT]' if message['role'] == 'system' else '</s>' if message['role'] == 'assistant' "
+    "else '[/INST]' }}"
     "{% endfor %}"
 )
+
+# Mistral Small 3.x: Pixtral's tower, its patches merged 2x2 into a token, rows of tokens ended by [IMG_BREAK] and
+# the image by [IMG_END]; a plain Mistral language model. Images are read at up to 56 pixels a side, in 14s.
+_MISTRAL3: dict[str, Any] = {
+    "config": {
+        "model_type": "mistral3",
+        "text_config": dict(_TEXT, model_type="mistral", head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+                            vocab_size=VOCAB + 10),
+        "vision_config": {"model_type": "pixtral", "hidden_size": 32, "head_dim": 16, "intermediate_size": 48,
+                          "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 7, "image_size": 56},
+        "spatial_merge_size": 2,
+        "vision_feature_layer": -1,
+        "vocab_size": VOCAB + 10,
+    },
+    "tokens": ["<s>", "</s>", "<pad>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[IMG]",
+               "[IMG_BREAK]", "[IMG_END]"],
+    "image_token": "[IMG]",
+    "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"},
+    "template": _MISTRAL_TEMPLATE,
+    "processor": {"processor_class": "Mistral3Processor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                  "image_end_token": "[IMG_END]"},
+    "image_processor": dict(_NORM, image_processor_type="PixtralImageProcessor", processor_class="Mistral3Processor",
+                            size={"longest_edge": 56}, patch_size={"height": 14, "width": 14}),
+}
 
 # Qwen-VL's chat: its markers around each image's tokens, ChatML turns.
 _QWEN_CHAT: dict[str, Any] = {
@@ -128,29 +153,13 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                 size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
                                 do_center_crop=True),
     },
-    # Mistral Small 3.x: Pixtral's tower, its patches merged 2x2 into a token, rows of tokens ended by [IMG_BREAK] and
-    # the image by [IMG_END]; a plain Mistral language model. Images are read at up to 56 pixels a side, in 14s.
-    "mistral3": {
-        "config": {
-            "model_type": "mistral3",
-            "text_config": dict(_TEXT, model_type="mistral", head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
-                                vocab_size=VOCAB + 10),
-            "vision_config": {"model_type": "pixtral", "hidden_size": 32, "head_dim": 16, "intermediate_size": 48,
-                              "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 7, "image_size": 56},
-            "spatial_merge_size": 2,
-            "vision_feature_layer": -1,
-            "vocab_size": VOCAB + 10,
-        },
-        "tokens": ["<s>", "</s>", "<pad>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[IMG]",
-                   "[IMG_BREAK]", "[IMG_END]"],
-        "image_token": "[IMG]",
-        "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"},
-        "template": _MISTRAL_TEMPLATE,
-        "processor": {"processor_class": "Mistral3Processor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
-                      "image_end_token": "[IMG_END]"},
-        "image_processor": dict(_NORM, image_processor_type="PixtralImageProcessor", processor_class="Mistral3Processor",
-                                size={"longest_edge": 56}, patch_size={"height": 14, "width": 14}),
-    },
+    "mistral3": _MISTRAL3,
+    # Ministral 3: the same, over a Ministral3 language model whose attention is scaled (Llama 4 scaling) by position
+    # from 16 tokens on (16384 in the real ones). Refused with images: mlx-vlm's scales every row by the first's.
+    "ministral3": {**_MISTRAL3, "config": dict(_MISTRAL3["config"], text_config=dict(
+        _MISTRAL3["config"]["text_config"], model_type="ministral3",
+        rope_parameters={"type": "default", "rope_theta": 10000.0, "llama_4_scaling_beta": 2.0,
+                         "original_max_position_embeddings": 16}))},
     # Its language model rotates by mRoPE positions, kept per slot (engine.kv.mrope). Images of 56 to 112 pixels
     # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
     "qwen2_5_vl": _qwen(

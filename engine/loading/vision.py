@@ -21,6 +21,10 @@ INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 _RECURRENT = ("its recurrent layers use mlx-vlm's own cache (update_window, lengths), not mlx-lm's, which the slots' "
               "recurrent state serves")
 
+_ONE_SCALE = ("its language model (mlx-vlm's Ministral3) scales attention by the position of a pass's first row for "
+              "every row (Llama 4 scaling, past original_max_position_embeddings), where each slot's row needs its "
+              "own; mlx-lm's, which runs it as text, takes each row's")
+
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
 SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
@@ -29,6 +33,7 @@ MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
     "qwen3_5": _RECURRENT,
+    "mistral3 with a ministral3 language model (Ministral 3)": _ONE_SCALE,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
@@ -196,6 +201,10 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     if any(type(c).__name__ == "ArraysCache" for c in getattr(vlm.language_model, "make_cache", list)()):
         raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
                             f"{_RECURRENT}")
+    text = vlm.language_model.config
+    if text.model_type == "ministral3" and (getattr(text, "rope_parameters", None) or {}).get("llama_4_scaling_beta"):
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"{_ONE_SCALE}")
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
     if kept and parts.positions is None:
         raise VisionRefused(
