@@ -79,6 +79,15 @@ _MISTRAL3: dict[str, Any] = {
                             size={"longest_edge": 56}, patch_size={"height": 14, "width": 14}),
 }
 
+# SmolVLM's: "User:" / "Assistant:" turns ended by <end_of_utterance>, `<image>` where an image goes.
+_SMOLVLM_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}: "
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<image>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+
 # Qwen-VL's chat: its markers around each image's tokens, ChatML turns.
 _QWEN_CHAT: dict[str, Any] = {
     "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
@@ -160,6 +169,28 @@ FAMILIES: dict[str, dict[str, Any]] = {
         _MISTRAL3["config"]["text_config"], model_type="ministral3",
         rope_parameters={"type": "default", "rope_theta": 10000.0, "llama_4_scaling_beta": 2.0,
                          "original_max_position_embeddings": 16}))},
+    # SmolVLM (Idefics3's layout): a SigLIP tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4 tokens;
+    # an image wider or taller than a tile is read as its tiles (<row_i_col_j> before each) and then whole, shrunk to
+    # one (<global-img>): several runs of image tokens. A plain Llama language model.
+    "smolvlm": {
+        "config": {
+            "model_type": "smolvlm",
+            "text_config": dict(_TEXT, model_type="llama", rms_norm_eps=1e-5, rope_theta=10000.0,
+                                vocab_size=VOCAB + 8),
+            "vision_config": dict(_SIGLIP, model_type="smolvlm_vision"),
+            "scale_factor": 2,
+            "vocab_size": VOCAB + 8,
+        },
+        "tokens": ["<end_of_utterance>", "<fake_token_around_image>", "<global-img>", "<image>", "<row_1_col_1>",
+                   "<row_1_col_2>", "<row_2_col_1>", "<row_2_col_2>"],  # (<|im_start|> is the tokenizer's own)
+        "image_token": "<image>",
+        "tokenizer": {"eos_token": "<end_of_utterance>", "pad_token": "<|endoftext|>"},
+        "template": _SMOLVLM_TEMPLATE,
+        "processor": {"processor_class": "SmolVLMProcessor", "image_seq_len": 4},
+        "image_processor": dict(_NORM, image_processor_type="SmolVLMImageProcessor", processor_class="SmolVLMProcessor",
+                                size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
+                                do_image_splitting=True, do_pad=True),
+    },
     # Its language model rotates by mRoPE positions, kept per slot (engine.kv.mrope). Images of 56 to 112 pixels
     # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
     "qwen2_5_vl": _qwen(

@@ -26,7 +26,7 @@ _ONE_SCALE = ("its language model (mlx-vlm's Ministral3) scales attention by the
               "own; mlx-lm's, which runs it as text, takes each row's")
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3")
+SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "smolvlm")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.kv.mrope).
 MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")

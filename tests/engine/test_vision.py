@@ -175,4 +175,4 @@ def test_the_families_listing_says_which_families_see():
     from mlxchat.engine.loading.families import describe
 
     [line] = [line for line in describe() if line.startswith("Families that see images")]
-    assert "alone: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3." in line and "llava" in line
+    assert "alone: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3, smolvlm." in line and "llava" in line
