@@ -191,6 +191,35 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                 size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
                                 do_image_splitting=True, do_pad=True),
     },
+    # LFM2-VL: a SigLIP2 tower on patches of 7 pixels at the image's own shape, 2x2 of them unshuffled into a token; a
+    # larger image is read as tiles of 28 pixels and a thumbnail. Its language model, LFM2, has convolution layers
+    # (recurrent state) between attention ones.
+    "lfm2-vl": {
+        "scale": 2.5,  # (at 3.0, one of the test's replies ends at its fourth token)
+        "config": {
+            "model_type": "lfm2-vl",
+            "text_config": dict(_TEXT, model_type="lfm2", num_hidden_layers=3, layer_types=["full_attention", "conv",
+                                "full_attention"], block_ff_dim=96, block_auto_adjust_ff_dim=False, conv_L_cache=3,
+                                block_dim=64, conv_dim=64, conv_dim_out=64, conv_bias=False, block_multiple_of=16,
+                                block_ffn_dim_multiplier=1.0, num_heads=4, norm_eps=1e-5,
+                                rope_theta=10000.0, vocab_size=VOCAB + 14),
+            "vision_config": {"model_type": "lfm2_vl", "hidden_size": 32, "intermediate_size": 48,
+                              "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 7, "num_patches": 16},
+            "downsample_factor": 2,
+            "encoder_patch_size": 7,
+            "projector_hidden_size": 32,
+            "vocab_size": VOCAB + 14,
+        },
+        "tokens": ["<|im_start|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>",
+                   "<|pad|>", *(f"<|img_row_{r}_col_{c}|>" for r in (1, 2, 3) for c in (1, 2, 3))],
+        "image_token": "<image>",
+        "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|pad|>"},
+        "template": _QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>"),
+        "processor": {"processor_class": "Lfm2VlProcessor"},
+        "image_processor": dict(_NORM, image_processor_type="Lfm2VlImageProcessor", processor_class="Lfm2VlProcessor",
+                                encoder_patch_size=7, downsample_factor=2, min_image_tokens=4, max_image_tokens=16,
+                                tile_size=28),
+    },
     # Its language model rotates by mRoPE positions, kept per slot (engine.kv.mrope). Images of 56 to 112 pixels
     # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
     "qwen2_5_vl": _qwen(
