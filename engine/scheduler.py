@@ -34,6 +34,7 @@ from mlxchat.engine.slots import Request, Slot
 from mlxchat.engine.speculation.drafter import DraftModel, Drafter
 from mlxchat.engine.speculation.verify import Verifier
 from mlxchat.engine.status import EngineInfo, engine_snapshot
+from mlxchat.engine.prefill.image_markers import MarkerRefused
 from mlxchat.engine.prefill.images import NoImages, request_prompt
 
 if TYPE_CHECKING:
@@ -251,7 +252,7 @@ class SlotScheduler:
         try:
             prompt, images = request_prompt(getattr(self.model, "vision_parts", None), self.tokenizer, submit)
         except Exception as exc:  # a template (or an image) that the chat cannot take is this request's problem only
-            return refuse(str(exc) if isinstance(exc, NoImages) else refusals.unrenderable(exc))
+            return refuse(str(exc) if isinstance(exc, (NoImages, MarkerRefused)) else refusals.unrenderable(exc))
         capacity = self.store.capacity
         if len(prompt) + 1 > capacity:
             return refuse(refusals.does_not_fit(len(prompt), slot.id, capacity, self.plan, submit.messages))

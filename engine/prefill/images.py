@@ -17,6 +17,7 @@ from typing import Any
 import mlx.core as mx
 
 from mlxchat.engine.loading.vision import VisionParts, image_token, process
+from mlxchat.engine.prefill.image_markers import HeldMarkers, image_markers
 from mlxchat.engine.reply_refusals import NO_IMAGES
 from mlxchat.engine.requests import Submit, image_paths, prompt_of, template_kwargs
 
@@ -95,11 +96,14 @@ class ImagePrompt:
 
 def image_prompt(parts: VisionParts, tokenizer: Any, messages: Any, kwargs: dict[str, Any]) -> ImagePrompt:
     """The prompt of a chat with images: rendered by the chat template (with `kwargs`: tools, the thinking switch),
-    the markers expanded and the pixels read by the model's processor."""
+    the markers expanded and the pixels read by the model's processor; the image markers in its texts read as text
+    (engine.prefill.image_markers: MarkerRefused where they cannot be)."""
     paths = image_paths(messages)
-    text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **kwargs)
+    held = HeldMarkers(image_markers(parts.vlm.config, parts.processor), parts.processor)
+    text = tokenizer.apply_chat_template(held.hold(list(messages)), add_generation_prompt=True, tokenize=False,
+                                         **kwargs)
     inputs = process(parts, text, paths)
-    ids = inputs.pop("input_ids")[0].tolist()
+    ids = held.restore(inputs.pop("input_ids")[0].tolist())
     runs = _runs(ids, image_token(parts))
     keys = [_key(Path(p).read_bytes()) for p in paths]
     if len(runs) != len(keys):  # (a family that tiles an image into several runs: one key for them all)

@@ -214,3 +214,62 @@ def test_the_families_listing_says_which_families_see():
 
     [line] = [line for line in describe() if line.startswith("Families that see images")]
     assert "alone: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3, smolvlm, lfm2-vl." in line and "llava" in line
+
+
+# Each family's image markers as a user might type them (or a reply write them) in a chat's text.
+MARKERS = {"gemma3": "<start_of_image>", "mistral3": "[IMG]", "smolvlm": "<image>",
+           "qwen2_vl": "<|vision_start|><|image_pad|>"}
+
+
+def image_positions_alone(folder: Path, messages: list[dict]) -> int:
+    """How many image tokens mlx-vlm's own processor writes for the chat's images."""
+    from mlx_vlm.utils import load_config, load_processor, prepare_inputs
+
+    processor, config = load_processor(folder), load_config(folder)
+    images = [p["path"] for m in messages for p in m["content"] if p["type"] == "image"]
+    plain = [dict(m, content=[{"type": p["type"], **({"text": p["text"]} if p["type"] == "text" else {})}
+                              for p in m["content"]]) for m in messages]
+    text = processor.tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
+    token = config.get("image_token_index") or config.get("image_token_id")
+    ids = prepare_inputs(processor, images=images, prompts=[text], image_token_index=token)["input_ids"]
+    return int((ids == token).sum().item())
+
+
+@pytest.mark.parametrize("seeing", sorted(MARKERS), indirect=True)
+def test_an_image_marker_in_a_chats_text_is_read_as_text_not_as_an_image(seeing):
+    """A user asks about the marker itself with an image attached, then the chat goes on after a reply that wrote it:
+    both are answered, the image keeps its tokens, and the marker reaches the model as its plain-text tokens."""
+    folder, images, loaded = seeing
+    marker = MARKERS[loaded.model.vision_parts.model_type]
+    plain = loaded.model.vision_parts.processor.tokenizer.encode(marker, add_special_tokens=False,
+                                                                  split_special_tokens=True)
+    image_tokens = image_positions_alone(folder, chat(images[0], "What is this?"))
+    engine = engine_for(loaded, parallel=1)
+    try:
+        asked = chat(images[0], f"What does {marker} mean in HTML?")
+        first = engine.submit(0, asked, sampling=GREEDY).result(60)
+        assert first.error is None and first.stats.generated_tokens == NEW
+        history = engine.core.slots[0].history
+        assert sum(1 for t in history if t < 0) == image_tokens
+        assert any(history[i : i + len(plain)] == plain for i in range(len(history)))
+        runs = loaded.model.vision_parts.runs
+        second = second_turn(asked, f"It is {marker}, an image.")
+        done = engine.submit(0, second, sampling=GREEDY).result(60)
+        assert done.error is None and done.stats.generated_tokens == NEW
+        assert loaded.model.vision_parts.runs == runs  # (the image's K/V reused: its positions kept their place)
+        assert sum(1 for t in engine.core.slots[0].history if t < 0) == image_tokens
+    finally:
+        engine.shutdown()
+
+
+def test_a_chat_whose_text_holds_the_stand_in_for_its_markers_too_is_refused_saying_what_to_change(gemma3):
+    """Gemma 3's markers in a text stand in as its pad token while the processor reads the prompt: a text that also
+    holds that token cannot be told apart, and is refused with what to change (the slot stays free)."""
+    _, images, loaded = gemma3
+    engine = engine_for(loaded, parallel=1)
+    try:
+        done = engine.submit(0, chat(images[0], "Is <pad> like <start_of_image>?"), sampling=GREEDY).result(60)
+        assert done.refused and "'<pad>'" in done.error and "write it differently" in done.error
+        assert engine.submit(0, chat(images[0], "Is <pad> like it?"), sampling=GREEDY).result(60).error is None
+    finally:
+        engine.shutdown()
