@@ -61,7 +61,9 @@ class ChatEngine(Protocol):
         ...
 
     def count_tokens(self, messages: Messages, tools: Tools | None = None) -> int | None:
-        """How many tokens `messages` and `tools` take of a slot, as the chat template writes them (None: unknown)."""
+        """How many tokens `messages` and `tools` take of a slot, as the chat template writes them (None: unknown);
+        ValueError, saying what to change, where the engine cannot read them (an image marker in a vision chat's
+        text that cannot be read as text)."""
         ...
 
     def image_tokens(self, path: str) -> int | None:

@@ -119,9 +119,15 @@ class ToolsAndCounts:
 
     def refusal(self, messages: Messages, chat: Chat, files: list[Attachment]) -> str | None:
         """Why `messages`, the chat's conversation with its next message, cannot be sent: it does not fit the slot
-        with room for the reply (saying what would); None where it fits or the engine cannot count (a server)."""
+        with room for the reply (saying what would), or its text cannot be told from its images; None where it fits or
+        the engine cannot count (a server)."""
         listing = self.listing(chat)
-        needed = None if self.engine is None else self.engine.count_tokens(messages, listing.schemas(listing.listed))
+        if self.engine is None:
+            return None
+        try:
+            needed = self.engine.count_tokens(messages, listing.schemas(listing.listed))
+        except ValueError as e:  # (the engine cannot read it: a vision model's image marker that cannot be text)
+            return str(e)
         if needed is None or self.plan is None:
             return None
         trained = self.facts.trained_ctx if self.facts is not None else None

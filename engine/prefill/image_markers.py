@@ -5,9 +5,9 @@ A vision model's processor takes every image marker in the rendered prompt (`[IM
 HTML, or a reply that wrote `[IMG]`, would count one image too many and fail the chat. So before the chat template
 runs, each run of markers in a message's text becomes as many copies of a spare special token (the tokenizer's pad
 token, which no processor expands) as the run has tokens read as plain text; after the processor, those positions
-get those plain tokens, in the order of the messages (as chat templates write them). A prompt that holds the spare
-token elsewhere too cannot be told apart and is refused, saying what to change. The prompt keeps its length, so the processor's other arrays (mask, positions)
-still fit it.
+get those plain tokens, in the order of the messages (as chat templates write them). The prompt keeps its length, so
+the processor's other arrays (mask, positions) still fit it. A prompt that holds the spare token elsewhere too cannot
+be told apart and is refused, saying what to change.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 _NOT_MARKERS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
 
-class MarkerRefused(Exception):
-    """A chat whose texts hold an image marker that cannot be kept apart from its images; the message says which."""
+class MarkerRefused(ValueError):
+    """A chat whose texts hold an image marker that cannot be kept apart from its images; the message says which
+    (a ValueError: what the app is told, counting a chat that the engine cannot read)."""
 
 
 def image_markers(vlm_config: Any, processor: Any) -> list[str]:
@@ -68,7 +69,7 @@ class HeldMarkers:
     def _held(self, found: re.Match[str]) -> str:
         marker = found.group(0)
         if not self.spare or self.spare in self.markers:
-            raise MarkerRefused(f"This model reads '{marker}' as an image, and your chat's text holds it: write it "
+            raise MarkerRefused(f"this model reads '{marker}' as an image, and your chat's text holds it: write it "
                                 "differently (e.g. with a space inside it) and send again.")
         plain = self.tokenizer.encode(marker, add_special_tokens=False, split_special_tokens=True)
         self.plain.append(plain)
@@ -82,7 +83,8 @@ class HeldMarkers:
         spare = self.tokenizer.convert_tokens_to_ids(self.spare)
         plain = [t for p in self.plain for t in p]
         if ids.count(spare) != len(plain):
-            raise MarkerRefused(f"Your chat's text holds '{self.spare}', which stands for the image markers of its text "
-                                "with this model: write it differently (e.g. with a space inside it) and send again.")
+            raise MarkerRefused(f"your chat's text holds '{self.spare}', which stands for the image markers of its "
+                                "text with this model: write it differently (e.g. with a space inside it) and send "
+                                "again.")
         tokens = iter(plain)
         return [next(tokens) if t == spare else t for t in ids]

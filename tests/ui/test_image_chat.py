@@ -20,7 +20,7 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from tests.markers import needs_cpu
-from tests.pilot import make_app, ready, run, send, steady_cursors, submit, wait_for
+from tests.pilot import make_app, notes, ready, run, send, steady_cursors, submit, wait_for
 from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
 from tests.ui.test_attachments import attach, chips, toasts
 from tests.ui.test_chat_snapshots import SIZE, converse
@@ -148,3 +148,38 @@ def test_snapshot_of_a_chat_with_an_image(gemma3: Path, shots: Path, snap_compar
         steady_cursors(app)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_a_message_asking_about_the_image_marker_itself_is_answered(shots: Path, tmp_path: Path) -> None:
+    """Mistral 3 reads `[IMG]` as an image: typed in a message with a picture attached, it is read as text (the
+    picture keeps its 9 tokens), and so in the next turn; a message also holding the pad token that stands for it
+    while the processor reads the prompt is not sent, saying what to change, and stays in the box."""
+    folder = build_tiny_vlm(tmp_path / "mistral3", "mistral3")
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        core = app.session.engine.core  # type: ignore[union-attr]
+
+        def image_positions() -> int:
+            return sum(1 for t in core.slots[app.session.slot_of(pane.chat_id)].history if t < 0)
+
+        def answered(turns: int) -> bool:
+            replies = [m for m in pane.chat.messages if m.role == "assistant"]
+            return len(pane.chat.messages) == 2 * turns and len(replies) == turns and \
+                replies[-1].finish_reason == "length"
+
+        await attach(pilot, pane, "shot")
+        await send(pilot, pane, "What does [IMG] mean?")
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        assert answered(1)
+        assert image_positions() == IMAGE_TOKENS["mistral3"]
+        await send(pilot, pane, "And [IMG][IMG]?")
+        await wait_for(pilot, lambda: not pane.busy, "the second reply")
+        assert answered(2)
+        assert image_positions() == IMAGE_TOKENS["mistral3"]
+        await send(pilot, pane, "Is <pad> an [IMG]?")
+        said = notes(pane)[-1]
+        assert said.startswith("Not sent:") and "'<pad>'" in said and "write it differently" in said
+        assert pane.chat_input.text == "Is <pad> an [IMG]?" and len(pane.chat.messages) == 4
+
+    run(make_app(folder), scenario)
