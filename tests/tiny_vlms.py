@@ -317,3 +317,10 @@ def mlx_vlm_alone(folder: Path, messages: list[dict], n: int = 8) -> tuple[list[
     prompt = processor.tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
     result = generate(vlm, processor, prompt, image=images, max_tokens=n, temperature=0.0, verbose=False)
     return list(result.token_ids), result.prompt_tokens
+
+
+def without_pad_token(folder: Path) -> Path:
+    """The tiny VLM in `folder` with no pad token in its tokenizer's configuration (as some models ship)."""
+    config = folder / "tokenizer_config.json"
+    config.write_text(json.dumps({k: v for k, v in json.loads(config.read_text()).items() if k != "pad_token"}))
+    return folder

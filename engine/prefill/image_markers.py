@@ -4,10 +4,12 @@ A vision model's processor takes every image marker in the rendered prompt (`[IM
 `<start_of_image>`, `<|image_pad|>`...) for an image, wherever it came from: a user asking what `<image>` means in
 HTML, or a reply that wrote `[IMG]`, would count one image too many and fail the chat. So before the chat template
 runs, each run of markers in a message's text becomes as many copies of a spare special token (the tokenizer's pad
-token, which no processor expands) as the run has tokens read as plain text; after the processor, those positions
-get those plain tokens, in the order of the messages (as chat templates write them). The prompt keeps its length, so
-the processor's other arrays (mask, positions) still fit it. A prompt that holds the spare token elsewhere too cannot
-be told apart and is refused, saying what to change.
+token where it can be, which no processor expands; held too where a text holds it) as the run has tokens read as
+plain text; after the processor, those positions get those plain tokens, in the order of the messages (as chat
+templates write them).
+The prompt keeps its length, so the processor's other arrays (mask, positions) still fit it. A prompt that holds the
+spare token elsewhere too cannot be told apart, and a tokenizer may have no spare: the chat is then refused, saying
+which marker and what to change.
 """
 
 from __future__ import annotations
@@ -35,7 +37,24 @@ def image_markers(vlm_config: Any, processor: Any) -> list[str]:
             token = tokenizer.convert_ids_to_tokens(value) if value < len(tokenizer) else None
             if token:
                 names.add(token)
-    return sorted(names, key=len, reverse=True)  # (longest first: `<image>` inside `<image_soft_token>` stays whole)
+    return sorted(names)
+
+
+def _spare(tokenizer: Any, markers: list[str]) -> str | None:
+    """A special token to stand for a text's markers: the pad token, else the unknown one, else another added token;
+    none that is a marker, begins or ends a text (mlx-vlm makes the end-of-text token the pad token where a model has
+    none) or that the chat template writes."""
+    template = str(tokenizer.chat_template or "")
+    taken = {*markers, tokenizer.bos_token, tokenizer.eos_token}
+    for token in [tokenizer.pad_token, tokenizer.unk_token, *sorted(tokenizer.get_added_vocab())]:
+        if token and token not in taken and token not in template:
+            return token
+    return None
+
+
+def _refused(marker: str) -> MarkerRefused:
+    return MarkerRefused(f"this model reads '{marker}' as an image, and your chat's text holds it: write it "
+                         "differently (e.g. with a space inside it) and send again.")
 
 
 class HeldMarkers:
@@ -45,10 +64,14 @@ class HeldMarkers:
     def __init__(self, markers: list[str], processor: Any) -> None:
         self.markers = markers
         self.tokenizer = processor.tokenizer
-        self.spare = self.tokenizer.pad_token or self.tokenizer.unk_token
-        self.plain: list[list[int]] = []  # each marker's tokens as text, in the order they were met
-        # (markers side by side are read as text together, as the tokenizer would read their run)
-        self._pattern = re.compile(f"(?:{'|'.join(map(re.escape, markers))})+")
+        self.spare = _spare(self.tokenizer, markers)
+        self.found: list[str] = []  # the runs of markers met in the texts, in order
+        self.plain: list[list[int]] = []  # each one's tokens as text
+        # The spare token in a text (a reply may write it) is held as a marker is, so that every copy of it in the
+        # prompt stands for a text's. Markers side by side are read as text together, as the tokenizer reads a run;
+        # the longest first, so that `<image>` inside `<image_soft_token>` stays whole.
+        held = sorted({*markers, *([self.spare] if self.spare else [])}, key=len, reverse=True)
+        self._pattern = re.compile(f"(?:{'|'.join(map(re.escape, held))})+")
 
     def hold(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`messages` with each marker in their texts replaced by the spare token, once a plain token."""
@@ -68,23 +91,21 @@ class HeldMarkers:
 
     def _held(self, found: re.Match[str]) -> str:
         marker = found.group(0)
-        if not self.spare or self.spare in self.markers:
-            raise MarkerRefused(f"this model reads '{marker}' as an image, and your chat's text holds it: write it "
-                                "differently (e.g. with a space inside it) and send again.")
+        if not self.spare:
+            raise _refused(marker)
         plain = self.tokenizer.encode(marker, add_special_tokens=False, split_special_tokens=True)
+        self.found.append(marker)
         self.plain.append(plain)
         return self.spare * len(plain)
 
     def restore(self, ids: list[int]) -> list[int]:
         """The processor's `ids` with the spare token's positions given the held markers' plain tokens, in order;
-        MarkerRefused where the prompt holds the spare token elsewhere too."""
+        MarkerRefused where the prompt holds the spare token elsewhere too (which no family's template writes)."""
         if not self.plain:
             return ids
         spare = self.tokenizer.convert_tokens_to_ids(self.spare)
         plain = [t for p in self.plain for t in p]
-        if ids.count(spare) != len(plain):
-            raise MarkerRefused(f"your chat's text holds '{self.spare}', which stands for the image markers of its "
-                                "text with this model: write it differently (e.g. with a space inside it) and send "
-                                "again.")
+        if ids.count(spare) != len(plain):  # (the template or the processor wrote the spare token too)
+            raise _refused(self.found[0])
         tokens = iter(plain)
         return [next(tokens) if t == spare else t for t in ids]

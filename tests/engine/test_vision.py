@@ -16,7 +16,7 @@ from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.loading.vision import SEEING_FAMILIES
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
-from tests.tiny_vlms import FAMILIES, build_tiny_vlm, mlx_vlm_alone, tiny_image
+from tests.tiny_vlms import FAMILIES, build_tiny_vlm, mlx_vlm_alone, tiny_image, without_pad_token
 
 NEW = 8
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True, temperature=0.0)
@@ -262,14 +262,36 @@ def test_an_image_marker_in_a_chats_text_is_read_as_text_not_as_an_image(seeing)
         engine.shutdown()
 
 
-def test_a_chat_whose_text_holds_the_stand_in_for_its_markers_too_is_refused_saying_what_to_change(gemma3):
-    """Gemma 3's markers in a text stand in as its pad token while the processor reads the prompt: a text that also
-    holds that token cannot be told apart, and is refused with what to change (the slot stays free)."""
+def test_the_pad_token_that_stands_for_the_markers_is_read_as_text_too(gemma3):
+    """Gemma 3's markers in a text stand in as its pad token while the processor reads the prompt: a text that holds
+    that token too (a random-weight reply may write it) is read as text as well."""
     _, images, loaded = gemma3
+    plain = loaded.model.vision_parts.processor.tokenizer.encode("<pad>", add_special_tokens=False,
+                                                                  split_special_tokens=True)
     engine = engine_for(loaded, parallel=1)
     try:
         done = engine.submit(0, chat(images[0], "Is <pad> like <start_of_image>?"), sampling=GREEDY).result(60)
-        assert done.refused and "'<pad>'" in done.error and "write it differently" in done.error
-        assert engine.submit(0, chat(images[0], "Is <pad> like it?"), sampling=GREEDY).result(60).error is None
+        assert done.error is None and done.stats.generated_tokens == NEW
+        history = engine.core.slots[0].history
+        assert any(history[i : i + len(plain)] == plain for i in range(len(history)))
+    finally:
+        engine.shutdown()
+
+
+def test_a_model_with_no_pad_token_refuses_a_marker_in_the_text_saying_what_to_change(tmp_path):
+    """With no pad token, the token standing for a text's markers is another added one, here one that the processor
+    writes around the image too (Gemma 3's `<end_of_image>`), which cannot be told apart: a chat with an image and the
+    marker in its text is refused (the slot stays free); without the marker it is answered."""
+    from mlxchat.engine.loading.models import load_model
+
+    folder = without_pad_token(build_tiny_vlm(tmp_path / "gemma3", "gemma3"))
+    image = tiny_image(tmp_path / "shot.png")
+    loaded = load_model(str(folder))
+    engine = engine_for(loaded, parallel=1)
+    try:
+        done = engine.submit(0, chat(image, "What is <start_of_image>?"), sampling=GREEDY).result(60)
+        assert done.refused and "reads '<start_of_image>' as an image" in done.error
+        assert "write it differently" in done.error
+        assert engine.submit(0, chat(image, "What is this?"), sampling=GREEDY).result(60).error is None
     finally:
         engine.shutdown()

@@ -21,7 +21,7 @@ from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.widgets.chat_pane import ChatPane
 from tests.markers import needs_cpu
 from tests.pilot import make_app, notes, ready, run, send, steady_cursors, submit, wait_for
-from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image
+from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image, without_pad_token
 from tests.ui.test_attachments import attach, chips, toasts
 from tests.ui.test_chat_snapshots import SIZE, converse
 from tests.ui.test_inspector import open_inspector
@@ -152,8 +152,8 @@ def test_snapshot_of_a_chat_with_an_image(gemma3: Path, shots: Path, snap_compar
 
 def test_a_message_asking_about_the_image_marker_itself_is_answered(shots: Path, tmp_path: Path) -> None:
     """Mistral 3 reads `[IMG]` as an image: typed in a message with a picture attached, it is read as text (the
-    picture keeps its 9 tokens), and so in the next turn; a message also holding the pad token that stands for it
-    while the processor reads the prompt is not sent, saying what to change, and stays in the box."""
+    picture keeps its 9 tokens), and so in the next turns, beside the pad token that stands for it while the
+    processor reads the prompt."""
     folder = build_tiny_vlm(tmp_path / "mistral3", "mistral3")
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
@@ -163,23 +163,31 @@ def test_a_message_asking_about_the_image_marker_itself_is_answered(shots: Path,
         def image_positions() -> int:
             return sum(1 for t in core.slots[app.session.slot_of(pane.chat_id)].history if t < 0)
 
-        def answered(turns: int) -> bool:
-            replies = [m for m in pane.chat.messages if m.role == "assistant"]
-            return len(pane.chat.messages) == 2 * turns and len(replies) == turns and \
-                replies[-1].finish_reason == "length"
-
         await attach(pilot, pane, "shot")
-        await send(pilot, pane, "What does [IMG] mean?")
-        await wait_for(pilot, lambda: not pane.busy, "the reply")
-        assert answered(1)
-        assert image_positions() == IMAGE_TOKENS["mistral3"]
-        await send(pilot, pane, "And [IMG][IMG]?")
-        await wait_for(pilot, lambda: not pane.busy, "the second reply")
-        assert answered(2)
-        assert image_positions() == IMAGE_TOKENS["mistral3"]
-        await send(pilot, pane, "Is <pad> an [IMG]?")
-        said = notes(pane)[-1]
-        assert said.startswith("Not sent:") and "'<pad>'" in said and "write it differently" in said
-        assert pane.chat_input.text == "Is <pad> an [IMG]?" and len(pane.chat.messages) == 4
+        for turn, text in enumerate(["What does [IMG] mean?", "And [IMG][IMG]?", "Is <pad> an [IMG]?"], 1):
+            await send(pilot, pane, text)
+            await wait_for(pilot, lambda: not pane.busy, "the reply")
+            replies = [m for m in pane.chat.messages if m.role == "assistant"]
+            assert len(pane.chat.messages) == 2 * turn and len(replies) == turn, text
+            assert replies[-1].finish_reason == "length" and not any(n.startswith("Not sent") for n in notes(pane))
+            assert image_positions() == IMAGE_TOKENS["mistral3"]
+
+    run(make_app(folder), scenario)
+
+
+def test_a_message_whose_image_marker_cannot_be_read_as_text_is_not_sent_and_stays(shots: Path,
+                                                                                    tmp_path: Path) -> None:
+    """A Gemma 3 with no pad token has no spare token to stand for a text's markers that its processor does not
+    write too: the message is not sent, saying which marker and what to change, and stays in the box."""
+    folder = without_pad_token(build_tiny_vlm(tmp_path / "gemma3", "gemma3"))
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await attach(pilot, pane, "shot")
+        await send(pilot, pane, "What is <start_of_image>?")
+        [said] = notes(pane)
+        assert said.startswith("Not sent: this model reads '<start_of_image>' as an image") and "write it" in said
+        assert pane.chat_input.text == "What is <start_of_image>?" and pane.chat.messages == []
+        assert [a.name for a in pane.attacher.attachments] == ["shot.png"]
 
     run(make_app(folder), scenario)
