@@ -22,6 +22,8 @@ _NAMES: dict[str, str] = {
     "remedy": "mlxchat.engine.cpu.blas",
     # cpu.kernels
     "kernel_status": "mlxchat.engine.cpu.kernels:status",
+    # cpu.tuning
+    "load_tuning": "mlxchat.engine.cpu.tuning",
     # devices
     "cpu_summary": "mlxchat.engine.devices",
     "device_kind": "mlxchat.engine.devices",
@@ -38,6 +40,9 @@ _NAMES: dict[str, str] = {
     "SlotSnapshot": "mlxchat.engine.events",
     "TextDelta": "mlxchat.engine.events",
     "ToolCall": "mlxchat.engine.events",
+    # forward
+    "tunable": "mlxchat.engine.forward",
+    "tune": "mlxchat.engine.forward",
     # loading.catalog
     "local_models": "mlxchat.engine.loading.catalog",
     "ModelEntry": "mlxchat.engine.loading.catalog",
@@ -89,10 +94,6 @@ _NAMES: dict[str, str] = {
     "start_local": "mlxchat.engine.startup",
     "StartedEngine": "mlxchat.engine.startup",
     "StartError": "mlxchat.engine.startup",
-    # tuning
-    "load_tuning": "mlxchat.engine.tuning",
-    "tunable": "mlxchat.engine.tuning",
-    "tune": "mlxchat.engine.tuning",
 }
 
 __all__ = sorted(_NAMES)
@@ -105,6 +106,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.chat_engine import ChatEngine
     from mlxchat.engine.cpu.blas import blas_in_use, BlasError, BlasInfo, remedy
     from mlxchat.engine.cpu.kernels import status as kernel_status
+    from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.devices import (
         cpu_summary,
         device_kind,
@@ -123,6 +125,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         TextDelta,
         ToolCall,
     )
+    from mlxchat.engine.forward import tunable, tune
     from mlxchat.engine.loading.catalog import local_models, ModelEntry
     from mlxchat.engine.loading.families import (
         describe as describe_families,
@@ -147,4 +150,3 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.startup import (
         EngineConfig, load_step, prepare_mlx, retire, start_local, StartedEngine, StartError,
     )
-    from mlxchat.engine.tuning import load_tuning, tunable, tune

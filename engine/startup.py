@@ -103,7 +103,7 @@ def start_local(
     """
     # Imported here: they load mlx.core, which must come after the caller has loaded its BLAS.
     from mlxchat.engine.cpu.blas import blas_in_use
-    from mlxchat.engine.tuning import load_tuning
+    from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.devices import device_kind, device_name
     from mlxchat.engine.kv.disk import DiskTier
     from mlxchat.engine.loading.models import load_model

