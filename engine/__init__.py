@@ -22,8 +22,6 @@ _NAMES: dict[str, str] = {
     "remedy": "mlxchat.engine.cpu.blas",
     # cpu.kernels
     "kernel_status": "mlxchat.engine.cpu.kernels:status",
-    # cpu.tuning
-    "load_tuning": "mlxchat.engine.cpu.tuning",
     # devices
     "cpu_summary": "mlxchat.engine.devices",
     "device_kind": "mlxchat.engine.devices",
@@ -53,6 +51,7 @@ _NAMES: dict[str, str] = {
     # loading.models
     "load_model": "mlxchat.engine.loading.models",
     "LoadedModel": "mlxchat.engine.loading.models",
+    "LoadOptions": "mlxchat.engine.loading.models",
     "resolve_model": "mlxchat.engine.loading.models",
     # loading.progress
     "ModelLoadError": "mlxchat.engine.loading.progress",
@@ -106,7 +105,6 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.chat_engine import ChatEngine
     from mlxchat.engine.cpu.blas import blas_in_use, BlasError, BlasInfo, remedy
     from mlxchat.engine.cpu.kernels import status as kernel_status
-    from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.devices import (
         cpu_summary,
         device_kind,
@@ -132,7 +130,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         layer_kinds,
         model_type,
     )
-    from mlxchat.engine.loading.models import load_model, LoadedModel, resolve_model
+    from mlxchat.engine.loading.models import load_model, LoadedModel, LoadOptions, resolve_model
     from mlxchat.engine.loading.progress import ModelLoadError, Progress
     from mlxchat.engine.memory import (
         check_memory,

@@ -48,8 +48,9 @@ SHAPES = {
 }
 
 
-def build_shape(name: str) -> LoadedModel:
-    """A random-weight llama of the shape `name`, with a tokenizer whose ids cover its vocabulary.
+def build_shape(name: str, tuning_file: Path | None = None) -> LoadedModel:
+    """A random-weight llama of the shape `name`, with a tokenizer whose ids cover its vocabulary, and how this
+    machine runs it fastest where `doctor --tune` measured it in `tuning_file` (as load_model reads it).
 
     Raises ModelLoadError for an unknown name, or when the weights would not fit in memory here.
     """
@@ -59,6 +60,7 @@ def build_shape(name: str) -> LoadedModel:
 
     from mlxchat.engine.devices import device_kind
     from mlxchat.engine.cpu.stored import HeldWeights
+    from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import ready_for_slots
     from mlxchat.engine.kv.kinds import model_footprint
@@ -102,6 +104,7 @@ def build_shape(name: str) -> LoadedModel:
         kv_type=KVType(),  # K/V as computed
         kv_footprint=model_footprint(model, KVType()),
         config={},
+        tuning=load_tuning(model, tuning_file) if tuning_file else None,
     )
 
 

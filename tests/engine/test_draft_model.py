@@ -14,7 +14,7 @@ from mlxchat.app.cli import main
 from mlxchat.app.config.loading import load_settings
 from mlxchat.app.config.settings import ConfigError
 from mlxchat.app.session.start import StartFailure, start_engine
-from mlxchat.engine.loading.models import load_model
+from mlxchat.engine.loading.models import LoadOptions, load_model
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.speculation.draft_load import load_draft
 from tests.engine.test_families import alone, plan
@@ -33,10 +33,9 @@ def draft_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def loaded_pair(target_dir: Path, draft_dir: Path):
-    """The target and the draft model loaded as the app loads them (engine.startup: load_model, then load_draft)."""
-    target = load_model(str(target_dir), "auto")
-    draft, _ = load_draft(str(draft_dir), target, "auto", lambda _: None, cache_dir=None, kv_dtype="auto",
-                          int8_activations=False)
+    """The target and the draft model loaded as the app loads them (engine.startup: load_model, then the draft's)."""
+    target = load_model(str(target_dir))
+    draft, _ = load_draft(str(draft_dir), target, LoadOptions(), lambda _: None)
     return target, draft
 
 
