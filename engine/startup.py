@@ -101,7 +101,6 @@ def start_local(
     from mlxchat.engine.devices import device_kind, device_name
     from mlxchat.engine.kv.disk import DiskTier
     from mlxchat.engine.loading.models import load_model
-    from mlxchat.engine.loading.vision import images_note
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.reply_parts import has_thinking_switch, takes_tools
     from mlxchat.engine.speculation.draft_load import draft_for_slots
@@ -136,7 +135,7 @@ def start_local(
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
         batching=loaded.weights.batching_note,
-        images=images_note(getattr(loaded.model, "vision_parts", None), loaded.vision_note),
+        images=loaded.images,
     )
     try:
         engine = Engine(

@@ -71,6 +71,7 @@ class LoadedModel:
     tuning: Tuning | None = None
     sees: bool = False  # it takes images (a vision model loaded through mlx-vlm: engine.loading.vision)
     vision_note: str | None = None  # why a vision model does not take images here (mlx-vlm is missing)
+    images: str = ""  # what F3 says of images: whether it sees, or why not, and which families do
 
     @property
     def model(self) -> nn.Module:
@@ -228,6 +229,7 @@ def load_model(spec: str | None, options: LoadOptions = LoadOptions(),
     from mlxchat.engine.kv.kv_types import UnsupportedKV
     from mlxchat.engine.loading.batch_check import ready_for_slots
     from mlxchat.engine.loading.families import layer_kinds
+    from mlxchat.engine.loading.vision import images_note
 
     report = progress or (lambda _: None)
     source = resolve_model(spec)
@@ -277,6 +279,7 @@ def load_model(spec: str | None, options: LoadOptions = LoadOptions(),
         tuning=load_tuning(model, options.tuning_file) if options.tuning_file else None,
         sees=vision is not None,
         vision_note=vision_note,
+        images=images_note(vision, vision_note),
     )
 
 
