@@ -123,16 +123,13 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
 def _draft_line(line: Line, settings: Settings, loaded: LoadedModel, plan: SlotPlan) -> int:
     """The draft model's line: what it is and how often it agrees with the model, or why it cannot draft (1)."""
     from mlxchat.app.commands.console_progress import ConsoleProgress
-    from mlxchat.app.paths import models_cache_dir
+    from mlxchat.app.session.start import load_options
     from mlxchat.engine import describe_draft
 
     assert settings.draft_model
     try:
         with ConsoleProgress() as progress:
-            line("  draft", describe_draft(settings.draft_model, loaded, settings.weights_dtype, progress,
-                                           cache_dir=models_cache_dir(), kv_dtype=settings.kv_dtype,
-                                           int8_activations=settings.int8_activations, parallel=plan.parallel,
-                                           per_slot=plan.per_slot))
+            line("  draft", describe_draft(settings.draft_model, loaded, load_options(settings), plan, progress))
     except ModelLoadError as exc:  # (the draft cannot draft for the model: DraftRefused)
         line("  draft", f"ERROR: {exc}")
         return 1
@@ -160,7 +157,7 @@ def _blas_lines(line: Line, requested: BlasInfo) -> None:
 
 def _tuning_lines(line: Line, loaded: LoadedModel, tune: bool) -> None:
     """How the engine will run the model on this CPU: as measured here, or the default until measured."""
-    from mlxchat.engine import load_tuning, tunable, tune
+    from mlxchat.engine import tunable, tune
 
     if not tunable(loaded.model):
         if tune:
@@ -170,7 +167,7 @@ def _tuning_lines(line: Line, loaded: LoadedModel, tune: bool) -> None:
         measured = tune(loaded.model, tuning_file(), lambda case: line("  timing", case))
         line("  tuned", f"{measured.describe()}; saved in {tuning_file()}")
         return
-    found = load_tuning(loaded.model, tuning_file())
+    found = loaded.tuning  # (read at the load)
     line("  tuning", found.describe() if found else "not measured here: split matmuls (run `mlxchat doctor --tune`)")
 
 

@@ -53,9 +53,10 @@ QUANTIZE_BITS = (4, 8)
 GROUP_SIZE = 64
 
 
-def build_shape(name: str, bits: int | None = None) -> LoadedModel:
+def build_shape(name: str, bits: int | None = None, tuning_file: Path | None = None) -> LoadedModel:
     """A random-weight llama of the shape `name` (its linear layers quantized to `bits` if given), with a
-    tokenizer whose ids cover its vocabulary.
+    tokenizer whose ids cover its vocabulary, and how this machine runs it fastest where `doctor --tune`
+    measured it in `tuning_file` (as load_model reads it).
 
     Raises ModelLoadError for an unknown name, or when the weights would not fit in memory here.
     """
@@ -66,6 +67,7 @@ def build_shape(name: str, bits: int | None = None) -> LoadedModel:
 
     from mlxchat.engine.devices import device_kind
     from mlxchat.engine.cpu.stored import HeldWeights, hold_weights
+    from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import ready_for_slots
     from mlxchat.engine.kv.kinds import model_footprint
@@ -115,6 +117,7 @@ def build_shape(name: str, bits: int | None = None) -> LoadedModel:
         kv_type=KVType(),  # K/V as computed
         kv_footprint=model_footprint(model, KVType()),
         config={},
+        tuning=load_tuning(model, tuning_file) if tuning_file else None,
     )
 
 

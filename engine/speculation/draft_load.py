@@ -4,14 +4,15 @@ K/V of drafts the target did not take."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxchat.engine.loading.progress import ModelLoadError, Progress
 from mlxchat.engine.speculation.drafter import DraftModel
 
 if TYPE_CHECKING:
-    from mlxchat.engine.loading.models import LoadedModel
+    from mlxchat.engine.loading.models import LoadedModel, LoadOptions
+    from mlxchat.engine.plan import SlotPlan
 
 SHOWN = 3  # differing tokens named in a refusal
 DRAFT_REMEDY = ("set draft_model to a model with the target's tokenizer (a smaller model of its family), or unset it "
@@ -37,25 +38,16 @@ def _id(vocab: dict[str, int], token: str) -> str:
     return f"id {vocab[token]}" if token in vocab else "absent"
 
 
-def load_draft(
-    spec: str,
-    target: LoadedModel,
-    weights_dtype: str,
-    progress: Callable[[Progress], None],
-    *,
-    cache_dir: Path | None,
-    kv_dtype: str,
-    int8_activations: bool,
-) -> tuple[DraftModel, LoadedModel]:
-    """Loads `spec` as `model` is loaded (with the same weights_dtype and kv_dtype) and checks that it can draft
-    for `target`; raises ModelLoadError (the spec itself) or DraftRefused (what it is) saying what to change."""
+def load_draft(spec: str, target: LoadedModel, options: LoadOptions, progress: Callable[[Progress], None]
+               ) -> tuple[DraftModel, LoadedModel]:
+    """Loads `spec` as `target` was loaded (the same `options`) and checks that it can draft for it; raises
+    ModelLoadError (the spec itself) or DraftRefused (what it is) saying what to change."""
     from mlxchat.engine.kv.slot_store import SlotKVStore
     from mlxchat.engine.loading.models import load_model
 
     progress(Progress(f"Loading the draft model {spec}", 0, 0))
     try:
-        draft = load_model(spec, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
-                           int8_activations=int8_activations)
+        draft = load_model(spec, options, progress)
     except ModelLoadError as e:
         raise ModelLoadError(f"draft_model: {e}") from e.__cause__
     name, of = draft.source.display_name, target.source.display_name
@@ -70,9 +62,24 @@ def load_draft(
     return DraftModel(draft.ready, name, draft.kv_type, len(target.tokenizer.get_vocab()), cost), draft
 
 
-def draft_kv_bytes(draft: LoadedModel, parallel: int, per_slot: int) -> int:
-    """The draft's K/V for the slots of a plan: its own, divided among the same slots, each as long as theirs."""
-    return parallel * draft.kv_footprint.per_slot_bytes(per_slot)
+@dataclass(frozen=True)
+class SlotDraft:
+    """A draft model loaded for a plan's slots: what the engine drafts with, what it holds, and what to warn of."""
+
+    model: DraftModel
+    held: LoadedModel
+    kv_bytes: int  # its K/V for the plan's slots: its own, divided among the same slots, each as long as theirs
+    warning: str | None  # where it was trained on fewer tokens than a slot holds
+
+
+def draft_for_slots(spec: str, target: LoadedModel, options: LoadOptions, plan: SlotPlan,
+                    progress: Callable[[Progress], None]) -> SlotDraft:
+    """`load_draft`'s draft, with what it costs and warns of beside `target` in `plan`'s slots."""
+    draft, held = load_draft(spec, target, options, progress)
+    short = held.trained_ctx is not None and held.trained_ctx < plan.per_slot
+    warning = (f"The draft model {draft.name} was trained on {held.trained_ctx} tokens, fewer than a slot's "
+               f"{plan.per_slot}: past them its drafts are rarely taken (replies stay the same)") if short else None
+    return SlotDraft(draft, held, plan.parallel * held.kv_footprint.per_slot_bytes(plan.per_slot), warning)
 
 
 def agreement(target: LoadedModel, draft: LoadedModel, text: str) -> float:
@@ -90,15 +97,14 @@ SAMPLE = ("The user asks a question and the assistant answers it with care. Pari
           "Berlin is the capital of Germany. def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n")
 
 
-def describe_draft(spec: str, target: LoadedModel, weights_dtype: str, progress: Callable[[Progress], None], *,
-                   cache_dir: Path | None, kv_dtype: str, int8_activations: bool, parallel: int, per_slot: int) -> str:
+def describe_draft(spec: str, target: LoadedModel, options: LoadOptions, plan: SlotPlan,
+                   progress: Callable[[Progress], None]) -> str:
     """`mlxchat doctor`'s line on the draft model: what it is, what it holds, how often it agrees with the target;
     raises ModelLoadError or DraftRefused as the start would."""
     from mlxchat.engine.memory import format_bytes
 
-    draft, held = load_draft(spec, target, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
-                             int8_activations=int8_activations)
-    share = agreement(target, held, SAMPLE)
-    return (f"{draft.name}, {held.dtype}, {format_bytes(held.weights_bytes)} of weights and "
-            f"{format_bytes(draft_kv_bytes(held, parallel, per_slot))} of K/V for the slots; its next token is the "
-            f"model's at {100 * share:.0f}% of a sample text's positions (the share of greedy drafts taken, roughly)")
+    draft = draft_for_slots(spec, target, options, plan, progress)
+    share = agreement(target, draft.held, SAMPLE)
+    return (f"{draft.model.name}, {draft.held.dtype}, {format_bytes(draft.held.weights_bytes)} of weights and "
+            f"{format_bytes(draft.kv_bytes)} of K/V for the slots; its next token is the model's at {100 * share:.0f}% "
+            "of a sample text's positions (the share of greedy drafts taken, roughly)")

@@ -20,7 +20,7 @@ from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, make
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
 from mlxchat.engine.bench.shapes import SHAPES, build_shape
-from mlxchat.engine.loading.models import LoadedModel, ModelLoadError, load_model
+from mlxchat.engine.loading.models import LoadedModel, ModelLoadError, LoadOptions, load_model
 from tests.markers import CONSOLE_SCRIPT, needs_console_script
 
 RUN_KEYS = {
@@ -288,7 +288,7 @@ def test_mlx_lm_runs_a_float32_copy_of_a_model_kept_quantized_for_the_kernels(ti
     from tests.tiny_gguf import write_tiny_gguf
 
     gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
-    loaded = load_model(str(gguf), cache_dir=models_cache_dir())
+    loaded = load_model(str(gguf), LoadOptions(cache_dir=models_cache_dir()))
     if not stored.holds_stored(loaded.model):
         assert not kernels.status().active or not loaded.dtype.startswith("q")
         pytest.skip("no layer is kept as stored here (no compiled kernels, or not a CPU)")
