@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList
 
@@ -62,6 +63,24 @@ async def attach(pilot: Pilot, pane: ChatPane, typed: str) -> None:
     await pilot.pause()
     await pilot.press("enter")
     await pilot.pause()
+
+
+def test_keys_typed_after_the_at_before_the_picker_opens_filter_it(tiny_model_dir: Path, workdir: Path) -> None:
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        pane.focus_input()
+        # As a terminal delivers a fast typist's (or tmux's) keys: all queued before the picker opens.
+        for key, character in (("at", "@"), ("n", "n"), ("o", "o"), ("t", "t")):
+            app.post_message(events.Key(key, character))
+        await wait_for(pilot, lambda: picker(pane).is_open, "the picker")
+        await pilot.pause()
+        assert picker(pane).query_one(Input).value == "not" and listed(pane) == ["docs/notes.md"]
+        await pilot.press("enter")
+        assert [a.name for a in pane.attacher.attachments] == ["docs/notes.md"] and pane.chat_input.text == ""
+        await pilot.press("h", "i")  # the box types again
+        assert pane.chat_input.text == "hi"
+
+    run(make_app(tiny_model_dir), scenario)
 
 
 def test_the_picker_filters_a_chip_shows_and_goes_and_the_file_reaches_the_prompt(tiny_model_dir: Path,

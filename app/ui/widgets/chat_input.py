@@ -38,9 +38,17 @@ class ChatInput(FreedTextArea):
         self._prompts = prompts  # the chat's earlier prompts, oldest first
         self._recalled: int | None = None  # which prompt is shown (None: what the user is typing)
         self._draft = ""  # what was being typed before the first ↑
+        # What was typed after an @ before the picker took the keyboard (keys typed at once, or faster than it
+        # opens, reach the box first): the picker's filter, not the message.
+        self._after_at: list[str] | None = None
         self._edits: dict[int, str] = {}  # recalled prompts changed in the box, kept while walking
 
     async def _on_key(self, event: events.Key) -> None:
+        if self._after_at is not None and event.is_printable and event.character:
+            event.stop()
+            event.prevent_default()
+            self._after_at.append(event.character)
+            return
         if event.key == "enter":
             event.stop()
             event.prevent_default()
@@ -56,6 +64,7 @@ class ChatInput(FreedTextArea):
         if event.character == "@" and self._word_starts():
             event.stop()
             event.prevent_default()
+            self._after_at = []
             self.post_message(self.AtTyped())
             return
         if event.key in ("up", "down") and self.selection.is_empty and self._recall(-1 if event.key == "up" else 1):
@@ -63,6 +72,11 @@ class ChatInput(FreedTextArea):
             event.prevent_default()
             return
         await super()._on_key(event)
+
+    def typed_after_at(self) -> str:
+        """The characters typed after the @ until now (the picker's to filter by), and the box types again."""
+        typed, self._after_at = "".join(self._after_at or []), None
+        return typed
 
     def _word_starts(self) -> bool:
         """Whether the cursor is where a word would start (an @ inside a word, as in an address, is typed)."""

@@ -59,7 +59,7 @@ class FileAttacher(Vertical):
     def pick(self) -> None:
         """Opens the picker over the working folder in the box's place."""
         self._box.display = False
-        self.query_one(FilePicker).open(Path.cwd())
+        self.query_one(FilePicker).open(Path.cwd(), self._box.typed_after_at())
 
     @on(FilePicker.Picked)
     def _picked(self, event: FilePicker.Picked) -> None:

@@ -88,14 +88,15 @@ class FilePicker(Vertical):
     def is_open(self) -> bool:
         return self.has_class("-open")
 
-    def open(self, folder: Path) -> None:
-        """Shows the picker over the files under `folder`, the keyboard in its filter."""
+    def open(self, folder: Path, typed: str = "") -> None:
+        """Shows the picker over the files under `folder`, the keyboard in its filter (which starts with `typed`)."""
         self.folder = folder
         self._listed = None
         self.add_class("-open")
         box = self.query_one(Input)
-        box.value = ""
-        self._show("")
+        box.value = typed
+        box.cursor_position = len(typed)
+        self._show(typed)
         self.screen.set_focus(box)
 
     def close(self) -> None:
