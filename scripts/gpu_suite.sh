@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue #58's suite on a lent GPU, after `. .gpu2/device_env.sh` in the same command: installs the wheels the suite
-# needs beyond MLX (carried in .whl: the MCP SDK, the OpenAI client, mlx-vlm, ...) and runs every test on 14 workers,
+# needs beyond MLX (scripts/gpu_wheels.sh puts them in .whl: the MCP SDK, the OpenAI client, mlx-vlm, ...) and runs every test on 14 workers,
 # each result named in $OUT/suite.txt as it comes; at the time limit pytest is interrupted (SIGINT), so it still
 # prints the failures' tracebacks (the H200's first run, killed, printed none). The wheel test builds the CPU kernels
 # for every level: not a GPU matter.
