@@ -61,6 +61,7 @@ class StartedEngine:
     thinking_switch: bool = True
     takes_tools: bool = False  # whether replies may call tools (the template lists them, their calls can be read)
     sees: bool = False  # whether chats may send it images (a vision model loaded through mlx-vlm)
+    draft_model: str | None = None  # the draft model's name, where one is loaded (speculative = "draft" drafts)
 
 
 def load_step(exc: ModelLoadError) -> StartStep:
@@ -154,7 +155,8 @@ def start_local(
     warnings = plan.warnings + ((memory.warning,) if memory.warning else ()) + tuple(filter(None, [loaded.vision_note, draft_warning]))
     return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
                          thinking_switch=has_thinking_switch(loaded.tokenizer),
-                         takes_tools=takes_tools(loaded.tokenizer), sees=loaded.sees)
+                         takes_tools=takes_tools(loaded.tokenizer), sees=loaded.sees,
+                         draft_model=draft.name if draft else None)
 
 
 def _draft(config: EngineConfig, loaded: LoadedModel, plan: SlotPlan, progress: Callable[[Progress], None]

@@ -90,6 +90,7 @@ class Session(ToolsAndCounts):
         self.keep_reasoning = False  # whether later turns send the replies' reasoning back (the setting)
         self.takes_tools = False  # whether the model's replies may call tools
         self.sees = False  # whether the model takes images (a vision model through mlx-vlm)
+        self.draft_model: str | None = None  # the draft model loaded beside it, for chats with speculative = "draft"
         self.tools: ToolServers | None = None  # the MCP servers of the config, started at launch
         self.mcp = Mcp()  # their settings and the limits of a call
         # Chat key: the tool call it waits on, and for whom ("weather: your approval"), for the inspector.
@@ -121,7 +122,7 @@ class Session(ToolsAndCounts):
         self.model_name, self.facts = started.model_name, started.facts
         self.thinking_switch, self.takes_tools = started.thinking_switch, started.takes_tools
         self._listing_tokens = {}
-        self.sees = started.sees
+        self.sees, self.draft_model = started.sees, started.draft_model
 
     def switch(self, started: StartedEngine) -> list[str]:
         """Puts `started` (another model's engine) in the place of the running one, whose memory goes back: replies
