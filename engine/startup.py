@@ -118,15 +118,20 @@ def start_local(
                             kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
     except ModelLoadError as exc:
         raise StartError(str(exc), load_step(exc)) from None
-    facts = loaded.facts
+    draft, held = _draft(config, loaded, progress)
+    facts = loaded.facts_with(held)  # (the draft's K/V is divided among the same slots)
     plan = facts.evaluate(config.slots)
     refused = [*refuse(loaded.trained_ctx), *plan.errors]
     if refused:
         raise StartError("\n".join(refused), "plan")
-    draft, draft_bytes, draft_warning = _draft(config, loaded, plan, progress)
-    memory = check_memory(loaded.weights_bytes + draft_bytes[0], plan.kv_bytes + draft_bytes[1])
+    draft_weights = held.weights_bytes if held else 0
+    memory = check_memory(loaded.weights_bytes + draft_weights, plan.kv_bytes)
     if memory.error:
-        raise StartError(memory.error + (_with_draft(*draft_bytes) if draft else ""), "plan")
+        raise StartError(memory.error + (_with_draft(draft_weights, plan.draft_kv_bytes) if held else ""), "plan")
+    draft_warning = None
+    if draft and held and held.trained_ctx is not None and held.trained_ctx < plan.per_slot:
+        draft_warning = (f"The draft model {draft.name} was trained on {held.trained_ctx} tokens, fewer than a slot's "
+                         f"{plan.per_slot}: past them its drafts are rarely taken (replies stay the same)")
     progress(Progress("Starting the engine", 0, 0))
     info = EngineInfo(
         model=loaded.source.display_name,
@@ -159,24 +164,19 @@ def start_local(
                          draft_model=draft.name if draft else None)
 
 
-def _draft(config: EngineConfig, loaded: LoadedModel, plan: SlotPlan, progress: Callable[[Progress], None]
-           ) -> tuple[DraftModel | None, tuple[int, int], str | None]:
+def _draft(config: EngineConfig, loaded: LoadedModel, progress: Callable[[Progress], None]
+           ) -> tuple[DraftModel | None, LoadedModel | None]:
     """The draft model `config` names, loaded and checked against the target (StartError "draft" saying why not),
-    the bytes of its weights and of its K/V for `plan`'s slots, and a warning where it was trained on fewer tokens
-    than a slot holds; (None, (0, 0), None) where none is named."""
-    from mlxchat.engine.speculation.draft_load import draft_kv_bytes, load_draft
+    as the scheduler takes it and as loaded; (None, None) where none is named."""
+    from mlxchat.engine.speculation.draft_load import load_draft
 
     if not config.draft_model:
-        return None, (0, 0), None
+        return None, None
     try:
-        draft, held = load_draft(config.draft_model, loaded, config.weights_dtype, progress, cache_dir=config.models_dir,
-                                 kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
+        return load_draft(config.draft_model, loaded, config.weights_dtype, progress, cache_dir=config.models_dir,
+                          kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
     except ModelLoadError as exc:  # (DraftRefused among them)
         raise StartError(str(exc), "draft") from None
-    short = held.trained_ctx is not None and held.trained_ctx < plan.per_slot
-    warning = (f"The draft model {draft.name} was trained on {held.trained_ctx} tokens, fewer than a slot's "
-               f"{plan.per_slot}: past them its drafts are rarely taken (replies stay the same)") if short else None
-    return draft, (held.weights_bytes, draft_kv_bytes(held, plan.parallel, plan.per_slot)), warning
 
 
 def _with_draft(weights_bytes: int, kv_bytes: int) -> str:

@@ -12,6 +12,7 @@ from mlxchat.engine.speculation.drafter import DraftModel
 
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel
+    from mlxchat.engine.plan import SlotPlan, SlotRequest
 
 SHOWN = 3  # differing tokens named in a refusal
 DRAFT_REMEDY = ("set draft_model to a model with the target's tokenizer (a smaller model of its family), or unset it "
@@ -70,11 +71,6 @@ def load_draft(
     return DraftModel(draft.ready, name, draft.kv_type, len(target.tokenizer.get_vocab()), cost), draft
 
 
-def draft_kv_bytes(draft: LoadedModel, parallel: int, per_slot: int) -> int:
-    """The draft's K/V for the slots of a plan: its own, divided among the same slots, each as long as theirs."""
-    return parallel * draft.kv_footprint.per_slot_bytes(per_slot)
-
-
 def agreement(target: LoadedModel, draft: LoadedModel, text: str) -> float:
     """The share of `text`'s positions where the draft's most likely next token is the target's (each reading the
     text whole): the chance a greedy draft's token is taken, measured without a chat."""
@@ -91,14 +87,17 @@ SAMPLE = ("The user asks a question and the assistant answers it with care. Pari
 
 
 def describe_draft(spec: str, target: LoadedModel, weights_dtype: str, progress: Callable[[Progress], None], *,
-                   cache_dir: Path | None, kv_dtype: str, int8_activations: bool, parallel: int, per_slot: int) -> str:
-    """`mlxchat doctor`'s line on the draft model: what it is, what it holds, how often it agrees with the target;
-    raises ModelLoadError or DraftRefused as the start would."""
+                   cache_dir: Path | None, kv_dtype: str, int8_activations: bool, request: SlotRequest
+                   ) -> tuple[LoadedModel, SlotPlan, str]:
+    """`mlxchat doctor`'s draft model: loaded as the start loads it (raising ModelLoadError or DraftRefused as the
+    start would), `request`'s plan with its K/V in the same slots, and a line on what it is, what it holds, and how
+    often it agrees with the target."""
     from mlxchat.engine.memory import format_bytes
 
-    draft, held = load_draft(spec, target, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
-                             int8_activations=int8_activations)
+    _, held = load_draft(spec, target, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
+                         int8_activations=int8_activations)
+    plan = target.facts_with(held).evaluate(request)
     share = agreement(target, held, SAMPLE)
-    return (f"{draft.name}, {held.dtype}, {format_bytes(held.weights_bytes)} of weights and "
-            f"{format_bytes(draft_kv_bytes(held, parallel, per_slot))} of K/V for the slots; its next token is the "
-            f"model's at {100 * share:.0f}% of a sample text's positions (the share of greedy drafts taken, roughly)")
+    return held, plan, (f"{held.source.display_name}, {held.dtype}, {format_bytes(held.weights_bytes)} of weights and "
+                        f"{format_bytes(plan.draft_kv_bytes)} of K/V for the slots; its next token is the model's at "
+                        f"{100 * share:.0f}% of a sample text's positions (the share of greedy drafts taken, roughly)")
