@@ -173,7 +173,8 @@ def _draft(settings: Settings, loaded: Any) -> tuple[Any, Any] | None:
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`--scenario long` (streaming gaps while a long prompt is read), `resume` (a chat reopened after a
     restart, with and without the disk tier), `kv` (each kv_dtype against float64 and float32) or `speculative`
-    (lookup drafts, and `draft_model`'s where set, against none): one run, its table and JSON."""
+    (lookup drafts, and `draft_model`'s where set, against none; then mlx-lm's own with that draft model): one run,
+    its tables and JSON."""
     from mlxchat.engine.bench import (
         format_kv_table,
         format_long_table,
