@@ -58,15 +58,16 @@ class DraftState:
 
     def length(self, least: float, generated: int) -> int:
         """The most tokens to draft at the reply's `generated` tokens such that each is taken with a chance of at least
-        `least` (engine: `worth`); none while paused. Where not even one is, the reply pauses as after drafts that
-        missed, and then starts again from the first estimate: drafts alone update it, so a reply whose estimate fell
-        below the bar (a sampled reply leaving the text for a while) would otherwise never draft again."""
+        `least` (engine: `worth`); none while paused. Where not even one is because the estimate fell below the first
+        one, the reply pauses as after drafts that missed, and then starts again from the first estimate: drafts alone
+        update it, so a reply whose estimate fell below the bar (a sampled reply leaving the text for a while) would
+        otherwise never draft again. (A bar above the first estimate, many slots decoding, only waits for fewer.)"""
         if not self.drafting(generated):
             return 0
         k, chance = 0, self.rate
         while k < MOST_DRAFTED and chance >= least:
             k, chance = k + 1, chance * self.rate
-        if k == 0:
+        if k == 0 and self.rate < FIRST_TAKEN / FIRST_TRIED:
             self._taken, self._tried = FIRST_TAKEN, FIRST_TRIED
             self._pause_at(generated)
         return k

@@ -91,9 +91,13 @@ def test_a_reply_whose_drafts_no_longer_pay_pauses_then_starts_again_from_the_fi
     assert state.length(0.6, 12) == 0  # not even one pays: a pause of 4 tokens...
     assert state.length(0.3, 15) == 0 and state.draft([1, 2, 3, 1, 2, 3], 15, 8) == []
     assert state.rate == 2 / 3 and state.length(0.3, 16) == 2  # ...then 2 of 3 again, as a new reply starts
-    # Eight slots' bar (0.71) is above the first estimate: the pauses double, and no pass is spent on a check.
-    assert state.length(0.71, 16) == 0 and state.length(0.71, 23) == 0 and state.length(0.71, 24) == 0
-    assert state.length(0.71, 39) == 0 and state.length(0.3, 40) == 2
+    # Eight slots' bar (0.71) is above the first estimate: no draft, and no pause either, so that the reply drafts
+    # in the first pass with fewer slots.
+    assert state.length(0.71, 17) == 0 and state.length(0.3, 18) == 2
+    state.record(4, 1, 18)
+    state.record(4, 1, 19)
+    # Below the first estimate again: a pause of 4 tokens again (drafts taken since the last one end the doubling).
+    assert state.length(0.6, 20) == 0 and state.length(0.3, 23) == 0 and state.length(0.3, 24) == 2
 
 
 def test_greedy_replies_with_drafts_equal_replies_without_in_busy_slots(tokenizer) -> None:
