@@ -38,6 +38,9 @@ _NAMES: dict[str, str] = {
     "SlotSnapshot": "mlxchat.engine.events",
     "TextDelta": "mlxchat.engine.events",
     "ToolCall": "mlxchat.engine.events",
+    # forward
+    "tunable": "mlxchat.engine.forward",
+    "tune": "mlxchat.engine.forward",
     # loading.catalog
     "local_models": "mlxchat.engine.loading.catalog",
     "ModelEntry": "mlxchat.engine.loading.catalog",
@@ -48,6 +51,7 @@ _NAMES: dict[str, str] = {
     # loading.models
     "load_model": "mlxchat.engine.loading.models",
     "LoadedModel": "mlxchat.engine.loading.models",
+    "LoadOptions": "mlxchat.engine.loading.models",
     "resolve_model": "mlxchat.engine.loading.models",
     # loading.progress
     "ModelLoadError": "mlxchat.engine.loading.progress",
@@ -89,10 +93,6 @@ _NAMES: dict[str, str] = {
     "start_local": "mlxchat.engine.startup",
     "StartedEngine": "mlxchat.engine.startup",
     "StartError": "mlxchat.engine.startup",
-    # tuning
-    "load_tuning": "mlxchat.engine.tuning",
-    "tunable": "mlxchat.engine.tuning",
-    "tune": "mlxchat.engine.tuning",
 }
 
 __all__ = sorted(_NAMES)
@@ -123,13 +123,14 @@ if TYPE_CHECKING:  # what type checkers and editors see
         TextDelta,
         ToolCall,
     )
+    from mlxchat.engine.forward import tunable, tune
     from mlxchat.engine.loading.catalog import local_models, ModelEntry
     from mlxchat.engine.loading.families import (
         describe as describe_families,
         layer_kinds,
         model_type,
     )
-    from mlxchat.engine.loading.models import load_model, LoadedModel, resolve_model
+    from mlxchat.engine.loading.models import load_model, LoadedModel, LoadOptions, resolve_model
     from mlxchat.engine.loading.progress import ModelLoadError, Progress
     from mlxchat.engine.memory import (
         check_memory,
@@ -147,4 +148,3 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from mlxchat.engine.startup import (
         EngineConfig, load_step, prepare_mlx, retire, start_local, StartedEngine, StartError,
     )
-    from mlxchat.engine.tuning import load_tuning, tunable, tune

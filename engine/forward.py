@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any, Callable
 
 import mlx.core as mx
 
 from mlxchat.engine.cpu import llama as cpu_llama
 from mlxchat.engine.cpu import stored
+from mlxchat.engine.cpu import tuning
 from mlxchat.engine.cpu.blas import SingleThreadedBlas
 
 # Families whose Model.__call__ is exactly `head(self.model(inputs, cache))`, the head being
@@ -21,7 +24,7 @@ class Forward:
 
     def __init__(self, model: Any, split: bool | None = None) -> None:
         """`split`: run llama on the CPU with matmuls split across two streams; None means split, until
-        `mlxchat doctor --tune` measured otherwise on this machine (the caller reads that, engine.tuning)."""
+        `mlxchat doctor --tune` measured otherwise on this machine (the caller reads that, engine.cpu.tuning)."""
         family = type(model).__module__.rsplit(".", 1)[-1]
         args = getattr(model, "args", None)
         self._head: Callable[[mx.array], mx.array] | None = None
@@ -30,7 +33,7 @@ class Forward:
         self._cores: SingleThreadedBlas | None = None
         # Several groups of rows (a decode pass and a prompt chunk) through one pass, where the body allows.
         self._bodies: Callable[[list[tuple[mx.array, list[Any]]]], list[mx.array]] | None = None
-        # Whether engine.tuning has ways to choose from for this model on this device.
+        # Whether engine.cpu.tuning has ways to choose from for this model on this device.
         self.tunable = False
         if family in PLAIN_HEAD_FAMILIES and args is not None and hasattr(model, "model"):
             if getattr(args, "tie_word_embeddings", False) or not hasattr(model, "lm_head"):
@@ -104,6 +107,37 @@ class Forward:
             out.append(logits[start : start + b * n].reshape(b, n, -1))
             start += b * n
         return out
+
+
+def tunable(model: Any) -> bool:
+    """Whether the model has ways to run on this device to choose from (llama on a CPU, its layers not kept stored)."""
+    return Forward(model, split=False).tunable
+
+
+def tune(model: Any, path: Path, on_candidate: Callable[[str], None] | None = None) -> tuning.Tuning:
+    """Times the pass both ways on `model`, as the engine runs it (engine.cpu.tuning takes turns between them,
+    chooses, and saves the choice in `path`)."""
+    from mlxchat.engine.kv import attention
+
+    attention.install(model)  # the slot caches' attention, as the engine runs it
+    ways = {split: Forward(model, split=split) for split in (True, False)}
+    return tuning.measure(model, path, lambda split, rows: _pass_seconds(ways[split], model, rows), on_candidate)
+
+
+def _pass_seconds(forward: Forward, model: Any, rows: int) -> float:
+    """Seconds for one decode pass of `rows` rows over tuning.CONTEXT cached tokens each."""
+    from mlxchat.engine.kv.slot_store import SlotKVStore
+
+    store = SlotKVStore(rows, tuning.CONTEXT + 1, len(model.model.layers))
+    store.lengths = [tuning.CONTEXT] * rows
+    inputs = mx.zeros((rows, 1), dtype=mx.int32)
+    forward.working(True)
+    try:
+        start = time.perf_counter()
+        mx.eval(mx.argmax(forward.logits(inputs, store.batch(list(range(rows)), 1), None), axis=-1))
+        return time.perf_counter() - start
+    finally:
+        forward.working(False)
 
 
 def _rows_of(states: list[mx.array]) -> mx.array:

@@ -20,8 +20,8 @@ from mlxchat.engine.cpu.blas import blas_workers
 from mlxchat.engine.cpu.priority import run_below_ui
 from mlxchat.engine.devices import release_thread_streams
 from mlxchat.engine.events import EngineSnapshot
-from mlxchat.engine.prefill.images import image_paths, image_prompt, image_tokens
-from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, render, template_kwargs
+from mlxchat.engine.prefill.images import image_prompt, image_tokens
+from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, image_paths, render, template_kwargs
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.status import EngineInfo

@@ -1,4 +1,4 @@
-"""A request on its way to an engine: the chat it answers (Messages) and its tools, the typed command (Submit), its
+"""A request on its way to an engine: the chat it answers (Messages, and the images in it) and its tools, the typed command (Submit), its
 prompt as the chat template writes it (render), the `submit` both engines offer, and how its events reach the
 caller (deliver). No MLX here."""
 
@@ -16,6 +16,16 @@ from mlxchat.engine.handle import RequestHandle
 Messages = Sequence[Mapping[str, Any]]
 # The tools a reply may call, as the chat template takes them: OpenAI's function schemas.
 Tools = Sequence[Mapping[str, Any]]
+
+
+def image_paths(messages: Any) -> list[str]:
+    """The image files of a chat's messages, in order (parts `{"type": "image", "path": ...}`)."""
+    paths = []
+    for message in messages or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            paths += [str(part["path"]) for part in content if isinstance(part, dict) and part.get("type") == "image"]
+    return paths
 
 
 def deliver(handle: RequestHandle, on_event: Callable[[Event], None] | None, event: Event, quiet: bool = False) -> None:

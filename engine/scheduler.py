@@ -8,13 +8,13 @@ that owns the model's MLX streams (engine.local_engine.Engine runs it on its own
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import mlx.core as mx
 from mlx_lm.utils import common_prefix_len
 
 from mlxchat.engine import reply_refusals as refusals
+from mlxchat.engine.decode_pass import DecodePass, next_inputs
 from mlxchat.engine.events import Done, EngineSnapshot
 from mlxchat.engine.forward import Forward
 from mlxchat.engine.requests import Submit, deliver
@@ -38,14 +38,6 @@ from mlxchat.engine.prefill.images import NoImages, request_prompt
 
 if TYPE_CHECKING:
     from mlxchat.engine.loading.batch_check import SlotReady
-
-
-@dataclass
-class _DecodePass:
-    """A decode pass in flight: which (slot, request) each row serves, and its sampled tokens."""
-
-    rows: list[tuple[Slot, Request]]
-    tokens: mx.array
 
 
 class SlotScheduler:
@@ -79,7 +71,7 @@ class SlotScheduler:
         self.padded_prefill = ready.padded_prefill  # whether prompts of different lengths may share a prefill pass
         self.per_slot_dispatch = slot_attention.install(model)
         self.forward = Forward(model, split)
-        self._pass: _DecodePass | None = None
+        self._pass: DecodePass | None = None
         self.slots = [Slot(i) for i in range(plan.parallel)]
         self.store = SlotKVStore.for_model(model, plan.parallel, plan.per_slot, self.per_slot_dispatch, plan.kv_type)
         self.replies = ReplyStream(tokenizer, lambda: self.store)
@@ -375,17 +367,17 @@ class SlotScheduler:
         previous = self._pass
         self._pass = None
         rows: list[tuple[Slot, Request]] = []
-        inputs: list[mx.array] = []
+        inputs: list[int] = []  # a row's input: i for the previous pass's i-th token, else -1 - the token
         if previous is not None:
             for i, (s, r) in enumerate(previous.rows):
                 if s.request is r and r.continues() and self.store.lengths[s.id] + 1 <= self.store.capacity:
                     rows.append((s, r))  # (a reply whose reasoning ends at its budget is fed its end marker)
-                    inputs.append(mx.array(r.forced[0]) if r.forced else previous.tokens[i])
+                    inputs.append(-1 - r.forced[0] if r.forced else i)
         for s in self.slots:
             r = s.request
             if r is not None and r.next_input is not None:
                 rows.append((s, r))
-                inputs.append(mx.array(r.next_input))
+                inputs.append(-1 - r.next_input)
                 s.history.append(r.next_input)
                 r.next_input = None
         read = 0
@@ -394,7 +386,8 @@ class SlotScheduler:
             order = sorted(range(len(rows)), key=lambda i: rows[i][0].id)
             rows, inputs = [rows[i] for i in order], [inputs[i] for i in order]
             in_pass = [s for s, _ in rows] + (prompts[0] if prompts else [])
-            read = self._guarded(in_pass, lambda _: self._dispatch(rows, inputs, prompts)) or 0
+            fed = next_inputs(inputs, previous)
+            read = self._guarded(in_pass, lambda _: self._dispatch(rows, fed, prompts)) or 0
         if previous is not None:
             self._read(previous)
         return len(rows), read
@@ -405,13 +398,13 @@ class SlotScheduler:
         return self._guarded([s for s in self.slots if s.request], self.verifier.check) or 0
 
     def _dispatch(
-        self, rows: list[tuple[Slot, Request]], inputs: list[mx.array], prompts: tuple[list[Slot], int] | None
+        self, rows: list[tuple[Slot, Request]], inputs: mx.array, prompts: tuple[list[Slot], int] | None
     ) -> int:
         """Queues a decode pass over `rows` (with the next chunk of `prompts`, if given); returns the prompt
         tokens it reads."""
         ids = [s.id for s, _ in rows]
         caches = self.store.batch(ids, 1)
-        decode = (mx.stack(inputs)[:, None], caches)
+        decode = (inputs[:, None], caches)
         part = PromptChunks(*prompts, self.store) if prompts else None
         if part is None:
             logits = self.forward.logits(*decode, None)
@@ -420,10 +413,10 @@ class SlotScheduler:
         tokens = sample_rows(logits, [r.sampler for _, r in rows])
         mx.async_eval(tokens, *(self.store.arrays if part is not None else ()))  # the chunk's K/V too
         self.store.commit(ids, [1] * len(ids))
-        self._pass = _DecodePass(rows, tokens)
+        self._pass = DecodePass(rows, tokens)
         return self._advance(part, []) if part is not None else 0
 
-    def _read(self, finished: _DecodePass) -> None:
+    def _read(self, finished: DecodePass) -> None:
         """Turns a decode pass's tokens into text and decides, per slot, whether its reply goes on."""
         self.rate.passed(len(finished.rows))
         fed_next = {id(r) for _, r in self._pass.rows} if self._pass else set()

@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from mlxchat.engine.loading.models import LoadOptions
 from mlxchat.engine.loading.progress import ModelLoadError, Progress
-from mlxchat.engine.memory import check_memory
+from mlxchat.engine.memory import check_memory, format_bytes
 from mlxchat.engine.plan import ModelFacts, SlotPlan, SlotRequest
 
 if TYPE_CHECKING:
     from mlxchat.engine.chat_engine import ChatEngine
     from mlxchat.engine.cpu.blas import BlasInfo
-    from mlxchat.engine.loading.models import LoadedModel
-    from mlxchat.engine.speculation.drafter import DraftModel
 
 # Which step refused: the model (missing, unreadable), its family (layers the engine cannot hold),
 # the slot plan (the caller's sizes), or memory (weights and KV beyond the machine).
@@ -33,17 +32,13 @@ class EngineConfig:
     """What the local engine is started with; every value plain, every folder given."""
 
     model: str | None  # a folder, a Hub id, a .gguf file; None: the default model
-    weights_dtype: str
-    kv_dtype: str  # how the slots store K/V (engine.kv.kv_types.KV_DTYPES)
+    load: LoadOptions  # how it is loaded and held, and its draft model with it
     slots: SlotRequest
-    models_dir: Path  # converted GGUF models
     kv_dir: Path  # the disk tier's saved KV
-    tuning_file: Path  # what `doctor --tune` measured
     park_budget_mb: int
     disk_kv_mb: int
     nice: int  # the engine threads' priority below the UI's
     prefill_stall: float
-    int8_activations: bool = False  # quantized layers multiply rows rounded to int8
     draft_model: str | None = None  # a model that drafts for replies with speculative = "draft", as `model` is given
 
 
@@ -60,8 +55,9 @@ class StartedEngine:
     # Whether the chat template has a thinking switch (a server's templates are its own: it is asked to).
     thinking_switch: bool = True
     takes_tools: bool = False  # whether replies may call tools (the template lists them, their calls can be read)
-    sees: bool = False  # whether chats may send it images (a vision model loaded through mlx-vlm)
+    sees: bool = False  # whether chats may send it images (a vision model loaded through mlx-vlm, or a server)
     draft_model: str | None = None  # the draft model's name, where one is loaded (speculative = "draft" drafts)
+    why_no_images: str = ""  # why not, where the engine says more than "a text model" (a server that said so)
 
 
 def load_step(exc: ModelLoadError) -> StartStep:
@@ -104,34 +100,35 @@ def start_local(
     """
     # Imported here: they load mlx.core, which must come after the caller has loaded its BLAS.
     from mlxchat.engine.cpu.blas import blas_in_use
-    from mlxchat.engine.tuning import load_tuning
     from mlxchat.engine.devices import device_kind, device_name
     from mlxchat.engine.kv.disk import DiskTier
     from mlxchat.engine.loading.models import load_model
-    from mlxchat.engine.loading.vision import images_note
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.reply_parts import has_thinking_switch, takes_tools
+    from mlxchat.engine.speculation.draft_load import load_draft, short_training
     from mlxchat.engine.status import EngineInfo
 
     try:
-        loaded = load_model(config.model, config.weights_dtype, progress=progress, cache_dir=config.models_dir,
-                            kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
+        loaded = load_model(config.model, config.load, progress)
     except ModelLoadError as exc:
         raise StartError(str(exc), load_step(exc)) from None
-    draft, held = _draft(config, loaded, progress)
+    try:
+        draft, held = load_draft(config.draft_model, loaded, config.load, progress) if config.draft_model else \
+            (None, None)
+    except ModelLoadError as exc:  # (DraftRefused among them)
+        raise StartError(str(exc), "draft") from None
     facts = loaded.facts_with(held)  # (the draft's K/V is divided among the same slots)
     plan = facts.evaluate(config.slots)
     refused = [*refuse(loaded.trained_ctx), *plan.errors]
     if refused:
         raise StartError("\n".join(refused), "plan")
-    draft_weights = held.weights_bytes if held else 0
-    memory = check_memory(loaded.weights_bytes + draft_weights, plan.kv_bytes)
+    memory = check_memory(loaded.weights_bytes + (held.weights_bytes if held else 0), plan.kv_bytes)
+    if memory.error and held:
+        raise StartError(f"{memory.error} (the draft model's {format_bytes(held.weights_bytes)} of weights and "
+                         f"{format_bytes(plan.draft_kv_bytes)} of K/V included: unset draft_model, or name a smaller "
+                         "one)", "plan")
     if memory.error:
-        raise StartError(memory.error + (_with_draft(draft_weights, plan.draft_kv_bytes) if held else ""), "plan")
-    draft_warning = None
-    if draft and held and held.trained_ctx is not None and held.trained_ctx < plan.per_slot:
-        draft_warning = (f"The draft model {draft.name} was trained on {held.trained_ctx} tokens, fewer than a slot's "
-                         f"{plan.per_slot}: past them its drafts are rarely taken (replies stay the same)")
+        raise StartError(memory.error, "plan")
     progress(Progress("Starting the engine", 0, 0))
     info = EngineInfo(
         model=loaded.source.display_name,
@@ -140,12 +137,11 @@ def start_local(
         dtype=loaded.dtype,
         weights_bytes=loaded.weights_bytes,
         batching=loaded.weights.batching_note,
-        images=images_note(getattr(loaded.model, "vision_parts", None), loaded.vision_note),
+        images=loaded.images,
     )
-    tuned = load_tuning(loaded.model, config.tuning_file)
     try:
         engine = Engine(
-            loaded.ready, plan, info=info, split=tuned.split if tuned else None,
+            loaded.ready, plan, info=info, split=loaded.tuning.split if loaded.tuning else None,
             park_budget_bytes=config.park_budget_mb * 2**20, nice=config.nice,
             disk=DiskTier(config.kv_dir, config.disk_kv_mb * 2**20, loaded.kv_key),
             prefill_stall=config.prefill_stall, draft=draft,
@@ -157,33 +153,12 @@ def start_local(
     # for about half as long (measured: up to 223 ms of CPU per collection before, 121 after).
     gc.collect()
     gc.freeze()
-    warnings = plan.warnings + ((memory.warning,) if memory.warning else ()) + tuple(filter(None, [loaded.vision_note, draft_warning]))
+    short = held and short_training(held, plan)
+    warnings = plan.warnings + tuple(filter(None, [memory.warning, loaded.vision_note, short]))
     return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
                          thinking_switch=has_thinking_switch(loaded.tokenizer),
                          takes_tools=takes_tools(loaded.tokenizer), sees=loaded.sees,
                          draft_model=draft.name if draft else None)
-
-
-def _draft(config: EngineConfig, loaded: LoadedModel, progress: Callable[[Progress], None]
-           ) -> tuple[DraftModel | None, LoadedModel | None]:
-    """The draft model `config` names, loaded and checked against the target (StartError "draft" saying why not),
-    as the scheduler takes it and as loaded; (None, None) where none is named."""
-    from mlxchat.engine.speculation.draft_load import load_draft
-
-    if not config.draft_model:
-        return None, None
-    try:
-        return load_draft(config.draft_model, loaded, config.weights_dtype, progress, cache_dir=config.models_dir,
-                          kv_dtype=config.kv_dtype, int8_activations=config.int8_activations)
-    except ModelLoadError as exc:  # (DraftRefused among them)
-        raise StartError(str(exc), "draft") from None
-
-
-def _with_draft(weights_bytes: int, kv_bytes: int) -> str:
-    from mlxchat.engine.memory import format_bytes
-
-    return (f" (the draft model's {format_bytes(weights_bytes)} of weights and {format_bytes(kv_bytes)} of K/V "
-            "included: unset draft_model, or name a smaller one)")
 
 
 def retire(engine: ChatEngine) -> None:

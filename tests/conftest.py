@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +65,7 @@ _kernels.status()
 
 import pytest
 
+from tests.servers import Server, serving_with_llama
 from tests.tiny_model import build_tiny_model
 
 
@@ -115,6 +116,37 @@ def long_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactor
 def ascii_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny llama with an ASCII-only vocabulary: its replies read cleanly in screenshots."""
     return build_tiny_model(tmp_path_factory.mktemp("tiny-ascii") / "tiny-ascii", ascii_only=True)
+
+
+@pytest.fixture(scope="session")
+def ascii_gguf(ascii_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ASCII tiny llama as a float32 GGUF for llama-server (whose chat format reads its replies, and whose CPU
+    code for float32 runs on every x86-64: its quantized code needs AVX-VNNI)."""
+    from tests.tiny_gguf import write_tiny_gguf
+
+    return write_tiny_gguf(ascii_model_dir, tmp_path_factory.mktemp("gguf") / "tiny-ascii.gguf", "F32")
+
+
+@pytest.fixture(scope="module")
+def seeing_llama(ascii_gguf: Path, ascii_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[Server]:
+    """llama-server on the ASCII tiny llama with a tiny image projector (--mmproj): a real server that takes images."""
+    import json
+
+    from tests.tiny_mmproj import write_tiny_mmproj
+
+    work = tmp_path_factory.mktemp("seeing-llama")
+    width = json.loads((ascii_model_dir / "config.json").read_text())["hidden_size"]
+    projector = write_tiny_mmproj(work / "mmproj.gguf", width)
+    with serving_with_llama(ascii_gguf, work, "--mmproj", str(projector)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def blind_llama(ascii_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """llama-server on the ASCII tiny llama alone: its /props says it has no vision."""
+    with serving_with_llama(ascii_gguf, tmp_path_factory.mktemp("blind-llama")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

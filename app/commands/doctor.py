@@ -130,15 +130,14 @@ def _draft(settings: Settings, loaded: LoadedModel) -> tuple[LoadedModel | None,
     """The draft model `draft_model` names, loaded for `loaded` as the start loads it, the plan with its K/V, and what
     it is and how often it agrees with the model; (None, the plan without it, why it cannot draft) where it cannot."""
     from mlxchat.app.commands.console_progress import ConsoleProgress
-    from mlxchat.app.paths import models_cache_dir
+    from mlxchat.app.session.start import load_options
     from mlxchat.engine import describe_draft
 
     assert settings.draft_model
     try:
         with ConsoleProgress() as progress:
-            return describe_draft(settings.draft_model, loaded, settings.weights_dtype, progress,
-                                  cache_dir=models_cache_dir(), kv_dtype=settings.kv_dtype,
-                                  int8_activations=settings.int8_activations, request=settings.slot_request())
+            return describe_draft(settings.draft_model, loaded, load_options(settings), settings.slot_request(),
+                                  progress)
     except ModelLoadError as exc:  # (the draft cannot draft for the model: DraftRefused)
         return None, loaded.facts.evaluate(settings.slot_request()), f"ERROR: {exc}"
 
@@ -164,7 +163,7 @@ def _blas_lines(line: Line, requested: BlasInfo) -> None:
 
 def _tuning_lines(line: Line, loaded: LoadedModel, tune: bool) -> None:
     """How the engine will run the model on this CPU: as measured here, or the default until measured."""
-    from mlxchat.engine import load_tuning, tunable, tune
+    from mlxchat.engine import tunable, tune
 
     if not tunable(loaded.model):
         if tune:
@@ -174,7 +173,7 @@ def _tuning_lines(line: Line, loaded: LoadedModel, tune: bool) -> None:
         measured = tune(loaded.model, tuning_file(), lambda case: line("  timing", case))
         line("  tuned", f"{measured.describe()}; saved in {tuning_file()}")
         return
-    found = load_tuning(loaded.model, tuning_file())
+    found = loaded.tuning  # (read at the load)
     line("  tuning", found.describe() if found else "not measured here: split matmuls (run `mlxchat doctor --tune`)")
 
 

@@ -45,6 +45,7 @@ def remote_lines(settings: Settings, line: Line) -> int:
     else:
         line("slots", facts.slots_note)
         line("", f"up to {remote_plan(facts, settings.parallel).parallel} chats answer at once (parallel)")
+    line("images", facts.images_note)
     for warning in warnings:
         line("  warning", warning)
     return problems

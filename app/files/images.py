@@ -19,8 +19,10 @@ def is_image(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES
 
 
-def no_images(path: Path, folder: Path) -> str:
-    """Why an image cannot be attached while the loaded model takes none."""
+def no_images(path: Path, folder: Path, why: str = "") -> str:
+    """Why an image cannot be attached while the loaded model takes none (`why`: the engine's words, a server's)."""
+    if why:
+        return f"{shown_name(path, folder)} is an image, and {why}"
     return (f"{shown_name(path, folder)} is an image, and this model does not take images: alt+m switches to one "
             "that does (a vision model such as Gemma 3)")
 

@@ -51,5 +51,7 @@ def start_remote_engine(settings: Settings, progress: Callable[[Progress], None]
     if not facts.has_slots:
         warnings.append(f"{facts.slots_note}; up to {plan.parallel} chats answer at once (parallel in the config)")
     engine = RemoteEngine(facts, plan, api_key=api_key(settings), timeout=remote.timeout)
-    # A server reads the tools its model can call: they are offered, and its template decides.
-    return StartedEngine(engine, plan, facts.model_name, tuple(warnings), None, takes_tools=True)
+    # A server reads the tools its model can call: they are offered, and its template decides. Images are offered
+    # unless it says its model takes none (only llama-server says): a server that refuses them says so in the chat.
+    return StartedEngine(engine, plan, facts.model_name, tuple(warnings), None, takes_tools=True,
+                         sees=facts.sees is not False, why_no_images=facts.no_images if facts.sees is False else "")

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from textual.message_pump import MessagePump
 
-from mlxchat.app.config.mcp import Mcp
 from mlxchat.app.config.settings import Settings
 from mlxchat.app.exit_codes import EXIT_FAILURE
 from mlxchat.app.session.tools import ToolsAndCounts
@@ -30,7 +29,6 @@ from mlxchat.app.session.seating import assign_slots
 from mlxchat.app.session.model_choice import remember
 from mlxchat.app.session.start import DOCTOR_REMEDY, StartFailure, start_engine
 from mlxchat.app.tools.listing import Listing
-from mlxchat.app.tools.servers import ToolServers
 from mlxchat.engine import (
     Done,
     EngineSnapshot,
@@ -77,8 +75,9 @@ class Seat:
     place: int | None = None  # its place in the queue, as the chat was last told
 
 
-class Session(ToolsAndCounts):
-    """The engine, the slot plan, the model's facts and which chat sits on which slot."""
+class Session:
+    """The engine, the slot plan, the model's facts and which chat sits on which slot; its `tools` (the MCP servers,
+    and what a chat takes of its slot) read the model running now through it."""
 
     def __init__(self, app: MessagePump) -> None:
         self._app = app  # where session-wide messages go, and whose queue brings engine news to the UI thread
@@ -89,13 +88,12 @@ class Session(ToolsAndCounts):
         self.thinking_switch = False  # whether the model's chat template can turn its thinking off
         self.keep_reasoning = False  # whether later turns send the replies' reasoning back (the setting)
         self.takes_tools = False  # whether the model's replies may call tools
-        self.sees = False  # whether the model takes images (a vision model through mlx-vlm)
+        self.sees = False  # whether the model takes images (a vision model through mlx-vlm, or a server's that may)
+        self.why_no_images = ""  # why not, where the engine said more than "a text model"
         self.draft_model: str | None = None  # the draft model loaded beside it, for chats with speculative = "draft"
-        self.tools: ToolServers | None = None  # the MCP servers of the config, started at launch
-        self.mcp = Mcp()  # their settings and the limits of a call
+        self.tools = ToolsAndCounts(self)  # the MCP servers, and what a chat takes of its slot
         # Chat key: the tool call it waits on, and for whom ("weather: your approval"), for the inspector.
         self.tool_waits: dict[str, str] = {}
-        self._listing_tokens = {}  # (for the engine running: another model's template counts anew)
         self._seats: dict[str, Seat] = {}  # in the order the chats were opened
         self._queue: list[str] = []  # the chats waiting for a slot, first in line first
         self._requests = itertools.count(1)
@@ -121,8 +119,9 @@ class Session(ToolsAndCounts):
         self.engine, self.plan = started.engine, started.plan
         self.model_name, self.facts = started.model_name, started.facts
         self.thinking_switch, self.takes_tools = started.thinking_switch, started.takes_tools
-        self._listing_tokens = {}
-        self.sees, self.draft_model = started.sees, started.draft_model
+        self.tools.model_changed()
+        self.sees, self.why_no_images = started.sees, started.why_no_images
+        self.draft_model = started.draft_model
 
     def switch(self, started: StartedEngine) -> list[str]:
         """Puts `started` (another model's engine) in the place of the running one, whose memory goes back: replies
@@ -149,8 +148,7 @@ class Session(ToolsAndCounts):
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.shutdown()
-        if self.tools is not None:
-            self.tools.close()
+        self.tools.close()
 
     # ---- seating ----
 

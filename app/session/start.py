@@ -9,7 +9,7 @@ from mlxchat.app import paths
 from mlxchat.app.chats.private import private_folder
 from mlxchat.app.config.settings import Settings, settings_problems
 from mlxchat.app.exit_codes import EXIT_FAILURE, EXIT_USAGE
-from mlxchat.engine import EngineConfig, Progress, StartedEngine, StartError, start_local
+from mlxchat.engine import EngineConfig, LoadOptions, Progress, StartedEngine, StartError, start_local
 
 
 class StartFailure(Exception):
@@ -40,21 +40,28 @@ REMEDIES = {
 }
 
 
+def load_options(settings: Settings) -> LoadOptions:
+    """How the settings load a model (and its draft model), wherever the app loads one."""
+    return LoadOptions(
+        weights_dtype=settings.weights_dtype,
+        kv_dtype=settings.kv_dtype,
+        int8_activations=settings.int8_activations,
+        cache_dir=paths.models_cache_dir(),
+        tuning_file=paths.tuning_file(),
+    )
+
+
 def engine_config(settings: Settings) -> EngineConfig:
     """The settings the local engine starts with, as plain values."""
     return EngineConfig(
         model=settings.model,
-        weights_dtype=settings.weights_dtype,
-        kv_dtype=settings.kv_dtype,
+        load=load_options(settings),
         slots=settings.slot_request(),
-        models_dir=paths.models_cache_dir(),
         kv_dir=paths.kv_cache_dir(),
-        tuning_file=paths.tuning_file(),
         park_budget_mb=settings.park_budget_mb,
         disk_kv_mb=settings.disk_kv_mb,
         nice=settings.engine_nice,
         prefill_stall=settings.prefill_stall,
-        int8_activations=settings.int8_activations,
         draft_model=settings.draft_model,
     )
 

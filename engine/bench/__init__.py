@@ -68,6 +68,7 @@ _NAMES: dict[str, str] = {
     "profile_decode": "mlxchat.engine.bench.step_profile",
     # shapes
     "build_shape": "mlxchat.engine.bench.shapes",
+    "QUANTIZE_BITS": "mlxchat.engine.bench.shapes",
     "SHAPES": "mlxchat.engine.bench.shapes",
     # workloads
     "SCENARIOS": "mlxchat.engine.bench.workloads",
@@ -112,6 +113,6 @@ if TYPE_CHECKING:  # what type checkers and editors see
         run_bench,
         RUNNERS,
     )
-    from mlxchat.engine.bench.shapes import build_shape, SHAPES
+    from mlxchat.engine.bench.shapes import build_shape, QUANTIZE_BITS, SHAPES
     from mlxchat.engine.bench.step_profile import format_profile, profile_decode
     from mlxchat.engine.bench.workloads import SCENARIOS

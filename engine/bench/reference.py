@@ -26,7 +26,12 @@ def model(loaded: LoadedModel) -> Any:
     if id(loaded.model) not in _copies:
         from mlx.utils import tree_flatten
 
+        from mlxchat.engine.bench.registry import BenchRefused
         from mlxchat.engine.loading.models import float_model
+
+        if loaded.source.kind == "shape":
+            raise BenchRefused("mlx-lm's float32 copy of a quantized model is read from its folder, and a --shape "
+                               "model has none: on a CPU, measure --shape --bits with --engines mlxchat")
 
         copy = float_model(loaded.mlx_path)
         _copies[id(loaded.model)] = (copy, sum(p.nbytes for _, p in tree_flatten(copy.parameters())))

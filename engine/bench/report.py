@@ -37,13 +37,13 @@ def make_report(loaded: LoadedModel, runs: list[RunRecord]) -> BenchReport:
     """The report of `runs`, saying which model, device, BLAS and dtype they ran on, and how they sampled
     (as each run's engine did; runs that sampled otherwise than each other are named)."""
     from mlxchat.engine.bench import reference
-    from mlxchat.engine import tuning
+    from mlxchat.engine.forward import tunable
     from mlxchat.engine.cpu.blas import blas_in_use
     from mlxchat.engine.devices import cpu_summary, device_kind, device_name
 
     kind = device_kind()
     how = ""
-    if tuning.tunable(loaded.model):
+    if tunable(loaded.model):
         tuned = loaded.tuning
         how = tuned.describe() if tuned else "split matmuls, not measured here (`mlxchat doctor --tune` measures)"
     return BenchReport(

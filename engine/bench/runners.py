@@ -114,8 +114,8 @@ def _play(engine: str, loaded: LoadedModel, workload: Workload) -> RunTrace:
     """One run of `engine`; a failure, or a run in which a stream produced nothing, is a BenchError naming it."""
     try:
         trace = RUNNERS[engine](loaded, workload)
-    except BenchError as exc:
-        raise BenchError(f"{engine}: {exc}") from exc
+    except BenchError as exc:  # of its kind: a refused setting stays refused (exit 2)
+        raise type(exc)(f"{engine}: {exc}") from exc
     except Exception as exc:
         raise BenchError(f"{engine} failed on {workload.slots} slots: {type(exc).__name__}: {exc}") from exc
     silent = sum(1 for s in trace.streams if not s.token_times)

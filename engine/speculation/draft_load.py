@@ -4,14 +4,13 @@ K/V of drafts the target did not take."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxchat.engine.loading.progress import ModelLoadError, Progress
 from mlxchat.engine.speculation.drafter import DraftModel
 
 if TYPE_CHECKING:
-    from mlxchat.engine.loading.models import LoadedModel
+    from mlxchat.engine.loading.models import LoadedModel, LoadOptions
     from mlxchat.engine.plan import SlotPlan, SlotRequest
 
 SHOWN = 3  # differing tokens named in a refusal
@@ -38,25 +37,16 @@ def _id(vocab: dict[str, int], token: str) -> str:
     return f"id {vocab[token]}" if token in vocab else "absent"
 
 
-def load_draft(
-    spec: str,
-    target: LoadedModel,
-    weights_dtype: str,
-    progress: Callable[[Progress], None],
-    *,
-    cache_dir: Path | None,
-    kv_dtype: str,
-    int8_activations: bool,
-) -> tuple[DraftModel, LoadedModel]:
-    """Loads `spec` as `model` is loaded (with the same weights_dtype and kv_dtype) and checks that it can draft
-    for `target`; raises ModelLoadError (the spec itself) or DraftRefused (what it is) saying what to change."""
+def load_draft(spec: str, target: LoadedModel, options: LoadOptions, progress: Callable[[Progress], None]
+               ) -> tuple[DraftModel, LoadedModel]:
+    """Loads `spec` as `target` was loaded (the same `options`) and checks that it can draft for it; raises
+    ModelLoadError (the spec itself) or DraftRefused (what it is) saying what to change."""
     from mlxchat.engine.kv.slot_store import SlotKVStore
     from mlxchat.engine.loading.models import load_model
 
     progress(Progress(f"Loading the draft model {spec}", 0, 0))
     try:
-        draft = load_model(spec, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
-                           int8_activations=int8_activations)
+        draft = load_model(spec, options, progress)
     except ModelLoadError as e:
         raise ModelLoadError(f"draft_model: {e}") from e.__cause__
     name, of = draft.source.display_name, target.source.display_name
@@ -69,6 +59,14 @@ def load_draft(
                            f"K/V of drafts {of} did not take. To draft, {DRAFT_REMEDY}.")
     cost = draft.weights_bytes / max(target.weights_bytes, 1)
     return DraftModel(draft.ready, name, draft.kv_type, len(target.tokenizer.get_vocab()), cost), draft
+
+
+def short_training(held: LoadedModel, plan: SlotPlan) -> str | None:
+    """The warning for a draft model trained on fewer tokens than a slot of `plan` holds; None where it was not."""
+    if held.trained_ctx is None or held.trained_ctx >= plan.per_slot:
+        return None
+    return (f"The draft model {held.source.display_name} was trained on {held.trained_ctx} tokens, fewer than a "
+            f"slot's {plan.per_slot}: past them its drafts are rarely taken (replies stay the same)")
 
 
 def agreement(target: LoadedModel, draft: LoadedModel, text: str) -> float:
@@ -86,16 +84,14 @@ SAMPLE = ("The user asks a question and the assistant answers it with care. Pari
           "Berlin is the capital of Germany. def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n")
 
 
-def describe_draft(spec: str, target: LoadedModel, weights_dtype: str, progress: Callable[[Progress], None], *,
-                   cache_dir: Path | None, kv_dtype: str, int8_activations: bool, request: SlotRequest
-                   ) -> tuple[LoadedModel, SlotPlan, str]:
+def describe_draft(spec: str, target: LoadedModel, options: LoadOptions, request: SlotRequest,
+                   progress: Callable[[Progress], None]) -> tuple[LoadedModel, SlotPlan, str]:
     """`mlxchat doctor`'s draft model: loaded as the start loads it (raising ModelLoadError or DraftRefused as the
     start would), `request`'s plan with its K/V in the same slots, and a line on what it is, what it holds, and how
     often it agrees with the target."""
     from mlxchat.engine.memory import format_bytes
 
-    _, held = load_draft(spec, target, weights_dtype, progress, cache_dir=cache_dir, kv_dtype=kv_dtype,
-                         int8_activations=int8_activations)
+    _, held = load_draft(spec, target, options, progress)
     plan = target.facts_with(held).evaluate(request)
     share = agreement(target, held, SAMPLE)
     return held, plan, (f"{held.source.display_name}, {held.dtype}, {format_bytes(held.weights_bytes)} of weights and "

@@ -39,6 +39,7 @@ def test_doctor_checks_the_url_the_model_and_the_slots(
     assert lines["answers"].startswith("yes: one token in ")
     assert lines["context"] == "not reported by the server"
     assert "no /props or /slots" in lines["slots"] and "up to 3 chats answer at once (parallel)" in out
+    assert lines["images"] == "the server does not say whether its model sees: images are sent, and a refusal says so"
     assert "mlx " not in out  # no MLX is looked at for a remote engine
 
 
@@ -61,3 +62,12 @@ def test_doctor_says_when_the_server_is_not_there(tmp_path: Path, capsys: pytest
 def test_remote_settings_are_checked_like_the_others(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--config", str(config(tmp_path, "timeout = 0")), "doctor"]) == 2
     assert "remote.timeout = 0 is not allowed: must be more than 0" in capsys.readouterr().err
+
+
+def test_doctor_says_whether_a_llama_servers_model_sees(seeing_llama: Server, blind_llama: Server, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    for server, said in ((seeing_llama, "its model sees (its /props: vision)"),
+                         (blind_llama, "its model does not take images (its /props: no vision)")):
+        assert main(["--config", str(config(tmp_path, f'base_url = "{server.url}"')), "doctor"]) == 0
+        lines = {line[:14].strip(): line[14:] for line in capsys.readouterr().out.splitlines()}
+        assert lines["images"] == said

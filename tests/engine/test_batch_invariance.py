@@ -21,7 +21,7 @@ import pytest
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.cpu import kernels
 from mlxchat.engine.devices import device_kind
-from mlxchat.engine.loading.models import load_model
+from mlxchat.engine.loading.models import LoadOptions, load_model
 from mlxchat.engine.plan import SlotRequest
 from mlxchat.engine.scheduler import SlotScheduler
 from tests.engine.test_families import PROMPTS
@@ -50,9 +50,10 @@ def row_alone_and_beside_others(loaded: Any) -> tuple[mx.array, mx.array]:
 
 def loaded_as(form: str, tiny_model_dir: Path, tmp_path: Path) -> Any:
     if form == "bfloat16":
-        return load_model(str(bfloat16_copy(tiny_model_dir, tmp_path / "tiny-bf16")), cache_dir=models_cache_dir())
+        bf16 = bfloat16_copy(tiny_model_dir, tmp_path / "tiny-bf16")
+        return load_model(str(bf16), LoadOptions(cache_dir=models_cache_dir()))
     gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
-    return load_model(str(gguf), cache_dir=models_cache_dir(), int8_activations=form == "Q4_1, int8 rows")
+    return load_model(str(gguf), LoadOptions(int8_activations=form == "Q4_1, int8 rows", cache_dir=models_cache_dir()))
 
 
 @needs_kernels
@@ -67,7 +68,7 @@ def test_a_row_through_the_compiled_matmul_has_the_same_bits_beside_others(form:
 
 def test_a_float32_row_through_the_blas_is_within_rounding_beside_others(tiny_model_dir: Path) -> None:
     """Measured, not promised bit for bit: BLAS libraries choose their kernel by the number of rows."""
-    loaded = load_model(str(tiny_model_dir), cache_dir=models_cache_dir())
+    loaded = load_model(str(tiny_model_dir), LoadOptions(cache_dir=models_cache_dir()))
     assert loaded.dtype == "float32" and not loaded.weights.kernel_matmuls
     alone, beside = row_alone_and_beside_others(loaded)
     difference = mx.abs(alone - beside).max().item()

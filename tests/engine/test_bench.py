@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -12,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from mlxchat.engine.bench.metrics import RunRecord, median_record, summarize
+from mlxchat.engine.bench.registry import BenchRefused
 from mlxchat.engine.bench.report import BenchReport, format_table, make_report, write_json
 from mlxchat.engine.bench.runners import RUNNERS, run_bench
 from mlxchat.engine.bench.workloads import RunTrace, StreamTrace, Workload, make_workload
 from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.bench.plot import PlotError, check_plot_path, plot_report
 from mlxchat.engine.bench.shapes import SHAPES, build_shape
-from mlxchat.engine.loading.models import LoadedModel, ModelLoadError, load_model
+from mlxchat.engine.loading.models import LoadedModel, ModelLoadError, LoadOptions, load_model
 from tests.markers import CONSOLE_SCRIPT, needs_console_script
 
 RUN_KEYS = {
@@ -137,6 +139,23 @@ def test_sampled_runs_draw_with_the_chats_settings_in_every_engine(tiny: LoadedM
     assert "sampling: temperature 0.7, top_p 0.95, top_k 40" in format_table(make_report(tiny, runs))
     greedy = run_bench(tiny, engines=engines, slots=[2], max_tokens=4, repeats=1)
     assert {r.sampling for r in greedy} == {"greedy"} and "sampling: greedy" in format_table(make_report(tiny, greedy))
+
+
+def test_a_quantized_shape_is_held_as_a_quantized_model_loaded_here_is(capsys: pytest.CaptureFixture) -> None:
+    import mlx.nn as nn
+
+    from mlxchat.app.cli import main
+    from mlxchat.engine.cpu import kernels
+
+    loaded = build_shape("narrow", 4)
+    layer = loaded.model.model.layers[0].mlp.gate_proj
+    assert isinstance(layer, nn.QuantizedLinear) and (layer.bits, layer.group_size) == (4, 64)
+    assert "4-bit" in loaded.source.display_name and loaded.weights.kernel_matmuls == kernels.active_here()
+    assert main(["bench", "--bits", "4", "--slots", "1"]) == 2
+    assert "--bits quantizes a --shape model" in capsys.readouterr().err
+    if kernels.active_here():  # mlx-lm would multiply MLX's own quantized matmuls: its float32 copy needs a folder
+        with pytest.raises(BenchRefused, match="--shape model has none"):
+            run_bench(loaded, engines=["mlx-lm-batch"], slots=[1], max_tokens=2, repeats=1)
 
 
 def test_a_shape_too_big_for_memory_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -269,7 +288,7 @@ def test_mlx_lm_runs_a_float32_copy_of_a_model_kept_quantized_for_the_kernels(ti
     from tests.tiny_gguf import write_tiny_gguf
 
     gguf = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
-    loaded = load_model(str(gguf), cache_dir=models_cache_dir())
+    loaded = load_model(str(gguf), LoadOptions(cache_dir=models_cache_dir()))
     if not stored.holds_stored(loaded.model):
         assert not kernels.status().active or not loaded.dtype.startswith("q")
         pytest.skip("no layer is kept as stored here (no compiled kernels, or not a CPU)")
@@ -320,5 +339,15 @@ def test_profile_splits_a_decode_step_into_each_kernel_mlx_and_python(tiny_model
                  "MLX's own operations", "tokens back to Python", "step"):
         assert part in table
     # Counted per call, a step's calls come out whole: one attention and one RoPE per layer (the tiny model has 2).
-    calls = table.splitlines()[-1]
+    calls = next(line for line in table.splitlines() if line.startswith("kernel calls a step: "))
     assert "attention: 2 / 2" in calls and "rope: 2 / 2" in calls
+    assert re.search(r"^operations in a step's graph: \d+ / \d+$", table, re.M)
+
+
+def test_a_graph_is_counted_by_kind_of_operation() -> None:
+    import mlx.core as mx
+
+    from mlxchat.engine.bench.step_profile import count_operations
+
+    x = mx.array([1.0, 2.0])
+    assert count_operations((x + x) * mx.exp(x) + x) == {"Add": 2, "Multiply": 1, "Exp": 1}

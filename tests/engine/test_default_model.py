@@ -9,7 +9,7 @@ from mlx_lm import generate
 from mlx_lm.sample_utils import make_sampler
 
 from mlxchat.app.paths import models_cache_dir
-from mlxchat.engine.loading.models import LoadedModel, load_model
+from mlxchat.engine.loading.models import LoadedModel, LoadOptions, load_model
 from tests.markers import needs_default_model
 
 pytestmark = needs_default_model
@@ -29,7 +29,7 @@ REFERENCE_IDS = {
 @pytest.fixture(scope="module")
 def smollm2() -> LoadedModel:
     """The default model as float32 (the conversion lands in the session's shared cache)."""
-    return load_model(None, "float32", cache_dir=models_cache_dir())
+    return load_model(None, LoadOptions("float32", cache_dir=models_cache_dir()))
 
 
 def test_greedy_answer_names_paris(smollm2: LoadedModel) -> None:

@@ -1,6 +1,7 @@
 """A draft model (draft_model, speculative = "draft") changes no token: the tiny target's replies with drafts from a
 tiny draft of it (tests/tiny_draft.py: its tokenizer, its weights a little off) equal the replies without, greedy
-and seeded, in busy slots; a draft with another vocabulary is refused at start, saying what to change."""
+and seeded, in busy slots; a draft with another vocabulary, or with layers that cannot give back rejected drafts, is
+refused at start, saying what to change."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from mlxchat.app.cli import main
 from mlxchat.app.config.loading import load_settings
 from mlxchat.app.config.settings import ConfigError
 from mlxchat.app.session.start import StartFailure, start_engine
-from mlxchat.engine.loading.models import load_model
+from mlxchat.engine.loading.models import LoadOptions, load_model
 from mlxchat.engine.scheduler import SlotScheduler
 from mlxchat.engine.speculation.draft_load import load_draft
 from tests.engine.test_families import alone, plan
@@ -33,10 +34,9 @@ def draft_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def loaded_pair(target_dir: Path, draft_dir: Path):
-    """The target and the draft model loaded as the app loads them (engine.startup: load_model, then load_draft)."""
-    target = load_model(str(target_dir), "auto")
-    draft, _ = load_draft(str(draft_dir), target, "auto", lambda _: None, cache_dir=None, kv_dtype="auto",
-                          int8_activations=False)
+    """The target and the draft model loaded as the app loads them (engine.startup: load_model, then the draft's)."""
+    target = load_model(str(target_dir))
+    draft, _ = load_draft(str(draft_dir), target, LoadOptions(), lambda _: None)
     return target, draft
 
 
@@ -115,6 +115,20 @@ def test_a_draft_model_with_another_vocabulary_is_refused_at_start(tiny_model_di
     config.write_text(f'draft_model = "{other}"\n')
     assert main(["doctor", "--model", str(tiny_model_dir), "--config", str(config)]) == 1
     assert "ERROR: The draft model other-vocab does not share" in capsys.readouterr().out
+
+
+def test_a_draft_model_with_recurrent_layers_is_refused_at_start(tiny_model_dir, tmp_path) -> None:
+    """Its tokenizer is the target's (tests/tiny_families.py), so the vocabulary passes: its recurrent state cannot
+    give back the K/V of drafts the target did not take."""
+    from tests.tiny_families import save_family
+
+    recurrent = save_family("mamba2", tmp_path / "recurrent")
+    settings = load_settings(None, {"model": str(tiny_model_dir), "draft_model": str(recurrent)})
+    with pytest.raises(StartFailure) as refused:
+        start_engine(settings, lambda _: None)
+    assert refused.value.problem.startswith("The draft model recurrent has sliding-window or recurrent layers, which "
+                                            "cannot give back the K/V of drafts tiny-llama did not take. To draft, ")
+    assert refused.value.remedy.startswith("Set `draft_model` in the config file") and refused.value.status == 2
 
 
 def test_doctor_says_what_the_draft_model_holds_and_counts_it_in_the_kv_and_memory(tiny_model_dir, draft_dir,

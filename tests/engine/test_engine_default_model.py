@@ -7,7 +7,7 @@ import pytest
 
 from mlxchat.engine.events import SamplingParams
 from mlxchat.app.paths import models_cache_dir
-from mlxchat.engine.loading.models import LoadedModel, load_model
+from mlxchat.engine.loading.models import LoadedModel, LoadOptions, load_model
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest
 from tests.markers import needs_default_model
@@ -24,7 +24,7 @@ QUESTIONS = [
 # "auto" is what the app runs (quantized layers kept as stored where the kernels run); float32 is the other path.
 @pytest.fixture(scope="module", params=["auto", "float32"])
 def engine(request):
-    loaded: LoadedModel = load_model(None, request.param, cache_dir=models_cache_dir())
+    loaded: LoadedModel = load_model(None, LoadOptions(request.param, cache_dir=models_cache_dir()))
     plan = loaded.facts.evaluate(SlotRequest(parallel=4, ctx_size=4096))
     engine = Engine(loaded.ready, plan)
     yield engine

@@ -19,7 +19,7 @@ from mlxchat.engine.loading import gguf_import
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.loading.gguf_import import convert_gguf, read_gguf
 from mlxchat.engine.loading.gguf_vocab import build_tokenizer, write_tokenizer_files
-from mlxchat.engine.loading.models import ModelLoadError, Progress, load_model
+from mlxchat.engine.loading.models import ModelLoadError, Progress, LoadOptions, load_model
 from tests.tiny_gguf import write_other_architecture_gguf, write_tiny_gguf
 
 QUANTIZED = ["Q8_0", "Q4_0", "Q4_1"]
@@ -90,7 +90,7 @@ def converted(tiny_model_dir: Path, gguf_dir: Path, qtype: str, weights_dtype: s
     """The tiny model written as a `qtype` GGUF and loaded back, the source with the weights llama.cpp would
     read from that file (the reference), and a prompt."""
     path = write_tiny_gguf(tiny_model_dir, gguf_dir / f"tiny-{qtype}.gguf", qtype)
-    loaded = load_model(str(path), weights_dtype, cache_dir=models_cache_dir())
+    loaded = load_model(str(path), LoadOptions(weights_dtype, cache_dir=models_cache_dir()))
     # F16 storage rounds the 2-D weights; the reference is the source rounded the same way.
     reference = source_with(tiny_model_dir, llama_cpp_roundtrip(qtype) if qtype != "F32" else lambda w: w)
     return loaded, reference, prompt_ids(tiny_model_dir)
@@ -118,7 +118,8 @@ def test_quantized_weights_are_within_one_step_of_the_source(
     qtype: str, tiny_model_dir: Path, gguf_dir: Path
 ) -> None:
     path = write_tiny_gguf(tiny_model_dir, gguf_dir / f"tiny-{qtype}.gguf", qtype)
-    loaded = dict(tree_flatten(load_model(str(path), "float32", cache_dir=models_cache_dir()).model.parameters()))
+    held = load_model(str(path), LoadOptions("float32", cache_dir=models_cache_dir()))
+    loaded = dict(tree_flatten(held.model.parameters()))
     source = dict(tree_flatten(mlx_load_model(tiny_model_dir)[0].parameters()))
     for name, w in source.items():
         if w.ndim != 2:
@@ -139,7 +140,7 @@ def test_quantized_weights_are_within_one_step_of_the_source(
 def test_q8_logits_stay_close_to_the_unquantized_source(tiny_model_dir: Path, gguf_dir: Path) -> None:
     path = write_tiny_gguf(tiny_model_dir, gguf_dir / "tiny-Q8_0.gguf", "Q8_0")
     ids = prompt_ids(tiny_model_dir)
-    got = logits(load_model(str(path), "float32", cache_dir=models_cache_dir()).model, ids)
+    got = logits(load_model(str(path), LoadOptions("float32", cache_dir=models_cache_dir())).model, ids)
     want = logits(mlx_load_model(tiny_model_dir)[0], ids)
     # 8-bit steps are 1/254 of a block's range; the tiny model's x4 random weights amplify that to
     # a fraction of a logit. (At 4 bits this random model is too chaotic for a logit-level bound:
@@ -165,7 +166,7 @@ def test_tied_embeddings_have_no_output_tensor(tied_model_dir: Path, gguf_dir: P
     tensors = mx.load(str(path))
     assert "output.weight" not in tensors and "token_embd.weight" in tensors
 
-    loaded = load_model(str(path), "float32", cache_dir=models_cache_dir())
+    loaded = load_model(str(path), LoadOptions("float32", cache_dir=models_cache_dir()))
     reference = source_with(tied_model_dir, llama_cpp_roundtrip("Q4_1"))
     ids = prompt_ids(tied_model_dir)
     assert loaded.config["tie_word_embeddings"] is True
@@ -174,7 +175,7 @@ def test_tied_embeddings_have_no_output_tensor(tied_model_dir: Path, gguf_dir: P
 
 def test_tokenizer_from_gguf_matches_the_source(tiny_model_dir: Path, gguf_dir: Path) -> None:
     path = write_tiny_gguf(tiny_model_dir, gguf_dir / "tiny-F16.gguf", "F16")
-    got = load_model(str(path), "keep", cache_dir=models_cache_dir()).tokenizer
+    got = load_model(str(path), LoadOptions("keep", cache_dir=models_cache_dir())).tokenizer
     want = load_tokenizer(tiny_model_dir)
     messages = [{"role": "user", "content": "Hello, how are you today?"}]
     chat = want.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -242,7 +243,7 @@ def test_interrupted_conversion_is_not_reused(
     assert (leftovers[0] / "config.json").is_file()
 
     events: list[Progress] = []
-    loaded = load_model(str(path), "keep", progress=events.append, cache_dir=models_cache_dir())
+    loaded = load_model(str(path), LoadOptions("keep", cache_dir=models_cache_dir()), events.append)
     assert any(p.stage == "Converting tiny-Q8_0.gguf" for p in events)
     assert loaded.mlx_path != leftovers[0] and (loaded.mlx_path / "tokenizer.json").is_file()
     assert loaded.dtype == "q8 (group 32)"
@@ -252,12 +253,12 @@ def test_non_llama_architecture_is_refused(tmp_path: Path) -> None:
     path = write_other_architecture_gguf(tmp_path / "other.gguf")
 
     with pytest.raises(ModelLoadError, match="'qwen2'.*only llama"):
-        load_model(str(path), cache_dir=models_cache_dir())
+        load_model(str(path), LoadOptions(cache_dir=models_cache_dir()))
 
 
 def test_missing_gguf_file_says_so(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="does not exist"):
-        load_model(str(tmp_path / "nowhere.gguf"), cache_dir=models_cache_dir())
+        load_model(str(tmp_path / "nowhere.gguf"), LoadOptions(cache_dir=models_cache_dir()))
 
 
 def test_the_caller_chooses_where_conversions_go(tmp_path: Path) -> None:
@@ -272,7 +273,7 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "broken.gguf"
     path.write_bytes(b"not a gguf file at all")
     with pytest.raises(ModelLoadError, match="could not be read as a GGUF"):
-        load_model(str(path), cache_dir=models_cache_dir())
+        load_model(str(path), LoadOptions(cache_dir=models_cache_dir()))
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.cpu import kernels, stored
 from mlxchat.engine.cpu.stored import INT8_REFUSED
-from mlxchat.engine.loading.models import load_model
+from mlxchat.engine.loading.models import LoadOptions, load_model
 from mlxchat.engine.loading.progress import ModelLoadError
 from mlxchat.engine.loading.batch_check import ready_for_slots
 from tests.engine.test_stored_weights import (
@@ -100,7 +100,7 @@ def test_a_model_loaded_with_int8_activations_gives_batched_replies_equal_alone(
     """The app's load, the setting on: its quantized layers round their rows (the load's batch check runs them
     in float32 all the same), and every reply of rows sharing passes is the one it gets alone."""
     model = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
-    loaded = load_model(str(model), cache_dir=models_cache_dir(), int8_activations=True)
+    loaded = load_model(str(model), LoadOptions(int8_activations=True, cache_dir=models_cache_dir()))
     assert loaded.dtype == "q4 (group 32), int8 activations" and loaded.weights.int8_activations
     layers = [m for _, m in loaded.model.named_modules() if isinstance(m, stored.StoredLinear)]
     assert layers and all(m.int8_rows for m in layers)
@@ -110,7 +110,7 @@ def test_a_model_loaded_with_int8_activations_gives_batched_replies_equal_alone(
 
 def test_int8_activations_on_a_float_model_is_refused_saying_what_to_change(tiny_model_dir: Path):
     with pytest.raises(ModelLoadError) as refused:
-        load_model(str(tiny_model_dir), cache_dir=models_cache_dir(), int8_activations=True)
+        load_model(str(tiny_model_dir), LoadOptions(int8_activations=True, cache_dir=models_cache_dir()))
     assert str(refused.value) == INT8_REFUSED and "set int8_activations = false" in INT8_REFUSED
 
 

@@ -174,13 +174,13 @@ def tokenizer(tiny_model_dir):
 
 
 def test_heads_q8_cannot_group_are_refused_at_load(tiny_model_dir: Path):
-    from mlxchat.engine.loading.models import ModelLoadError, load_model
+    from mlxchat.engine.loading.models import ModelLoadError, LoadOptions, load_model
 
     with pytest.raises(ModelLoadError, match=r'kv_dtype = "q8" stores K/V in groups of 32 or 64 values, and this '
                                              r"model's attention heads have 16: use float16 or bfloat16"):
-        load_model(str(tiny_model_dir), kv_dtype="q8")
+        load_model(str(tiny_model_dir), LoadOptions(kv_dtype="q8"))
     with pytest.raises(ModelLoadError, match="kv_dtype 'int4' is not one of: auto, float32, float16, bfloat16, q8"):
-        load_model(str(tiny_model_dir), kv_dtype="int4")
+        load_model(str(tiny_model_dir), LoadOptions(kv_dtype="int4"))
 
 
 def test_q8_the_device_cannot_read_is_refused_at_load(monkeypatch):
@@ -256,11 +256,12 @@ def test_each_type_is_counted_as_stored(tiny_model_dir: Path, tokenizer):
 
     from mlxchat.engine.kv.kv_types import KVType
     from mlxchat.engine.kv.kinds import model_footprint
-    from mlxchat.engine.loading.models import load_model
+    from mlxchat.engine.loading.models import LoadOptions, load_model
     from mlxchat.engine.plan import SlotRequest
 
     # tiny llama: 2 layers x (K + V) x 2 KV heads x 16 dims.
-    per_token = {t: load_model(str(tiny_model_dir), kv_dtype=t) for t in ("float32", "float16", "bfloat16")}
+    dtypes = ("float32", "float16", "bfloat16")
+    per_token = {t: load_model(str(tiny_model_dir), LoadOptions(kv_dtype=t)) for t in dtypes}
     assert {t: m.kv_bytes_per_token for t, m in per_token.items()} == {
         "float32": 2 * 2 * 2 * 16 * 4, "float16": 2 * 2 * 2 * 16 * 2, "bfloat16": 2 * 2 * 2 * 16 * 2}
     assert len({m.kv_key for m in per_token.values()}) == 3

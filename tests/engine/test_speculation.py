@@ -137,11 +137,11 @@ def test_on_the_default_model_a_checked_draft_gets_the_bits_single_steps_get_and
     from mlxchat.app.paths import models_cache_dir
     from mlxchat.engine.bench.speculative_scenario import SEEDED as BENCH_SEEDED
     from mlxchat.engine.bench.speculative_scenario import CHANGES, edit_chat
-    from mlxchat.engine.loading.models import load_model
+    from mlxchat.engine.loading.models import LoadOptions, load_model
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.plan import SlotRequest
 
-    loaded = load_model(None, "auto", cache_dir=models_cache_dir())
+    loaded = load_model(None, LoadOptions("auto", cache_dir=models_cache_dir()))
     plan_ = loaded.facts.evaluate(SlotRequest(parallel=4, ctx_size=8192))
     core = SlotScheduler(loaded.ready, plan_)
     store, forward = core.store, core.forward

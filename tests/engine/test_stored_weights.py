@@ -15,7 +15,7 @@ from mlx.utils import tree_flatten
 from mlxchat.app.paths import models_cache_dir
 from mlxchat.engine.cpu import kernels, stored
 from mlxchat.engine.events import SamplingParams
-from mlxchat.engine.loading.models import load_model
+from mlxchat.engine.loading.models import LoadOptions, load_model
 from tests.engine.test_family_matrix import PROMPTS, generated, start_as_the_app
 from tests.tiny_gguf import write_tiny_gguf
 
@@ -174,7 +174,7 @@ def test_a_stored_model_loads_as_stored_and_batched_replies_equal_alone(form: st
     else:
         model = write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1")
         dtype, kept = "q4 (group 32)", {mx.uint32, mx.float16}
-    loaded = load_model(str(model), cache_dir=models_cache_dir())
+    loaded = load_model(str(model), LoadOptions(cache_dir=models_cache_dir()))
     assert stored.holds_stored(loaded.model) and loaded.dtype == dtype and loaded.weights.kernel_matmuls
     # What the kernel reads stays as stored; the rest (norms) computes in float32.
     assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == kept | {mx.float32}
@@ -194,7 +194,7 @@ def test_without_the_kernels_stored_weights_become_float32(form: str, tiny_model
     monkeypatch.setenv(kernels.OFF_VARIABLE, "off")
     kernels.status.cache_clear()
     try:
-        loaded = load_model(str(model), cache_dir=models_cache_dir())
+        loaded = load_model(str(model), LoadOptions(cache_dir=models_cache_dir()))
         assert loaded.dtype == "float32" and not loaded.weights.kernel_matmuls and not stored.holds_stored(loaded.model)
         assert {p.dtype for _, p in tree_flatten(loaded.model.parameters())} == {mx.float32}
         assert_batched_replies_equal_alone(model, tmp_path)

@@ -47,18 +47,18 @@ def test_split_and_plain_paths_give_the_same_logits(tiny) -> None:
 
 @needs_cpu
 def test_tune_measures_saves_and_is_followed(tiny, tmp_path) -> None:
-    from mlxchat.engine import tuning
-    from mlxchat.engine.forward import Forward
+    from mlxchat.engine.cpu.tuning import load_tuning
+    from mlxchat.engine.forward import Forward, tune
 
     model = tiny[0]
     path = tmp_path / "tuning.json"
-    assert tuning.load_tuning(model, path) is None
+    assert load_tuning(model, path) is None
     cases: list[str] = []
-    measured = tuning.tune(model, path, cases.append)
+    measured = tune(model, path, cases.append)
     assert cases == ["split, 1 row", "plain, 1 row", "split, 8 rows", "plain, 8 rows"]
     assert set(measured.step_ms) == {"split", "plain"}
     assert all(ms > 0 for by_rows in measured.step_ms.values() for ms in by_rows.values())
-    assert tuning.load_tuning(model, path) == measured
+    assert load_tuning(model, path) == measured
     assert "step at 1/8 rows" in measured.describe()
 
     # What the file says for this machine and model is what the forward is given (the app reads it).
@@ -66,12 +66,12 @@ def test_tune_measures_saves_and_is_followed(tiny, tmp_path) -> None:
     for choice in (False, True):
         entries[0]["split"] = choice
         path.write_text(json.dumps(entries))
-        tuned = tuning.load_tuning(model, path)
+        tuned = load_tuning(model, path)
         assert tuned is not None and (Forward(model, tuned.split)._cores is not None) is choice
     # Another machine's measurement is not this one's.
     entries[0]["machine"] = "another CPU | 64 cores | mkl"
     path.write_text(json.dumps(entries))
-    assert tuning.load_tuning(model, path) is None
+    assert load_tuning(model, path) is None
 
 
 @needs_cpu
@@ -95,3 +95,15 @@ def test_doctor_tune_saves_the_choice_and_the_app_follows_it(tiny_model_dir, cap
 
         run(make_app(tiny_model_dir), scenario)
         assert seen == [choice]
+
+
+def test_a_model_with_one_way_to_run_finds_no_tuning(tmp_path) -> None:
+    """The lookup the start makes before any forward pass is built: only llama's shape is ever measured, so a model
+    of another family (here one without llama's layers) finds nothing, whatever the file holds."""
+    from mlxchat.engine.cpu.tuning import load_tuning
+    from tests.tiny_families import build_family
+
+    path = tmp_path / "tuning.json"
+    entry = {"machine": "any", "model": "any", "split": True, "step_ms": {}, "measured_at": "2026-01-01"}
+    path.write_text(json.dumps([entry]))
+    assert load_tuning(build_family("mamba2"), path) is None

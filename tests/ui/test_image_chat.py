@@ -1,8 +1,8 @@
-"""Images in a chat through Pilot, on tiny random-weight VLMs (tests/tiny_vlms.py: Gemma 3, Qwen2.5-VL, Qwen3-VL):
-`@shot.png` becomes a chip with its pixels, size and tokens (the model's processor's count); the reply, written while
-another chat streams, equals mlx-vlm's generate alone token for token, and so does the other chat's; the image's
-tokens count in the slot; a second turn reuses the image's K/V; the saved chat keeps a private copy of the image, and
-a text model refuses images naming alt+m; F3 says whether the model sees."""
+"""Images in a chat through Pilot, on tiny random-weight VLMs (tests/tiny_vlms.py: Gemma 3, Qwen2.5-VL, Qwen3-VL,
+Mistral 3, SmolVLM): `@shot.png` becomes a chip with its pixels, size and tokens (the model's processor's count); the
+reply, written while another chat streams, equals mlx-vlm's generate alone token for token, and so does the other
+chat's; the image's tokens count in the slot; a second turn reuses the image's K/V; the saved chat keeps a private
+copy of the image, and a text model refuses images naming alt+m; F3 says whether the model sees."""
 
 from __future__ import annotations
 
@@ -43,8 +43,11 @@ def shots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # The 40x30 picture's tokens, worked out by hand: Gemma 3 reads any picture as its fixed 4. Qwen-VL scales it up
 # to its least pixels keeping its shape, in whole merged patches: 56x84 (Qwen2.5-VL: min 56x56 in 28-pixel units) or
-# 64x96 (Qwen3-VL: min 64x64 in 32-pixel units), each a 2x3 grid of tokens.
-IMAGE_TOKENS = {"gemma3": 4, "qwen2_5_vl": 6, "qwen3_vl": 6}
+# 64x96 (Qwen3-VL: min 64x64 in 32-pixel units), each a 2x3 grid of tokens. Mistral 3 pads it to whole 14-pixel
+# merged patches, 42x42: a 3x3 grid of [IMG] tokens (its rows' [IMG_BREAK]s and the [IMG_END] are not the image's).
+# SmolVLM scales it to 56 pixels on its long side, 56x42, rounds each side up to whole 28-pixel tiles, 56x56, and
+# reads its 2x2 tiles and the whole shrunk to one: 5 tiles of 4 tokens.
+IMAGE_TOKENS = {"gemma3": 4, "mistral3": 9, "qwen2_5_vl": 6, "qwen3_vl": 6, "smolvlm": 20}
 
 
 @pytest.mark.parametrize("family", sorted(IMAGE_TOKENS))
@@ -117,7 +120,8 @@ def test_the_inspector_says_whether_the_model_sees_and_which_families_do(family:
         console.print(screen.query_one("#inspector-figures", Static).content)
         figures = " ".join(console.export_text().split())
         assert said[family] in figures
-        assert "the families that see: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl" in figures.replace("The", "the")
+        seeing = "the families that see: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3, smolvlm, lfm2-vl"
+        assert seeing in figures.replace("The", "the")
 
     run(make_app(folder), scenario)
 

@@ -25,8 +25,8 @@ def said(app: ChatApp) -> list[str]:
 
 def kill_server(app: ChatApp) -> float:
     """Kills the test server's process as a crash would (its pid from its log); when."""
-    assert app.session.tools is not None
-    log = app.session.tools.states()[0].log
+    assert app.session.tools.servers is not None
+    log = app.session.tools.servers.states()[0].log
     assert log is not None
     pid = int(re.findall(r"starting \(pid (\d+)\)", log.read_text())[-1])
     os.kill(pid, signal.SIGKILL)
@@ -38,12 +38,12 @@ async def named_within_2_s(app: ChatApp, pilot: Pilot, killed: float) -> None:
                          r"The chats go on without its tools \(restart it from F5 or the command palette\)\.")
     await wait_for(pilot, lambda: any(failure.fullmatch(m) for m in said(app)), "the server named")
     assert time.monotonic() - killed < 2.0
-    assert app.session.offered_tools() == [] and app.session.tool_schemas() is None
+    assert app.session.tools.offered_tools() == [] and app.session.tools.tool_schemas() is None
 
 
 async def back(app: ChatApp, pilot: Pilot) -> None:
     await wait_for(pilot, lambda: "MCP server test is running again: 5 tools." in said(app), "the server back")
-    assert [t.name for t in app.session.offered_tools()] == ["weather", "slow", "fails", "long_text", "die"]
+    assert [t.name for t in app.session.tools.offered_tools()] == ["weather", "slow", "fails", "long_text", "die"]
 
 
 def test_a_server_killed_while_idle_is_named_and_f5_or_the_palette_restarts_it(tool_model_dir: Path) -> None:

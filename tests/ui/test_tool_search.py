@@ -36,7 +36,7 @@ def search_app(model: Path, **mcp: object) -> ChatApp:
 
 async def all_tools(app: ChatApp, pilot: Pilot) -> ChatPane:
     pane = await ready(app, pilot)
-    await wait_for(pilot, lambda: len(app.session.available_tools()) == 16, "the three servers' 16 tools")
+    await wait_for(pilot, lambda: len(app.session.tools.available_tools()) == 16, "the three servers' 16 tools")
     return pane
 
 
@@ -47,7 +47,7 @@ def listing_tokens(model: Path, app: ChatApp) -> int:
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     opening = [{"role": "user", "content": "Hello"}]
     tools = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}}
-             for t in app.session.available_tools()]
+             for t in app.session.tools.available_tools()]
 
     def tokens(**tools_given: object) -> int:
         text = tokenizer.apply_chat_template(opening, add_generation_prompt=True, tokenize=False, **tools_given)
@@ -127,7 +127,8 @@ def test_f5_at_80x24_shows_its_count_which_follows_the_ticks_and_a_server_turns_
         await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
         assert sorted(pane.chat.tools_off) == sorted(
             ["test/slow", *(f"files/files_{i}" for i in range(1, 7)), *(f"notes/notes_{i}" for i in range(1, 6))])
-        assert not app.session.listing(pane.chat).deferred and len(app.session.listing(pane.chat).listed) == 4
+        listing = app.session.tools.listing(pane.chat)
+        assert not listing.deferred and len(listing.listed) == 4
 
     run(search_app(search_model_dir, tool_listing_max_tokens=1200), scenario, (80, 24))
 
@@ -136,7 +137,7 @@ def test_a_servers_tools_setting_names_the_tools_a_chat_offers_and_f5_turns_on_t
         search_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await all_tools(app, pilot)
-        assert [t.key for t in app.session.offered_tools(pane.chat) if t.server == "files"] == ["files/files_2"]
+        assert [t.key for t in app.session.tools.offered_tools(pane.chat) if t.server == "files"] == ["files/files_2"]
         await pilot.press("f5")
         await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
         tools = app.screen.query_one(SelectionList)
@@ -147,7 +148,7 @@ def test_a_servers_tools_setting_names_the_tools_a_chat_offers_and_f5_turns_on_t
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
         assert (pane.chat.tools_on, pane.chat.tools_off) == (["files/files_1"], [])
-        assert [t.key for t in app.session.offered_tools(pane.chat) if t.server == "files"] == [
+        assert [t.key for t in app.session.tools.offered_tools(pane.chat) if t.server == "files"] == [
             "files/files_1", "files/files_2"]
 
     servers = SERVERS | {"files": many("files", 6) | {"tools": ["files_2"]}}
@@ -162,7 +163,7 @@ def row(tools: SelectionList, value: str) -> int:
 def test_a_refusal_names_the_tool_listing_where_the_message_would_fit_without_it(tool_model_dir: Path) -> None:
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
-        await wait_for(pilot, lambda: len(app.session.available_tools()) == 5, "the server's tools")
+        await wait_for(pilot, lambda: len(app.session.tools.available_tools()) == 5, "the server's tools")
         listing = listing_tokens(tool_model_dir, app)
         engine = app.session.engine
         assert engine is not None and 100 < listing < 1024 - 64

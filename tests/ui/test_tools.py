@@ -36,9 +36,10 @@ def tools_app(model: Path, **server: object) -> ChatApp:
 async def tools_ready(app: ChatApp, pilot: Pilot) -> ChatPane:
     pane = await ready(app, pilot)
     try:
-        await wait_for(pilot, lambda: bool(app.session.offered_tools()), "the MCP server's tools")
+        await wait_for(pilot, lambda: bool(app.session.tools.offered_tools()), "the MCP server's tools")
     except AssertionError as e:
-        raise AssertionError(f"{e}: {[said(s) for s in app.session.tools.states()] if app.session.tools else ''}")
+        servers = app.session.tools.servers
+        raise AssertionError(f"{e}: {[said(s) for s in servers.states()] if servers else ''}")
     return pane
 
 
@@ -58,7 +59,7 @@ def answers(pane: ChatPane) -> list[str]:
 def listing_by_transformers(model: Path, app: ChatApp) -> tuple[int, int]:
     """(tokens of an empty chat with the offered tools listed, of which the listing), counted by transformers."""
     count, empty = chat_counter(model), [{"role": "user", "content": ""}]
-    whole = count(empty, app.session.tool_schemas())
+    whole = count(empty, app.session.tools.tool_schemas())
     return whole, whole - count(empty)
 
 
@@ -249,7 +250,7 @@ def test_the_room_left_is_shared_by_the_results_of_one_round(two_call_model_dir:
         # The reply kept its 64 tokens to go on: the room counted the calls' own text and the template's wrapping of
         # each result too (the prompt the reply went on from, counted by the model's template through transformers).
         went_on_from = replace(pane.chat, messages=pane.chat.messages[:2]).prompt()
-        listed = [tool.function() for tool in app.session.available_tools()]
+        listed = [tool.function() for tool in app.session.tools.available_tools()]
         assert chat_counter(two_call_model_dir)(went_on_from, listed) + 64 <= 2560
 
     run(make_app(two_call_model_dir, parallel=1, ctx_size=2560, mcp={"tool_listing_max_tokens": LISTED, "servers": {"test": SERVER | {
@@ -306,7 +307,7 @@ def test_f5_turns_a_tool_off_for_the_chat_and_its_reply_is_not_given_it(tool_mod
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
         assert pane.chat.tools_off == ["test/weather"]
-        assert [t.name for t in app.session.offered_tools(pane.chat)] == ["slow", "fails", "long_text", "die"]
+        assert [t.name for t in app.session.tools.offered_tools(pane.chat)] == ["slow", "fails", "long_text", "die"]
         # The model still calls weather (its script): the call is answered as naming no offered tool.
         await submit(pilot, pane, "What is the weather in Paris?")
         await wait_for(pilot, lambda: not pane.busy, "the answer")

@@ -1,17 +1,22 @@
 """Each workaround in app/ui/workarounds says which Textual behaviour it works around, and on which Textual version it
 was checked: a Textual of another major version fails here, so that whoever upgrades it checks each behaviour again
 (what each does is tested where it is used: test_line_updates, test_closed_chats_freed, test_reply_view,
-test_reply_frames)."""
+test_reply_frames). Where the behaviour can be shown alone, a test here shows it, and fails once Textual changes."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import pkgutil
 import re
 
 import textual
+from textual.app import App
+from textual.reactive import reactive
+from textual.widgets import Static
 
 import mlxchat.app.ui.workarounds as workarounds
+from mlxchat.app.ui.workarounds.stale_watchers import drop_watchers
 
 
 def test_every_workaround_names_the_textual_it_was_checked_on_and_that_is_the_one_installed() -> None:
@@ -24,3 +29,33 @@ def test_every_workaround_names_the_textual_it_was_checked_on_and_that_is_the_on
         assert textual.__version__.split(".")[0] == version.group(1), (
             f"{name} works around Textual {version.group(1)}'s {said.partition(': ')[2]!r}, and Textual "
             f"{textual.__version__} is installed: check that it still does so, then update WORKS_AROUND or drop it")
+
+
+def test_textual_keeps_a_removed_widget_s_watcher_until_the_value_changes_and_drop_watchers_lets_it_go() -> None:
+    """stale_watchers' behaviour (Textualize/textual#6666): a widget that watches the app's reactive and is removed
+    stays in the app's watchers, holding it, until the value next changes. Where Textual lets it go by itself, the
+    first assertion fails: drop the workaround."""
+
+    class Watched(App[None]):
+        shade = reactive("light")
+
+    class Watcher(Static):
+        def on_mount(self) -> None:
+            self.watch(self.app, "shade", self.refresh)
+
+    def watching(app: App[None]) -> list[object]:
+        return [node for node, _ in getattr(app, "__watchers", {}).get("shade", [])]
+
+    async def main() -> None:
+        app = Watched()
+        async with app.run_test() as pilot:
+            widget = Watcher()
+            await app.mount(widget)
+            assert watching(app) == [widget]
+            await widget.remove()
+            await pilot.pause()
+            assert widget._closing and watching(app) == [widget], "Textual lets a removed widget's watcher go now"
+            drop_watchers(app)
+            assert watching(app) == []
+
+    asyncio.run(main())

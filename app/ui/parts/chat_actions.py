@@ -117,7 +117,7 @@ class ChatActions:
     def chat_settings(self, pane: ChatPane) -> None:
         """Edits the chat's system prompt and sampling (they apply from its next turn)."""
 
-        servers = self.session.tools
+        servers = self.session.tools.servers
 
         def apply(settings: ChatSettings | None) -> None:
             if settings is not None and pane.is_attached:
@@ -131,8 +131,9 @@ class ChatActions:
                                ChatSettings(chat.system_prompt, chat.sampling, chat.tools_off, chat.tools_on),
                                thinking_switch=session.thinking_switch,
                                room=lambda offered: room_line(session, chat, offered),
-                               tools=session.available_tools(), on={t.key for t in session.offered_tools(chat)},
-                               defaults={t.key for t in session.offered_tools()},
+                               tools=session.tools.available_tools(),
+                               on={t.key for t in session.tools.offered_tools(chat)},
+                               defaults={t.key for t in session.tools.offered_tools()},
                                failed=[s for s in servers.states() if s.status == "failed"] if servers else [],
                                restart=partial(restart_server, servers, self.app.notify),
                                draft=session.draft_model),
@@ -162,14 +163,14 @@ class ChatActions:
 def room_line(session: Session, chat: Chat, offered: list[Tool] | None = None) -> str:
     """What the chat takes of its slot before its first message: its system prompt and the tool listing (of its tools,
     or `offered`)."""
-    tools = session.listing(chat, offered)
-    if session.tools is not None and session.tools.tools() and not session.takes_tools:
+    tools = session.tools.listing(chat, offered)
+    if session.tools.servers is not None and session.tools.servers.tools() and not session.takes_tools:
         listing = "the model's chat template takes no tools: none are offered to it"
     else:
         listing = f"{len(tools.offered)} tool{'s' if len(tools.offered) != 1 else ''} offered"
     if tools.deferred:
         listing += f", searched: all would take {tools.tokens:,}, over mcp.tool_listing_max_tokens = {tools.budget:,}"
-    counted = session.listing_tokens(chat.system_prompt, chat, offered)
+    counted = session.tools.listing_tokens(chat.system_prompt, chat, offered)
     if counted is None or session.plan is None:
         return f"{listing.capitalize()}."
     whole, tools_part = counted

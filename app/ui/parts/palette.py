@@ -23,7 +23,7 @@ def palette_commands(app: ChatHost, screen: Screen) -> Iterator[SystemCommand]:
     for action in keys.palette_actions():
         runner = on_shown_chat if action.scope == "pane" else app.run_action
         yield SystemCommand(action.description, action.help, partial(runner, action.action))
-    servers = app.session.tools
+    servers = app.session.tools.servers
     for state in servers.states() if servers is not None else []:
         if state.status == "failed":
             yield SystemCommand(f"Restart MCP server {state.name}", f"It failed: {state.error}",

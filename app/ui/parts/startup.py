@@ -43,7 +43,7 @@ class Startup:
     def load(self, screen: LoadingScreen) -> None:
         """Starts the engine off the UI thread, its progress shown on `screen`, and the MCP servers in the
         background (a server that fails is named; the chats go on without its tools)."""
-        servers = self.app.session.start_tools(self.app.settings)
+        servers = self.app.session.tools.start(self.app.settings)
         watch_servers(self.app, servers)
         if servers.states():
             self.app.set_interval(LISTING_CHECK_S, self._say_listing)
@@ -68,12 +68,12 @@ class Startup:
         """Once the servers have started, and again after a model switch: says where a chat's tool listing would not
         fit the slot, and what is done about it."""
         session = self.app.session
-        servers = session.tools
+        servers = session.tools.servers
         if session.engine is None or session.engine is self._listing_said_for or session.plan is None or (
                 servers is None or not servers.settled(0)):
             return
         self._listing_said_for = session.engine
-        said = notice(session.listing(), session.plan.per_slot)
+        said = notice(session.tools.listing(), session.plan.per_slot)
         if said is not None:
             self.app.notify(said, severity="warning", timeout=20)
 

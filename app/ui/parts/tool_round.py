@@ -37,9 +37,9 @@ class RoundPane(Protocol):
 async def next_round(pane: RoundPane, session: Session, done: Done, reply: ChatMessage) -> bool:
     """Runs the calls `done` ended with, keeping them in `reply`; whether the reply goes on with their results
     (not past max_tool_rounds, nor once the user stopped it)."""
-    config = session.mcp
+    config = session.tools.mcp
     pane.tool_rounds += 1
-    if session.tools is None or pane.tool_rounds > config.max_tool_rounds:
+    if session.tools.servers is None or pane.tool_rounds > config.max_tool_rounds:
         # Kept with the reply, as not run: the model is told so with the user's next message.
         not_run = ToolResult(f"not run: the reply reached max_tool_rounds = {config.max_tool_rounds}", error=True)
         reply.tool_calls = [record(p, not_run, "not run") for p in plan_calls(done.tool_calls, [])]
@@ -56,12 +56,12 @@ async def next_round(pane: RoundPane, session: Session, done: Done, reply: ChatM
 
 async def _run(pane: RoundPane, done: Done, reply: ChatMessage, session: Session, config: Mcp) -> bool:
     """The round: each call approved or not, the approved run at once; whether the reply goes on."""
-    servers = session.tools
+    servers = session.tools.servers
     assert servers is not None
-    listing = session.listing(pane.chat)
+    listing = session.tools.listing(pane.chat)
     planned = plan_calls(done.tool_calls, listing.callable)
     calls = [record(p, ToolResult(""), "planned") for p in planned]  # (what the results' room is counted with)
-    limit = min(config.tool_result_max_tokens, session.room_for_results(pane.chat, reply, calls))
+    limit = min(config.tool_result_max_tokens, session.tools.room_for_results(pane.chat, reply, calls))
     results: dict[str, tuple[ToolResult, str]] = {}
     found: dict[str, list[Tool]] = {}
     approved: list[PlannedCall] = []
@@ -98,7 +98,7 @@ async def _run(pane: RoundPane, done: Done, reply: ChatMessage, session: Session
         except asyncio.CancelledError:  # escape while they ran: they stop (their server is told), and the reply too
             ran, stopped = [ToolResult("stopped by the user while it ran", error=True)] * len(approved), True
     for p, result in zip(approved, ran):
-        text = cut(result.text, limit, session.text_tokens(result.text))
+        text = cut(result.text, limit, session.tools.text_tokens(result.text))
         results[p.call.id] = (ToolResult(text, result.error, result.ms),
                               "cancelled" if stopped else "done")
     reply.tool_calls = [record(p, *results[p.call.id], found.get(p.call.id)) for p in planned]
@@ -110,7 +110,7 @@ async def _run(pane: RoundPane, done: Done, reply: ChatMessage, session: Session
 def _search(session: Session, query: str, listing: Listing, limit: int) -> tuple[list[Tool], tuple[ToolResult, str]]:
     """The tools that match `query`, as many as their definitions fit in `limit` tokens, and the search's result."""
     found = search(query, listing.offered)
-    while found and (session.text_tokens(search_result(query, found)) or 0) > limit:
+    while found and (session.tools.text_tokens(search_result(query, found)) or 0) > limit:
         found.pop()
     return found, (ToolResult(search_result(query, found)), "done")
 

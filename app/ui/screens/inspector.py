@@ -145,6 +145,8 @@ def engine_figures(snapshot: EngineSnapshot, queue: Sequence[str] = (), per_row:
                               f"{snapshot.aggregate_tok_s:.1f} tok/s, all slots")
         grid.add_row("Source", snapshot.server)
         grid.add_row("Queue", waiting)
+        if snapshot.images:
+            grid.add_row("Images", snapshot.images)
         return grid
     # Three label / value pairs a row fit 120 columns, two fit 80; labels keep their width, values are cut instead.
     pairs = (

@@ -146,7 +146,7 @@ class SlotsScreen(AppModalScreen[None]):
 
     def _listing_warning(self, plan: SlotPlan | None) -> list[str]:
         """Where the tool listing leaves a slot less than the per-slot floor for the conversation itself."""
-        counted = self._session.listing_tokens(self._settings.system_prompt)
+        counted = self._session.tools.listing_tokens(self._settings.system_prompt)
         if plan is None or counted is None or not counted[1]:
             return []
         whole, listing = counted

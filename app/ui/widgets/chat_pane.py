@@ -248,7 +248,7 @@ class ChatPane(TitledBox, PaneKeys):
             return False
         records = [a.record() for a in files]
         keep = self._session.keep_reasoning
-        refusal = self._session.refusal(self.conversation.prompt_with(text, records, keep), self.chat, files)
+        refusal = self._session.tools.refusal(self.conversation.prompt_with(text, records, keep), self.chat, files)
         if refusal is not None:  # (the message and its files stay where they are)
             await self.view.mount(note(f"Not sent: {refusal}", "-refused"))
             return False
@@ -282,7 +282,7 @@ class ChatPane(TitledBox, PaneKeys):
         # A feed per reply: text still coming for a stopped reply goes to its own feed, not this one.
         self._feed = ReplyFeed()
         self.request_id = self._session.submit(self.chat_id, self.chat.prompt(self._session.keep_reasoning),
-                                               self.chat.sampling, self._feed, self._session.listing(self.chat))
+                                               self.chat.sampling, self._feed, self._session.tools.listing(self.chat))
         self._frames.wake()
 
     async def _mount_turns(self, turns: list[Widget], mounted: asyncio.Event) -> None:
@@ -369,7 +369,7 @@ class ChatPane(TitledBox, PaneKeys):
         that was to go on after its tool results was sent: it says that it cannot go on)."""
         going_on = self._user_turn is None and self.tool_rounds > 0
         await self._take_back(streamed)
-        said = self._session.cannot_go_on(self.chat) if going_on else f"Not sent: {done.error}"
+        said = self._session.tools.cannot_go_on(self.chat) if going_on else f"Not sent: {done.error}"
         await self.view.mount(note(said, "-refused"))
 
     async def _take_back(self, streamed: ReplyView) -> None:

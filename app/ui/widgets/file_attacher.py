@@ -38,7 +38,7 @@ class FileAttacher(Vertical):
         sees; `max_kb()`: attach_max_kb as the settings say; `images`: where images' copies are kept (images_dir)."""
         super().__init__()
         self._box = box
-        self._count = session.text_tokens
+        self._count = session.tools.text_tokens
         self._max_kb = max_kb
         self._session = session
         self._images = images
@@ -79,10 +79,10 @@ class FileAttacher(Vertical):
     def _image(self, path: Path) -> Attachment:
         """The image at `path` as an attachment with its tokens to the model (its processor's count)."""
         if not self._session.sees:
-            raise AttachmentError(no_images(path, Path.cwd()))
+            raise AttachmentError(no_images(path, Path.cwd(), self._session.why_no_images))
         attachment = read_image(path, Path.cwd(), now(), self._images)
         try:
-            tokens = self._session.image_tokens(attachment.path)
+            tokens = self._session.tools.image_tokens(attachment.path)
         except Exception as exc:  # (the model's processor refuses this picture)
             raise AttachmentError(f"{attachment.name} cannot be read by the model's processor: {exc}") from None
         return dataclasses.replace(attachment, tokens=tokens)

@@ -6,6 +6,9 @@ depends on the CPU, its core count and the BLAS (OpenBLAS's threads do not speed
 batched matmul on 2 cores; MKL's or many cores' may), so it is measured, never assumed:
 `mlxchat doctor --tune` times both on the loaded model and saves the result in the user
 cache, keyed by the machine (CPU model, cores, BLAS) and the model's shape.
+
+Here is what is measured, for which machine and model, and the choice; the engine's forward pass
+runs the candidates (engine.forward.tune builds them and hands `measure` a pass to time).
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ import functools
 import json
 import os
 import statistics
-import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from mlxchat.engine.devices import cpu_model
+
 ROWS = (1, 8)  # decode passes of one slot and of a full default pool
 STEPS = 6  # timed steps per candidate and row count (after one warm-up step)
 CONTEXT = 128  # tokens each row attends to while timed
@@ -55,30 +58,28 @@ def machine_identity() -> str:
     return f"{cpu_model()} | {os.cpu_count()} cores | {blas.kind} {blas.path or ''}".strip()
 
 
-def model_identity(model: Any) -> str:
-    """The model's family, width, depth and weight dtype: what sets the size of each matmul."""
+def model_identity(model: Any) -> str | None:
+    """The model's family, width, depth and weight dtype: what sets the size of each matmul; None for a model that
+    is not mlx-lm's llama, the only family with ways to choose from (engine.cpu.llama)."""
+    from mlxchat.engine.cpu.llama import LLAMA_MODULE
+
+    if type(model).__module__ != LLAMA_MODULE:
+        return None
     inner = model.model
     weight = inner.layers[0].mlp.gate_proj.weight
-    family = type(model).__module__.rsplit(".", 1)[-1]
-    return f"{family} {weight.shape[1]}x{len(inner.layers)} {str(weight.dtype).rsplit('.', 1)[-1]}"
-
-
-def tunable(model: Any) -> bool:
-    """Whether the model has ways to run on this device to choose from (llama on a CPU)."""
-    from mlxchat.engine.forward import Forward
-
-    return Forward(model, split=False).tunable
+    return f"llama {weight.shape[1]}x{len(inner.layers)} {str(weight.dtype).rsplit('.', 1)[-1]}"
 
 
 def load_tuning(model: Any, path: Path) -> Tuning | None:
-    """The choice measured on this machine for this model's shape, if `tune` ever saved one in `path`."""
-    if not tunable(model):
+    """The choice measured on this machine for this model's shape, if `tune` ever saved one in `path`: the forward
+    pass is built with its `split` (a model with one way to run ignores it)."""
+    key = (machine_identity(), model_identity(model))
+    if key[1] is None:
         return None
     try:
         entries = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    key = (machine_identity(), model_identity(model))
     for entry in entries if isinstance(entries, list) else []:
         try:
             tuning = Tuning(**entry)
@@ -89,51 +90,33 @@ def load_tuning(model: Any, path: Path) -> Tuning | None:
     return None
 
 
-def tune(model: Any, path: Path, on_candidate: Callable[[str], None] | None = None) -> Tuning:
-    """Times both candidates on `model` at every ROWS count, saves the choice in `path` and returns it."""
-    from mlxchat.engine.forward import Forward
-    from mlxchat.engine.kv import attention
-
-    attention.install(model)  # the slot caches' attention, as the engine runs it
-    candidates = {"split": Forward(model, split=True), "plain": Forward(model, split=False)}
+def measure(model: Any, path: Path, seconds: Callable[[bool, int], float],
+            on_candidate: Callable[[str], None] | None = None) -> Tuning:
+    """Times both candidates at every ROWS count, `seconds(split, rows)` being one decode pass of `rows` rows over
+    CONTEXT cached tokens each; saves the choice in `path` and returns it."""
+    identity = model_identity(model)
+    assert identity is not None, "only llama has ways to choose from"
+    candidates = {"split": True, "plain": False}
     times: dict[str, dict[int, list[float]]] = {name: {r: [] for r in ROWS} for name in candidates}
     for rows in ROWS:
-        for name, forward in candidates.items():
+        for name, split in candidates.items():
             if on_candidate:
                 on_candidate(f"{name}, {rows} row{'s' if rows > 1 else ''}")
-            _step(forward, model, rows)  # warm-up
+            seconds(split, rows)  # warm-up
         for _ in range(STEPS):
-            for name, forward in candidates.items():  # taking turns, so load on the machine hits both
-                times[name][rows].append(_step(forward, model, rows))
+            for name, split in candidates.items():  # taking turns, so load on the machine hits both
+                times[name][rows].append(seconds(split, rows))
     step_ms = {name: {str(r): 1000 * statistics.median(ts) for r, ts in by_rows.items()} for name, by_rows in times.items()}
     total = {name: sum(by_rows.values()) for name, by_rows in step_ms.items()}
     tuning = Tuning(
         machine=machine_identity(),
-        model=model_identity(model),
+        model=identity,
         split=total["split"] <= total["plain"],
         step_ms=step_ms,
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     _save(tuning, path)
     return tuning
-
-
-def _step(forward: Any, model: Any, rows: int) -> float:
-    """Seconds for one decode pass of `rows` rows over CONTEXT cached tokens each."""
-    import mlx.core as mx
-
-    from mlxchat.engine.kv.slot_store import SlotKVStore
-
-    store = SlotKVStore(rows, CONTEXT + 1, len(model.model.layers))
-    store.lengths = [CONTEXT] * rows
-    inputs = mx.zeros((rows, 1), dtype=mx.int32)
-    forward.working(True)
-    try:
-        start = time.perf_counter()
-        mx.eval(mx.argmax(forward.logits(inputs, store.batch(list(range(rows)), 1), None), axis=-1))
-        return time.perf_counter() - start
-    finally:
-        forward.working(False)
 
 
 def _save(tuning: Tuning, path: Path) -> None:
