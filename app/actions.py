@@ -60,8 +60,8 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("edit_last", "ctrl+g", "edit_last", "Edit last", "Edit your last message and send it again",
               show=False, priority=True, scope="pane"),
     KeyAction("chat_settings", "f5", "chat_settings", "Chat settings",
-              "This chat's system prompt, sampling (temperature, top_p, top_k, max_tokens, seed), reasoning, and "
-              "the tools its replies may call (with a restart for a server that failed)",
+              "This chat's system prompt, sampling (temperature, top_p, top_k, max_tokens, seed), reasoning, "
+              "speculative decoding, and the tools its replies may call (with a restart for a server that failed)",
               show=False,
               scope="pane"),
     KeyAction("pick_model", "alt+m", "pick_model", "Model",

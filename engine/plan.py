@@ -22,12 +22,13 @@ class SlotPlan:
     parallel: int
     ctx_size: int
     per_slot: int
-    kv_bytes: int
+    kv_bytes: int  # every slot's K/V, the draft model's included
     kv_bytes_per_slot: int
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     kv_type: KVType | None = None  # how the slots store K/V (None: as the model computes them)
     kv_bytes_per_token: int = 0  # K+V of one token as stored (while every window still grows)
+    draft_kv_bytes: int = 0  # the draft model's K/V, divided among the same slots (in kv_bytes)
 
     @property
     def ok(self) -> bool:
@@ -43,8 +44,9 @@ class SlotPlan:
     def kv_summary(self) -> str:
         """What the KV cache takes, and in what type, as the slots screen and the doctor show it."""
         per_token = f" · {kv_type_name(self.kv_type)}, {format_bytes(self.kv_bytes_per_token)} a token"
+        draft = f" · the draft model's {format_bytes(self.draft_kv_bytes)} included"
         return (f"{format_bytes(self.kv_bytes)} ({format_bytes(self.kv_bytes_per_slot)} per slot)"
-                + (per_token if self.kv_bytes_per_token else ""))
+                + (per_token if self.kv_bytes_per_token else "") + (draft if self.draft_kv_bytes else ""))
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,13 @@ class ModelFacts:
     kv_bytes_per_token: int
     kv_footprint: KVFootprint | None = None  # each layer kind sized on its own
     kv_type: KVType | None = None  # as the slots store K/V
+    draft_footprint: KVFootprint | None = None  # the draft model's K/V (draft_model), in the same slots
 
     def evaluate(self, request: SlotRequest, capped: bool = True) -> SlotPlan:
-        """`request` evaluated for this model: its K/V's size and type, its trained context where `capped`."""
+        """`request` evaluated for this model (and its draft model): its K/V's size and type, its trained context
+        where `capped`."""
         return plan_slots(request, self.trained_ctx if capped else None, self.kv_bytes_per_token, self.kv_footprint,
-                          self.kv_type)
+                          self.kv_type, self.draft_footprint)
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,14 @@ def plan_slots(
     kv_bytes_per_token: int,
     kv_footprint: KVFootprint | None = None,
     kv_type: KVType | None = None,
+    draft_footprint: KVFootprint | None = None,
 ) -> SlotPlan:
     """Applies the context semantics of DESIGN.md: total / N per slot, clamps reported, floors checked.
 
     `kv_footprint`, when known, sizes each layer kind on its own (a window layer at min(window, per
     slot), a recurrent state once per slot); without it every layer costs kv_bytes_per_token a token. Both count
-    K/V as stored in `kv_type`, which the plan carries to the slots.
+    K/V as stored in `kv_type`, which the plan carries to the slots. `draft_footprint`: a draft model's, whose K/V
+    is divided among the same slots, each as long as theirs (counted with theirs).
     """
     parallel, ctx_size, ctx_per_slot = request.parallel, request.ctx_size, request.ctx_per_slot
     parallel_max, per_slot_floor, per_slot_min = request.parallel_max, request.per_slot_floor, request.per_slot_min
@@ -131,7 +137,8 @@ def plan_slots(
     per_token = kv_footprint.bytes_per_token if kv_footprint else kv_bytes_per_token
 
     def slot_bytes(tokens: int) -> int:
-        return kv_footprint.per_slot_bytes(tokens) if kv_footprint else tokens * kv_bytes_per_token
+        draft = draft_footprint.per_slot_bytes(tokens) if draft_footprint else 0
+        return (kv_footprint.per_slot_bytes(tokens) if kv_footprint else tokens * kv_bytes_per_token) + draft
 
     if per_slot >= per_slot_min and per_slot < per_slot_floor:
         # What the floor would cost, in the type the slots store: a narrower kv_dtype makes it cheaper.
@@ -154,6 +161,7 @@ def plan_slots(
         errors=tuple(errors),
         kv_type=kv_type,
         kv_bytes_per_token=per_token,
+        draft_kv_bytes=n * draft_footprint.per_slot_bytes(per_slot) if draft_footprint else 0,
     )
 
 

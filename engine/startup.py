@@ -56,6 +56,7 @@ class StartedEngine:
     thinking_switch: bool = True
     takes_tools: bool = False  # whether replies may call tools (the template lists them, their calls can be read)
     sees: bool = False  # whether chats may send it images (a vision model loaded through mlx-vlm, or a server)
+    draft_model: str | None = None  # the draft model's name, where one is loaded (speculative = "draft" drafts)
     why_no_images: str = ""  # why not, where the engine says more than "a text model" (a server that said so)
 
 
@@ -104,28 +105,28 @@ def start_local(
     from mlxchat.engine.loading.models import load_model
     from mlxchat.engine.local_engine import Engine
     from mlxchat.engine.reply_parts import has_thinking_switch, takes_tools
-    from mlxchat.engine.speculation.draft_load import draft_for_slots
+    from mlxchat.engine.speculation.draft_load import load_draft, short_training
     from mlxchat.engine.status import EngineInfo
 
     try:
         loaded = load_model(config.model, config.load, progress)
     except ModelLoadError as exc:
         raise StartError(str(exc), load_step(exc)) from None
-    facts = loaded.facts
+    try:
+        draft, held = load_draft(config.draft_model, loaded, config.load, progress) if config.draft_model else \
+            (None, None)
+    except ModelLoadError as exc:  # (DraftRefused among them)
+        raise StartError(str(exc), "draft") from None
+    facts = loaded.facts_with(held)  # (the draft's K/V is divided among the same slots)
     plan = facts.evaluate(config.slots)
     refused = [*refuse(loaded.trained_ctx), *plan.errors]
     if refused:
         raise StartError("\n".join(refused), "plan")
-    try:
-        draft = draft_for_slots(config.draft_model, loaded, config.load, plan, progress) if config.draft_model else None
-    except ModelLoadError as exc:  # (DraftRefused among them)
-        raise StartError(str(exc), "draft") from None
-    memory = check_memory(loaded.weights_bytes + (draft.held.weights_bytes if draft else 0),
-                          plan.kv_bytes + (draft.kv_bytes if draft else 0))
-    if memory.error and draft:
-        raise StartError(f"{memory.error} (the draft model's {format_bytes(draft.held.weights_bytes)} of weights and "
-                         f"{format_bytes(draft.kv_bytes)} of K/V included: unset draft_model, or name a smaller one)",
-                         "plan")
+    memory = check_memory(loaded.weights_bytes + (held.weights_bytes if held else 0), plan.kv_bytes)
+    if memory.error and held:
+        raise StartError(f"{memory.error} (the draft model's {format_bytes(held.weights_bytes)} of weights and "
+                         f"{format_bytes(plan.draft_kv_bytes)} of K/V included: unset draft_model, or name a smaller "
+                         "one)", "plan")
     if memory.error:
         raise StartError(memory.error, "plan")
     progress(Progress("Starting the engine", 0, 0))
@@ -143,7 +144,7 @@ def start_local(
             loaded.ready, plan, info=info, split=loaded.tuning.split if loaded.tuning else None,
             park_budget_bytes=config.park_budget_mb * 2**20, nice=config.nice,
             disk=DiskTier(config.kv_dir, config.disk_kv_mb * 2**20, loaded.kv_key),
-            prefill_stall=config.prefill_stall, draft=draft.model if draft else None,
+            prefill_stall=config.prefill_stall, draft=draft,
         )
     except MemoryError:
         raise StartError(f"there is not enough memory for the KV cache of {plan.summary}", "memory") from None
@@ -152,10 +153,12 @@ def start_local(
     # for about half as long (measured: up to 223 ms of CPU per collection before, 121 after).
     gc.collect()
     gc.freeze()
-    warnings = plan.warnings + tuple(filter(None, [memory.warning, loaded.vision_note, draft and draft.warning]))
+    short = held and short_training(held, plan)
+    warnings = plan.warnings + tuple(filter(None, [memory.warning, loaded.vision_note, short]))
     return StartedEngine(engine, plan, loaded.source.display_name, warnings, facts,
                          thinking_switch=has_thinking_switch(loaded.tokenizer),
-                         takes_tools=takes_tools(loaded.tokenizer), sees=loaded.sees)
+                         takes_tools=takes_tools(loaded.tokenizer), sees=loaded.sees,
+                         draft_model=draft.name if draft else None)
 
 
 def retire(engine: ChatEngine) -> None:

@@ -158,8 +158,9 @@ def _return_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> 
     return 0
 
 
-def _draft(settings: Settings, loaded: Any) -> Any:
-    """The draft model `draft_model` names, loaded and checked as the app does (None: none is set)."""
+def _draft(settings: Settings, loaded: Any) -> tuple[Any, Any] | None:
+    """The draft model `draft_model` names, loaded and checked as the app does, as the engine takes it and as loaded
+    (for mlx-lm); None where none is set."""
     from mlxchat.app.commands.console_progress import ConsoleProgress
     from mlxchat.app.session.start import load_options
     from mlxchat.engine.bench import load_draft
@@ -167,21 +168,24 @@ def _draft(settings: Settings, loaded: Any) -> Any:
     if not settings.draft_model:
         return None
     with ConsoleProgress() as progress:
-        return load_draft(settings.draft_model, loaded, load_options(settings), progress)[0]
+        return load_draft(settings.draft_model, loaded, load_options(settings), progress)
 
 
 def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -> int:
     """`--scenario long` (streaming gaps while a long prompt is read), `resume` (a chat reopened after a
     restart, with and without the disk tier), `kv` (each kv_dtype against float64 and float32) or `speculative`
-    (lookup drafts, and `draft_model`'s where set, against none): one run, its table and JSON."""
+    (lookup drafts, and `draft_model`'s where set, against none; then mlx-lm's own with that draft model): one run,
+    its tables and JSON."""
     from mlxchat.engine.bench import (
         format_kv_table,
         format_long_table,
         format_resume_table,
+        format_peer_table,
         format_speculative_table,
         make_report,
         run_kv_bench,
         run_long_bench,
+        run_mlx_lm_speculative,
         run_resume_bench,
         run_speculative_bench,
     )
@@ -201,8 +205,14 @@ def _scenario_bench(args: argparse.Namespace, settings: Settings, loaded: Any) -
         records = run_kv_bench(loaded)
         print(format_kv_table(model, device, records))
     elif args.scenario == SPECULATIVE_SCENARIO:
-        records, cost = run_speculative_bench(loaded, draft=_draft(settings, loaded))
+        draft = _draft(settings, loaded)
+        records, cost = run_speculative_bench(loaded, draft=draft[0] if draft else None)
         print(format_speculative_table(model, device, records, cost))
+        if draft:  # mlx-lm's own drafts with the same model, on the same prompts
+            print("bench: speculative: mlx-lm with the same draft model...", file=sys.stderr, flush=True)
+            peers = run_mlx_lm_speculative(loaded, draft[1])
+            print(format_peer_table(peers))
+            records += peers
     else:
         records = run_resume_bench(loaded)
         print(format_resume_table(model, device, records))

@@ -46,7 +46,8 @@ def add_bench_parser(commands: Any, settings_flags: argparse.ArgumentParser) -> 
                             f"{RESUME_SCENARIO}: a long chat's first token after a restart, with the disk tier "
                             f"and without; {KV_SCENARIO}: each kv_dtype's bytes a token, its agreement with "
                             f"float64 and its greedy replies against float32 K/V; {SPECULATIVE_SCENARIO}: decode "
-                            "tok/s with lookup drafts against none (an edit task, plain prompts, 8 edit chats)")
+                            "tok/s with lookup drafts (and draft_model's, beside mlx-lm's own with it, where set) "
+                            "against none (an edit task, plain prompts, 8 edit chats)")
     bench.add_argument("--slots", type=_slot_counts, default=list(DEFAULT_SLOTS), metavar="N,M",
                        help=f"slot counts to measure, e.g. 1,2,4,8 (up to {MAX_SLOTS})")
     bench.add_argument("--shape", choices=list(SHAPES), metavar="NAME",

@@ -92,9 +92,15 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
         settings_refused = load_step(exc) != "model"  # (kv_dtype or the family: the settings must change)
         problems += 1
 
-    plan = loaded.facts.evaluate(settings.slot_request()) if loaded else plan_slots(settings.slot_request(), None, 0)
+    draft, draft_said = None, ""
+    if loaded and settings.draft_model:  # (its K/V is divided among the same slots: the plan counts it)
+        draft, plan, draft_said = _draft(settings, loaded)
+        problems += 0 if draft else 1
+    else:
+        plan = loaded.facts.evaluate(settings.slot_request()) if loaded else plan_slots(settings.slot_request(), None, 0)
     memory = memory_info()
-    check = check_memory(loaded.weights_bytes, plan.kv_bytes, memory) if loaded else None
+    check = check_memory(loaded.weights_bytes + (draft.weights_bytes if draft else 0), plan.kv_bytes, memory) \
+        if loaded else None
     refused = [*settings_problems(settings, loaded.trained_ctx if loaded else None), *plan.errors]
     refused += [check.error] if check and check.error else []
     if refused:
@@ -105,8 +111,8 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
         _plan_lines(line, plan, loaded is not None)
         if loaded:
             line("speculation", model_speculation(loaded, plan.per_slot))
-            if settings.draft_model:
-                problems += _draft_line(line, settings, loaded, plan)
+            if draft_said:
+                line("  draft", draft_said)
 
     available = format_bytes(memory.available_bytes) if memory.available_bytes is not None else "unknown"
     total = f" of {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
@@ -120,8 +126,9 @@ def _report(settings: Settings, requested: BlasInfo, out: TextIO, tune: bool, se
     return 1 if problems else 0
 
 
-def _draft_line(line: Line, settings: Settings, loaded: LoadedModel, plan: SlotPlan) -> int:
-    """The draft model's line: what it is and how often it agrees with the model, or why it cannot draft (1)."""
+def _draft(settings: Settings, loaded: LoadedModel) -> tuple[LoadedModel | None, SlotPlan, str]:
+    """The draft model `draft_model` names, loaded for `loaded` as the start loads it, the plan with its K/V, and what
+    it is and how often it agrees with the model; (None, the plan without it, why it cannot draft) where it cannot."""
     from mlxchat.app.commands.console_progress import ConsoleProgress
     from mlxchat.app.session.start import load_options
     from mlxchat.engine import describe_draft
@@ -129,11 +136,10 @@ def _draft_line(line: Line, settings: Settings, loaded: LoadedModel, plan: SlotP
     assert settings.draft_model
     try:
         with ConsoleProgress() as progress:
-            line("  draft", describe_draft(settings.draft_model, loaded, load_options(settings), plan, progress))
+            return describe_draft(settings.draft_model, loaded, load_options(settings), settings.slot_request(),
+                                  progress)
     except ModelLoadError as exc:  # (the draft cannot draft for the model: DraftRefused)
-        line("  draft", f"ERROR: {exc}")
-        return 1
-    return 0
+        return None, loaded.facts.evaluate(settings.slot_request()), f"ERROR: {exc}"
 
 
 def kernel_line() -> str:

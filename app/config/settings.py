@@ -79,7 +79,7 @@ class Sampling(BaseModel):
     checked in the batched pass, so a reply comes several tokens a pass where the drafts are right. The reply is
     the same, token for token, as without it (greedy and seeded) where the pass is batch-invariant (`mlxchat
     doctor` says); models with sliding windows shorter than a slot or recurrent layers do not speculate. "off":
-    one token a pass (each chat turns it on or off in F5)."""
+    one token a pass (each chat chooses its own in F5)."""
 
     def params(self) -> SamplingParams:
         """The engine's sampling type for these values: the one conversion between the two."""
@@ -304,13 +304,6 @@ class Settings(BaseSettings):
     def origin(self, key: str) -> str:
         """Where the value of `key` (dotted inside a table) came from: its flag, variable or file, or "default"."""
         return self._origins.get(key, "default")
-
-    @property
-    def drafting_way(self) -> str:
-        """What turning a chat's speculation on (F5) asks for: the config's way, else "draft" where a draft model
-        is set, else "lookup"."""
-        way = self.sampling.speculative
-        return way if way != "off" else "draft" if self.draft_model else "lookup"
 
     def described(self, key: str) -> str:
         """`key = value (origin)`, as messages name a setting."""

@@ -90,6 +90,7 @@ class Session:
         self.takes_tools = False  # whether the model's replies may call tools
         self.sees = False  # whether the model takes images (a vision model through mlx-vlm, or a server's that may)
         self.why_no_images = ""  # why not, where the engine said more than "a text model"
+        self.draft_model: str | None = None  # the draft model loaded beside it, for chats with speculative = "draft"
         self.tools = ToolsAndCounts(self)  # the MCP servers, and what a chat takes of its slot
         # Chat key: the tool call it waits on, and for whom ("weather: your approval"), for the inspector.
         self.tool_waits: dict[str, str] = {}
@@ -120,6 +121,7 @@ class Session:
         self.thinking_switch, self.takes_tools = started.thinking_switch, started.takes_tools
         self.tools.model_changed()
         self.sees, self.why_no_images = started.sees, started.why_no_images
+        self.draft_model = started.draft_model
 
     def switch(self, started: StartedEngine) -> list[str]:
         """Puts `started` (another model's engine) in the place of the running one, whose memory goes back: replies

@@ -26,6 +26,9 @@ _NAMES: dict[str, str] = {
     "LONG_SCENARIO": "mlxchat.engine.bench.long_scenario",
     "LONG_STREAMS": "mlxchat.engine.bench.long_scenario",
     "run_long_bench": "mlxchat.engine.bench.long_scenario",
+    # mlx_lm_speculative
+    "format_peer_table": "mlxchat.engine.bench.mlx_lm_speculative",
+    "run_mlx_lm_speculative": "mlxchat.engine.bench.mlx_lm_speculative",
     # plot
     "check_plot_path": "mlxchat.engine.bench.plot",
     "plot_report": "mlxchat.engine.bench.plot",
@@ -88,6 +91,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         LONG_STREAMS,
         run_long_bench,
     )
+    from mlxchat.engine.bench.mlx_lm_speculative import format_peer_table, run_mlx_lm_speculative
     from mlxchat.engine.bench.plot import check_plot_path, plot_report, PlotError
     from mlxchat.engine.bench.registry import BenchError, BenchRefused
     from mlxchat.engine.bench.report import format_table, make_report, write_json

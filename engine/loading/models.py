@@ -94,9 +94,14 @@ class LoadedModel:
     @property
     def facts(self) -> ModelFacts:
         """What evaluating a slot request needs of this model (engine.plan: ModelFacts.evaluate)."""
+        return self.facts_with(None)
+
+    def facts_with(self, draft: LoadedModel | None) -> ModelFacts:
+        """`facts`, with the K/V of a draft model that drafts for it in the same slots (draft_model)."""
         from mlxchat.engine.plan import ModelFacts
 
-        return ModelFacts(self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint, self.kv_type)
+        return ModelFacts(self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint, self.kv_type,
+                          draft.kv_footprint if draft else None)
 
     @property
     def kv_key(self) -> str:

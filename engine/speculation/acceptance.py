@@ -56,11 +56,20 @@ class DraftState:
         """The chance a drafted token is taken, given those before it were (from the drafts checked so far)."""
         return self._taken / self._tried
 
-    def length(self, least: float) -> int:
-        """The most tokens to draft such that each is taken with a chance of at least `least` (engine: `worth`)."""
+    def length(self, least: float, generated: int) -> int:
+        """The most tokens to draft at the reply's `generated` tokens such that each is taken with a chance of at least
+        `least` (engine: `worth`); none while paused. Where not even one is because the estimate fell below the first
+        one, the reply pauses as after drafts that missed, and then starts again from the first estimate: drafts alone
+        update it, so a reply whose estimate fell below the bar (a sampled reply leaving the text for a while) would
+        otherwise never draft again. (A bar above the first estimate, many slots decoding, only waits for fewer.)"""
+        if not self.drafting(generated):
+            return 0
         k, chance = 0, self.rate
         while k < MOST_DRAFTED and chance >= least:
             k, chance = k + 1, chance * self.rate
+        if k == 0 and self.rate < FIRST_TAKEN / FIRST_TRIED:
+            self._taken, self._tried = FIRST_TAKEN, FIRST_TRIED
+            self._pause_at(generated)
         return k
 
     def drafting(self, generated: int) -> bool:
@@ -96,6 +105,11 @@ class DraftState:
             return
         self._misses += 1
         if self._misses >= MISSES_BEFORE_PAUSE:
-            self._pause = min(PAUSE_MOST, max(4, self._pause * 2))
-            self._resume_at = generated + self._pause
+            self._pause_at(generated)
             self._misses = 0
+
+    def _pause_at(self, generated: int) -> None:
+        """No drafts from the reply's `generated` tokens on for twice as many tokens as the last pause (up to
+        PAUSE_MOST)."""
+        self._pause = min(PAUSE_MOST, max(4, self._pause * 2))
+        self._resume_at = generated + self._pause

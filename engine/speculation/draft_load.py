@@ -4,7 +4,6 @@ K/V of drafts the target did not take."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxchat.engine.loading.progress import ModelLoadError, Progress
@@ -12,7 +11,7 @@ from mlxchat.engine.speculation.drafter import DraftModel
 
 if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel, LoadOptions
-    from mlxchat.engine.plan import SlotPlan
+    from mlxchat.engine.plan import SlotPlan, SlotRequest
 
 SHOWN = 3  # differing tokens named in a refusal
 DRAFT_REMEDY = ("set draft_model to a model with the target's tokenizer (a smaller model of its family), or unset it "
@@ -62,24 +61,12 @@ def load_draft(spec: str, target: LoadedModel, options: LoadOptions, progress: C
     return DraftModel(draft.ready, name, draft.kv_type, len(target.tokenizer.get_vocab()), cost), draft
 
 
-@dataclass(frozen=True)
-class SlotDraft:
-    """A draft model loaded for a plan's slots: what the engine drafts with, what it holds, and what to warn of."""
-
-    model: DraftModel
-    held: LoadedModel
-    kv_bytes: int  # its K/V for the plan's slots: its own, divided among the same slots, each as long as theirs
-    warning: str | None  # where it was trained on fewer tokens than a slot holds
-
-
-def draft_for_slots(spec: str, target: LoadedModel, options: LoadOptions, plan: SlotPlan,
-                    progress: Callable[[Progress], None]) -> SlotDraft:
-    """`load_draft`'s draft, with what it costs and warns of beside `target` in `plan`'s slots."""
-    draft, held = load_draft(spec, target, options, progress)
-    short = held.trained_ctx is not None and held.trained_ctx < plan.per_slot
-    warning = (f"The draft model {draft.name} was trained on {held.trained_ctx} tokens, fewer than a slot's "
-               f"{plan.per_slot}: past them its drafts are rarely taken (replies stay the same)") if short else None
-    return SlotDraft(draft, held, plan.parallel * held.kv_footprint.per_slot_bytes(plan.per_slot), warning)
+def short_training(held: LoadedModel, plan: SlotPlan) -> str | None:
+    """The warning for a draft model trained on fewer tokens than a slot of `plan` holds; None where it was not."""
+    if held.trained_ctx is None or held.trained_ctx >= plan.per_slot:
+        return None
+    return (f"The draft model {held.source.display_name} was trained on {held.trained_ctx} tokens, fewer than a "
+            f"slot's {plan.per_slot}: past them its drafts are rarely taken (replies stay the same)")
 
 
 def agreement(target: LoadedModel, draft: LoadedModel, text: str) -> float:
@@ -97,14 +84,16 @@ SAMPLE = ("The user asks a question and the assistant answers it with care. Pari
           "Berlin is the capital of Germany. def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n")
 
 
-def describe_draft(spec: str, target: LoadedModel, options: LoadOptions, plan: SlotPlan,
-                   progress: Callable[[Progress], None]) -> str:
-    """`mlxchat doctor`'s line on the draft model: what it is, what it holds, how often it agrees with the target;
-    raises ModelLoadError or DraftRefused as the start would."""
+def describe_draft(spec: str, target: LoadedModel, options: LoadOptions, request: SlotRequest,
+                   progress: Callable[[Progress], None]) -> tuple[LoadedModel, SlotPlan, str]:
+    """`mlxchat doctor`'s draft model: loaded as the start loads it (raising ModelLoadError or DraftRefused as the
+    start would), `request`'s plan with its K/V in the same slots, and a line on what it is, what it holds, and how
+    often it agrees with the target."""
     from mlxchat.engine.memory import format_bytes
 
-    draft = draft_for_slots(spec, target, options, plan, progress)
-    share = agreement(target, draft.held, SAMPLE)
-    return (f"{draft.model.name}, {draft.held.dtype}, {format_bytes(draft.held.weights_bytes)} of weights and "
-            f"{format_bytes(draft.kv_bytes)} of K/V for the slots; its next token is the model's at {100 * share:.0f}% "
-            "of a sample text's positions (the share of greedy drafts taken, roughly)")
+    _, held = load_draft(spec, target, options, progress)
+    plan = target.facts_with(held).evaluate(request)
+    share = agreement(target, held, SAMPLE)
+    return held, plan, (f"{held.source.display_name}, {held.dtype}, {format_bytes(held.weights_bytes)} of weights and "
+                        f"{format_bytes(plan.draft_kv_bytes)} of K/V for the slots; its next token is the model's at "
+                        f"{100 * share:.0f}% of a sample text's positions (the share of greedy drafts taken, roughly)")

@@ -64,9 +64,8 @@ class Verifier:
             assert r is not None
             if not r.cancelled and drafts_for(r, self.drafter):
                 state = self._state(s, r)
-                if state.length(self._least(r, len(decoding))) and (
-                        state.drafting(r.generated) if r.sampling.speculative == "draft"
-                        else state.expect(s.history, r.generated)):
+                if state.length(self._least(r, len(decoding)), r.generated) and (
+                        r.sampling.speculative == "draft" or state.expect(s.history, r.generated)):
                     return True
         return False
 
@@ -140,7 +139,7 @@ class Verifier:
         state = self._state(s, r)
         state.came(s.history[-1], r.generated)
         room = min(store.capacity - store.lengths[s.id] - 1, r.sampling.max_tokens - r.generated - 1)
-        return min(room, state.length(least)) if state.drafting(r.generated) else 0
+        return min(room, state.length(least, r.generated))
 
     def _state(self, s: Slot, r: Request) -> DraftState:
         """The drafting of the reply `r` in slot `s` (a new reply in the slot starts afresh)."""

@@ -131,14 +131,22 @@ def test_a_draft_model_with_recurrent_layers_is_refused_at_start(tiny_model_dir,
     assert refused.value.remedy.startswith("Set `draft_model` in the config file") and refused.value.status == 2
 
 
-def test_doctor_says_what_the_draft_model_holds_and_how_often_it_agrees(tiny_model_dir, draft_dir, tmp_path,
-                                                                         capsys) -> None:
+def test_doctor_says_what_the_draft_model_holds_and_counts_it_in_the_kv_and_memory(tiny_model_dir, draft_dir,
+                                                                                     tmp_path, capsys) -> None:
+    import mlx.core as mx
+
     config = tmp_path / "config.toml"
-    config.write_text(f'draft_model = "{draft_dir}"\nctx_size = 2048\nparallel = 2\n')
+    config.write_text(f'draft_model = "{draft_dir}"\nctx_size = 2048\nparallel = 2\nkv_dtype = "float16"\n')
     assert main(["doctor", "--model", str(tiny_model_dir), "--config", str(config)]) == 0
-    said = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  draft"))
-    # Its K/V: 2 slots x 1,024 tokens x 2 layers x K and V x 2 heads x 16 values x 4 bytes.
-    assert "tiny-draft, float32" in said and "512.0 KiB of K/V for the slots" in said and "% of a sample text" in said
+    said = {line[:14].strip(): line[14:] for line in capsys.readouterr().out.splitlines()}
+    # Its K/V: 2 slots x 1,024 tokens x 2 layers x K and V x 2 heads x 16 values x 2 bytes; the target's as much.
+    kv = 2 * 1024 * 2 * 2 * 2 * 16 * 2
+    assert "tiny-draft, float32" in said["draft"] and "512.0 KiB of K/V for the slots" in said["draft"]
+    assert "% of a sample text" in said["draft"]
+    assert said["KV cache"] == "1.0 MiB (512.0 KiB per slot) · float16, 256 B a token · the draft model's 512.0 KiB included"
+    # The memory need: both models' weights (float32, as their files hold them) and K/V, and 15% of working memory.
+    weights = sum(v.nbytes for d in (tiny_model_dir, draft_dir) for v in mx.load(str(d / "model.safetensors")).values())
+    assert said["memory"].endswith(f"; weights + KV + working memory need {int((weights + 2 * kv) * 1.15) / 2**20:.1f} MiB")
 
 
 def test_a_draft_trained_on_fewer_tokens_than_a_slot_is_said_and_draft_without_a_draft_model_refused(

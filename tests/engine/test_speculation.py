@@ -73,13 +73,31 @@ def test_only_the_prefix_the_model_chose_is_accepted_and_the_draft_length_follow
     # A drafted token pays for its row where it is taken with a chance of at least 0.3 x slots / (1 + 0.3 x slots).
     assert (round(worth(1), 3), round(worth(8), 3)) == (0.231, 0.706)
     state = DraftState()  # 2 taken of 3 tried: each token taken with a chance of 2/3, two tokens 4/9, three 8/27...
-    assert (state.length(0.3), state.length(0.7)) == (2, 0)
+    assert state.length(0.3, 0) == 2
     state.record(8, 8, 10)  # 0.8 x 2 + 8 = 9.6 taken, of 0.8 x 3 + 8 = 10.4 tried
-    assert state.rate == 9.6 / 10.4 and state.length(0.5) == 8  # (0.923 ** 8 = 0.53, ** 9 = 0.49)
+    assert state.rate == 9.6 / 10.4 and state.length(0.5, 10) == 8  # (0.923 ** 8 = 0.53, ** 9 = 0.49)
     state.record(4, 0, 20)
     state.record(4, 0, 21)
     assert state.draft([1, 2, 3, 1, 2, 3], 22, 8) == []  # two misses in a row: a pause
     assert state.draft([1, 2, 3, 1, 2, 3], 25, 8) == [1, 2, 3]  # (for 4 tokens)
+
+
+def test_a_reply_whose_drafts_no_longer_pay_pauses_then_starts_again_from_the_first_estimate() -> None:
+    """Only checked drafts move the estimate: a reply below the bar that kept it would never draft again (a seeded edit
+    reply that left the text for a few tokens drafted nothing more in 200 tokens that repeated its own lines)."""
+    state = DraftState()
+    state.record(4, 1, 10)  # 0.8 x 2 + 1 = 2.6 taken, of 0.8 x 3 + 2 = 4.4 tried
+    state.record(4, 1, 11)  # 0.8 x 2.6 + 1 = 3.08 taken, of 0.8 x 4.4 + 2 = 5.52 tried: 0.56 each
+    assert state.length(0.6, 12) == 0  # not even one pays: a pause of 4 tokens...
+    assert state.length(0.3, 15) == 0 and state.draft([1, 2, 3, 1, 2, 3], 15, 8) == []
+    assert state.rate == 2 / 3 and state.length(0.3, 16) == 2  # ...then 2 of 3 again, as a new reply starts
+    # Eight slots' bar (0.71) is above the first estimate: no draft, and no pause either, so that the reply drafts
+    # in the first pass with fewer slots.
+    assert state.length(0.71, 17) == 0 and state.length(0.3, 18) == 2
+    state.record(4, 1, 18)
+    state.record(4, 1, 19)
+    # Below the first estimate again: a pause of 4 tokens again (drafts taken since the last one end the doubling).
+    assert state.length(0.6, 20) == 0 and state.length(0.3, 23) == 0 and state.length(0.3, 24) == 2
 
 
 def test_greedy_replies_with_drafts_equal_replies_without_in_busy_slots(tokenizer) -> None:

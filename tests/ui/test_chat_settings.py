@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.pilot import Pilot
-from textual.widgets import Input, Static, Switch, TextArea
+from textual.widgets import Input, RadioButton, RadioSet, Static, TextArea
 
 from mlxchat.app.ui.app import ChatApp
 from mlxchat.app.ui.screens.chat_settings import ChatSettingsScreen
@@ -13,6 +13,34 @@ from mlxchat.app.chats.store import ChatStore
 from mlxchat.engine.events import SamplingParams
 from tests.pilot import HeldWhen, make_app, notes, ready, rendered_prompt, run, send, wait_for
 
+
+async def choose(pilot: Pilot, way: str) -> list[str]:
+    """Picks `way` in F5's speculative choice by keys, as a user does: focus, right until it is selected, space.
+    Returns the ways that a round of right presses (one per way) selected first: a greyed one is passed by."""
+    choice = pilot.app.screen.query_one("#speculative", RadioSet)
+    buttons = list(choice.query(RadioButton))
+    choice.focus()
+
+    def selected() -> str:
+        return next((str(b.name) for b in buttons if b.has_class("-selected")), "")
+
+    walked = []
+    for _ in buttons:
+        await pilot.press("right")
+        walked.append(selected())
+    for _ in buttons:
+        if selected() == way:
+            break
+        await pilot.press("right")
+    await pilot.press("space")
+    assert choice.pressed_button is not None and choice.pressed_button.name == way, f"{way} not reached: {walked}"
+    return walked
+
+
+def ways(form: ChatSettingsScreen) -> dict[str, str]:
+    """F5's ways of speculating as shown (their labels): "pressed", "disabled" (greyed, passed by), or neither."""
+    return {str(b.label): " ".join(filter(None, ["pressed" * b.value, "disabled" * b.disabled]))
+            for b in form.query_one("#speculative", RadioSet).query(RadioButton)}
 
 
 def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_dir: Path) -> None:
@@ -36,8 +64,9 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
         form.query_one("#top_p", Input).value = "0.9"
         form.query_one("#max_tokens", Input).value = "5"
         form.query_one("#seed", Input).value = "7"
-        assert not form.query_one("#speculative", Switch).value  # (the config's "off")
-        form.query_one("#speculative", Switch).value = True
+        # The config's "off"; "draft" is greyed, with why, and the keys pass it by: no draft model is loaded.
+        assert ways(form) == {"off": "pressed", "lookup": "", "draft (no draft_model)": "disabled"}
+        assert await choose(pilot, "lookup") == ["lookup", "off", "lookup"]
         form.query_one(TextArea).text = "You are a pirate."
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
@@ -71,23 +100,22 @@ def test_settings_default_to_the_config_and_apply_from_the_next_turn(tiny_model_
     run(make_app(tiny_model_dir, system_prompt="Be brief."), scenario)
 
 
-def test_f5_turns_a_chat_s_draft_model_speculation_off_and_on_again(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """speculative = "draft" comes from the config (it needs its draft_model); F5's switch turns it off for a chat,
-    and on again as "draft", not "lookup"."""
+def test_f5_offers_the_draft_model_s_way_only_where_one_is_loaded(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """With a draft model loaded, F5's choice offers "draft" too: a chat set to it (here by the config) turns
+    speculation off, then picks "draft" again, by keys."""
     from tests.tiny_draft import build_draft
 
     draft = build_draft(tiny_model_dir, tmp_path / "draft")
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
-        for on in (False, True):
+        for way, shown in (("off", "draft"), ("draft", "off")):
             await pilot.press("f5")
             await wait_for(pilot, lambda: isinstance(app.screen, ChatSettingsScreen), "the settings form")
-            switch = app.screen.query_one("#speculative", Switch)
-            assert switch.value is not on
-            switch.value = on
+            assert ways(app.screen) == {w: "pressed" * (w == shown) for w in ("off", "lookup", "draft")}
+            assert await choose(pilot, way) == ["lookup", "draft", "off"]
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: not isinstance(app.screen, ChatSettingsScreen), "the form to close")
-            assert pane.chat.sampling.speculative == ("draft" if on else "off")
+            assert pane.chat.sampling.speculative == way
 
     run(make_app(tiny_model_dir, draft_model=str(draft), sampling={"speculative": "draft"}), scenario)

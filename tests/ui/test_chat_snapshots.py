@@ -83,3 +83,18 @@ def test_help_screen(ascii_model_dir: Path, snap_compare: Any) -> None:
         await pilot.press("f1")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_chat_settings_form(ascii_model_dir: Path, snap_compare: Any) -> None:
+    """F5 on a chat, scrolled to its speculative decoding: "draft" greyed, with why (no draft model is loaded)."""
+    app = make_app(ascii_model_dir)
+
+    async def run_before(pilot: Pilot) -> None:
+        await ready(app, pilot)
+        await pilot.press("f5")
+        await pilot.pause()
+        app.screen.query_one("#speculative").focus()  # (as tab would: the form scrolls it into view)
+        await pilot.pause()
+        steady_cursors(app)
+
+    assert snap_compare(app, terminal_size=(100, 40), run_before=run_before)

@@ -265,3 +265,32 @@ def test_sizes_that_an_open_chat_no_longer_fits_name_it_before_apply(tiny_model_
         assert "its next message would be refused" in warned
 
     run(make_app(tiny_model_dir, parallel=2, ctx_size=4096, per_slot_min=32, per_slot_floor=64), scenario)
+
+
+def test_the_kv_figure_counts_the_draft_model_s_kv_in_the_same_slots(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """With a draft model (draft_model), F2's KV total holds its K/V too, divided among the same slots: as long as
+    theirs, for any N."""
+    from tests.tiny_draft import build_draft
+
+    draft = build_draft(tiny_model_dir, tmp_path / "draft", layers=1)
+    # K and V x 2 heads x 16 values a layer, in the type "auto" stores K/V in here: the target's 2 layers, the draft's 1.
+    value = 2 if AUTO_KV else 4
+    target_token, draft_token = 2 * 2 * 2 * 16 * value, 1 * 2 * 2 * 16 * value
+    kind = "float16" if AUTO_KV else "the model's own type"
+
+    def kib(n: int) -> str:
+        return f"{n / 1024:.1f} KiB"
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        await ready(app, pilot)
+        screen = await open_slots(app, pilot)
+        for n in (2, 3):
+            per_slot = 2048 // n
+            slot = per_slot * (target_token + draft_token)
+            assert text(screen, "#slots-summary") == f"2048 / {n} = {per_slot} tokens per slot"
+            assert text(screen, "#slots-kv") == (f"KV cache: {kib(n * slot)} ({kib(slot)} per slot) · {kind}, "
+                                                 f"{target_token} B a token · the draft model's "
+                                                 f"{kib(n * per_slot * draft_token)} included")
+            await pilot.press("right")
+
+    run(make_app(tiny_model_dir, parallel=2, ctx_size=2048, draft_model=str(draft)), scenario)

@@ -136,7 +136,7 @@ class ChatActions:
                                defaults={t.key for t in session.tools.offered_tools()},
                                failed=[s for s in servers.states() if s.status == "failed"] if servers else [],
                                restart=partial(restart_server, servers, self.app.notify),
-                               drafts_with=self.app.settings.drafting_way),
+                               draft=session.draft_model),
             apply
         )
 

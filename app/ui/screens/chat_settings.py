@@ -10,7 +10,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Input, Label, SelectionList, Static, Switch
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, SelectionList, Static, Switch
 
 from mlxchat.app.config.settings import Sampling
 from mlxchat.app.tools.servers import ServerState, Tool
@@ -24,6 +24,8 @@ from mlxchat.engine import SamplingParams
 FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "seed", "reasoning_budget")
 OPTIONAL = {"seed": "none: a new seed each reply", "reasoning_budget": "none: the model reasons as long as it needs"}
 ALL = "*"  # a server's row in the tools' list, before its name: it turns all the server's tools on or off
+WAYS = ("off", "lookup", "draft")  # a chat's speculative decoding (Sampling.speculative)
+NO_DRAFT = "draft (no draft_model)"  # (no draft model is loaded: the config sets none)
 
 
 @dataclass(frozen=True)
@@ -46,15 +48,14 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                  room: Callable[[list[Tool]], str] | None = None, tools: list[Tool] | None = None,
                  on: set[str] | None = None, defaults: set[str] | None = None,
                  failed: list[ServerState] | None = None, restart: Callable[[str], bool] | None = None,
-                 drafts_with: str = "lookup") -> None:
+                 draft: str | None = None) -> None:
         """`thinking_switch`: whether the model's template can turn thinking off (the switch shows only then);
         `room`: what the system prompt and the listing of the tools given take of the chat's slot, in a line;
         `tools`: those its replies could call, `on` the keys of those the chat offers, `defaults` of those their
         server offers unless the chat chooses otherwise; `failed`: the MCP servers that failed, which `restart`
-        starts again; `drafts_with`: the way of drafting its speculative switch turns on ("lookup", or "draft" where a
-        draft model is configured)."""
+        starts again; `draft`: the draft model loaded, whose drafts a chat may choose (None: none is, "draft" is greyed)."""
         super().__init__()
-        self._drafts_with = drafts_with
+        self._draft = draft
         self._title = title
         self._settings = settings
         self._thinking_switch = thinking_switch
@@ -90,8 +91,12 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
                         yield Switch(sampling.thinking, id="thinking",
                                      tooltip=Sampling.model_fields["thinking"].description)
                     yield Label("speculative")
-                    yield Switch(sampling.speculative != "off", id="speculative",
-                                 tooltip=Sampling.model_fields["speculative"].description)
+                    with RadioSet(id="speculative", tooltip=Sampling.model_fields["speculative"].description):
+                        for way in WAYS:
+                            # (a chat set to "draft" while none is loaded shows so: it drafts nothing until one is)
+                            missing = way == "draft" and self._draft is None
+                            yield RadioButton(NO_DRAFT if missing else way, sampling.speculative == way, name=way,
+                                              disabled=missing)
                 if self._tools:
                     yield Label("Tools its replies may call (space turns one on or off; a server's row, all of it)")
                     yield SelectionList[str](*self._tool_rows(), id="tools")
@@ -140,9 +145,8 @@ class ChatSettingsScreen(FormScreen[ChatSettings | None]):
             unset = {name: given[name] or None for name in OPTIONAL}
             switch = self.query("#thinking").results(Switch)
             thinking = next((s.value for s in switch), self._settings.sampling.thinking)
-            way = self._settings.sampling.speculative  # (kept while on: a chat set to "lookup" stays so)
-            speculative = (way if way != "off" else self._drafts_with) if self.query_one("#speculative", Switch).value \
-                else "off"
+            pressed = self.query_one("#speculative", RadioSet).pressed_button
+            speculative = pressed.name if pressed else self._settings.sampling.speculative
             checked = Sampling.model_validate({**given, **unset, "thinking": thinking, "speculative": speculative})
         except ValidationError as exc:
             raise ValueError("\n".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
