@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual_image.widget import HalfcellImage, SixelImage, TGPImage
 
 from mlxchat.app.ui import pictures
 from mlxchat.app.ui.app import ChatApp
@@ -100,3 +101,39 @@ def test_where_the_terminal_draws_the_image_is_under_its_message_and_goes_with_i
         release()
 
     run(make_app(folder, parallel=1), scenario)
+
+
+# What is drawn under the message, by the `pictures` setting and what the terminal answered it draws (None: tmux, a
+# terminal that draws no pictures).
+DRAWN = {
+    ("auto", None): None, ("auto", "tgp"): TGPImage, ("auto", "sixel"): SixelImage,
+    ("blocks", None): HalfcellImage, ("blocks", "tgp"): TGPImage, ("blocks", "sixel"): SixelImage,
+    ("off", None): None, ("off", "tgp"): None, ("off", "sixel"): None,
+}
+
+
+def test_the_pictures_setting_draws_in_half_blocks_where_the_terminal_draws_none_or_never(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = build_tiny_vlm(tmp_path_factory.mktemp("vlm") / "gemma3", "gemma3")
+    tiny_image(tmp_path / "shot.png")
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario(app: ChatApp, pilot: Pilot) -> None:
+        pane = await ready(app, pilot)
+        await attach(pilot, pane, "shot")
+        await send(pilot, pane, "What is this?")  # (as tmux: the terminal answered it draws no pictures)
+        await wait_for(pilot, lambda: not pane.busy, "the reply")
+        turn = pane.view.user_turn(0)
+        [drawn] = pane.view.pictures_under(turn)
+        assert type(drawn) is HalfcellImage and drawn.image == pane.chat.messages[0].attachments[0]["path"]
+        assert drawn.region.y > turn.region.y and drawn.region.height > 0
+        assert str(turn.render()).endswith("· 4 tokens")  # (the line stays, above the picture)
+
+        for (way, terminal), kind in DRAWN.items():  # the chat reopened with each setting, in each terminal
+            app.settings = app.settings.updated({"pictures": way}, "the test")
+            monkeypatch.setattr(pictures, "_drawing", terminal)
+            await pane.view.show(pane.chat.messages)
+            under = pane.view.pictures_under(pane.view.user_turn(0))
+            assert [type(p) for p in under] == ([kind] if kind else []), (way, terminal)
+
+    run(make_app(folder, parallel=1, pictures="blocks"), scenario)
