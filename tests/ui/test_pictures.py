@@ -36,13 +36,14 @@ TERMINALS = {
 }
 
 
-def asked(answers: str) -> str:
-    """What a process on a pseudo-terminal whose input holds `answers` prints after asking it (ask_terminal)."""
+def asked(answers: str, way: str = "auto") -> str:
+    """What a process on a pseudo-terminal whose input holds `answers` prints after asking it (ask_terminal), with
+    the `pictures` setting `way`."""
     master, slave = pty.openpty()
     tty.setraw(slave)  # (as a terminal app's input: each byte readable as it comes)
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 1200, 800))  # (cells 10x20 pixels)
     os.write(master, answers.encode())
-    code = "from mlxchat.app.ui.pictures import ask_terminal; print('drawn as', ask_terminal())"
+    code = f"from mlxchat.app.ui.pictures import ask_terminal; print('drawn as', ask_terminal({way!r}))"
     child = subprocess.Popen([sys.executable, "-c", code], stdin=slave, stdout=slave, stderr=slave)
     os.close(slave)
     out = b""
@@ -63,6 +64,12 @@ def asked(answers: str) -> str:
 def test_pictures_are_drawn_the_way_the_terminal_answers_it_draws(terminal: str) -> None:
     answers, kind = TERMINALS[terminal]
     assert f"drawn as {kind}\n" in asked(answers)
+
+
+def test_with_pictures_off_the_terminal_is_not_asked() -> None:
+    answers, _ = TERMINALS["kitty"]
+    assert "\x1b[c" in asked(answers)  # (textual-image's device-attributes query, as the terminal saw it)
+    assert asked(answers, "off") == "drawn as None\n"  # (no query written: the answers wait unread)
 
 
 def test_where_the_terminal_draws_the_image_is_under_its_message_and_goes_with_it(
