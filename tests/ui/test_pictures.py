@@ -4,6 +4,8 @@ How a terminal draws is its answer to textual-image's queries: a process on a re
 test is the terminal, its answers waiting in the input as a terminal's would (kitty: no sixel in its device
 attributes, OK to the graphics query; a sixel terminal: 4 among its attributes; another: neither). What a picture
 looks like needs such a terminal: here the app shows, as if one had answered, the picture's widget under the message.
+The `pictures` setting draws in half blocks where the terminal draws no better ("blocks", whose look the snapshot in
+test_image_chat shows), or never ("off", which asks the terminal nothing).
 """
 
 from __future__ import annotations
