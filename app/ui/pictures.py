@@ -20,7 +20,8 @@ _drawing: str | None = None
 def ask_terminal(way: str) -> str | None:
     """Asks the terminal, through textual-image's queries, which way it draws pictures ("tgp", "sixel"), or None
     where it draws none (half blocks are drawn only where the setting asks: the line says more) or textual-image is
-    missing. Where the `pictures` setting `way` is "off", nothing is asked (0.3-0.5 s of the start in tmux)."""
+    missing. Where the `pictures` setting `way` is "off", nothing is asked (in tmux 0.16-0.25 s less at start, on 2
+    busy cores of an AMD EPYC: textual-image's import and its queries)."""
     if way == "off":
         return None
     try:
