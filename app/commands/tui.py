@@ -32,7 +32,7 @@ def run_tui(settings: Settings) -> int:
     from mlxchat.app.ui.app import ChatApp
     from mlxchat.app.ui.pictures import ask_terminal
 
-    ask_terminal()  # (before Textual reads stdin: the terminal's answers come there)
+    ask_terminal(settings.pictures)  # (before Textual reads stdin: the terminal's answers come there)
     app = ChatApp(settings)
     try:
         app.run()

@@ -36,6 +36,7 @@ CONFIG_ENV_VAR = "MLXCHAT_CONFIG"
 WeightsDtype = Literal["auto", "float32", "float16", "bfloat16", "keep"]
 KVDtype = Literal["auto", "float32", "float16", "bfloat16", "q8"]  # engine.kv.kv_types.KV_DTYPES
 EngineKind = Literal["local", "remote"]
+PicturesWay = Literal["auto", "blocks", "off"]  # app.ui.pictures
 # Linux: the local engine's threads run at this nice value, so the UI thread takes a core from them
 # as soon as it wakes (engine.cpu.priority): measured with `mlxchat bench --ui`, see the README.
 DEFAULT_ENGINE_NICE = 10
@@ -232,6 +233,12 @@ class Settings(BaseSettings):
     show_timings: bool = False
     """Whether each reply shows its timings line (prompt, cache hits, first token, speed); alt+t switches it,
     and the choice is kept here."""
+
+    pictures: PicturesWay = "auto"
+    """How an image sent in a chat is drawn under its message: "auto" draws it where the terminal draws pictures
+    (kitty's graphics protocol, or sixel), elsewhere (tmux, most terminals) the message's line for it stands alone;
+    "blocks" draws it there too, in coloured half blocks (any terminal with true colour, tmux included); "off"
+    never draws it (nor asks the terminal at start)."""
 
     confirm_quit: bool = True
     """Whether quitting while replies are being written asks first (what they wrote is kept either way)."""

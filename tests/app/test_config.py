@@ -74,6 +74,7 @@ def test_slot_request_leaves_ctx_size_out_unless_the_user_set_it(tmp_path: Path)
         ("parallel = 0\n", r"c\.toml: parallel = 0 is not allowed: must be at least 1"),
         ('parallel = "four"\n', r'c\.toml: parallel = "four" is not allowed: must be a valid integer'),
         ('weights_dtype = "int3"\n', r"c\.toml: weights_dtype = \"int3\" is not allowed: must be 'auto', 'float32'"),
+        ('pictures = "block"\n', r"c\.toml: pictures = \"block\" is not allowed: must be 'auto', 'blocks' or 'off'"),
         ("paralel = 2\n", r"c\.toml: unknown key `paralel` \(did you mean `parallel`\?\)"),
         ("[sampling]\ntemprature = 1\n", r"unknown key `sampling\.temprature` \(did you mean `sampling\.temperature`\?\)"),
         ("[sampling]\ntop_p = 3\n", r"c\.toml: sampling\.top_p = 3 is not allowed: must be at most 1"),

@@ -137,9 +137,11 @@ def test_a_text_model_refuses_an_image_naming_alt_m(tiny_model_dir: Path, shots:
 
 
 @needs_cpu  # (the accepted screen holds a random-weight reply as the CPU computes it)
-def test_snapshot_of_a_chat_with_an_image(gemma3: Path, shots: Path, snap_compare: Any) -> None:
-    """The image's line under the message it was sent with (name, pixels, size, tokens), where no picture is drawn."""
-    app = make_app(gemma3, sampling={"max_tokens": 6})
+@pytest.mark.parametrize("pictures", ["auto", "blocks"])
+def test_snapshot_of_a_chat_with_an_image(pictures: str, gemma3: Path, shots: Path, snap_compare: Any) -> None:
+    """The image's line under the message it was sent with (name, pixels, size, tokens), where no picture is drawn
+    ("auto" in a terminal that draws no pictures: the fallback); "blocks" draws the picture under it in half blocks."""
+    app = make_app(gemma3, pictures=pictures, sampling={"max_tokens": 6})
 
     async def run_before(pilot: Pilot) -> None:
         pane = await ready(app, pilot)

@@ -267,7 +267,7 @@ class ChatPane(TitledBox, PaneKeys):
         if not titled and self.chat.id is None:  # (a first save that worked has said so already)
             self.post_message(self.Retitled(self))
         self._user_turn = user_turn(self.chat.messages[-1])
-        self._start_reply(self._user_turn, *user_pictures(self.chat.messages[-1]))
+        self._start_reply(self._user_turn, *user_pictures(self.chat.messages[-1], self.app.settings.pictures))
         return True
 
     def _start_reply(self, *above: Widget) -> None:

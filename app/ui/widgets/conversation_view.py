@@ -30,10 +30,10 @@ def user_turn(message: ChatMessage) -> TurnText:
     return TurnText("\n".join([message.text, *files] if message.text else files), classes="user-turn", markup=False)
 
 
-def user_pictures(message: ChatMessage) -> list[Widget]:
-    """The pictures of the images sent with a user message, drawn under its box where the terminal draws pictures
-    (app.ui.pictures); none elsewhere, where the box's line for each image stands alone."""
-    drawn = (picture(a.path) for a in map(Attachment.from_record, message.attachments) if a.is_image)
+def user_pictures(message: ChatMessage, way: str) -> list[Widget]:
+    """The pictures of the images sent with a user message, drawn under its box as the `pictures` setting `way`
+    and the terminal allow (app.ui.pictures); none elsewhere, where the box's line for each image stands alone."""
+    drawn = (picture(a.path, way) for a in map(Attachment.from_record, message.attachments) if a.is_image)
     return [p for p in drawn if p is not None]
 
 
@@ -57,7 +57,7 @@ class ConversationView(VerticalScroll):
         """The widgets of a saved turn: a user box, or a reply with the note on how it ended."""
         if message.role == "user":
             yield user_turn(message)
-            yield from user_pictures(message)
+            yield from user_pictures(message, self.app.settings.pictures)
             return
         if message.reasoning:
             yield ReasoningBlock(message.reasoning, reasoning_header(message), collapsed=not self._chat.reasoning_open)
