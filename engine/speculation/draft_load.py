@@ -4,7 +4,7 @@ K/V of drafts the target did not take."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from mlxchat.engine.loading.progress import ModelLoadError, Progress
 from mlxchat.engine.speculation.drafter import DraftModel
@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from mlxchat.engine.loading.models import LoadedModel, LoadOptions
     from mlxchat.engine.plan import SlotPlan, SlotRequest
 
-SHOWN = 3  # differing tokens named in a refusal
 DRAFT_REMEDY = ("set draft_model to a model with the target's tokenizer (a smaller model of its family), or unset it "
                 '(speculative = "lookup" needs no draft model)')
 
@@ -22,26 +21,10 @@ class DraftRefused(ModelLoadError):
     """The draft model loads but cannot draft for the target; the message says why and what to change."""
 
 
-def vocabulary_difference(target: Any, draft: Any) -> str | None:
-    """How the draft's token -> id map differs from the target's, special tokens included (None: the same)."""
-    mine, theirs = target.get_vocab(), draft.get_vocab()
-    if mine == theirs:
-        return None
-    differing = sorted(set(mine) | set(theirs), key=lambda t: (mine.get(t, len(mine)), theirs.get(t, len(theirs))))
-    said = [f"{t!r}: {_id(mine, t)} in the target, {_id(theirs, t)} in the draft"
-            for t in differing if mine.get(t) != theirs.get(t)][:SHOWN]
-    return f"{len(theirs)} tokens against the target's {len(mine)}; " + "; ".join(said)
-
-
-def _id(vocab: dict[str, int], token: str) -> str:
-    return f"id {vocab[token]}" if token in vocab else "absent"
-
-
 def load_draft(spec: str, target: LoadedModel, options: LoadOptions, progress: Callable[[Progress], None]
                ) -> tuple[DraftModel, LoadedModel]:
     """Loads `spec` as `target` was loaded (the same `options`) and checks that it can draft for it; raises
     ModelLoadError (the spec itself) or DraftRefused (what it is) saying what to change."""
-    from mlxchat.engine.kv.slot_store import SlotKVStore
     from mlxchat.engine.loading.models import load_model
 
     progress(Progress(f"Loading the draft model {spec}", 0, 0))
@@ -50,13 +33,15 @@ def load_draft(spec: str, target: LoadedModel, options: LoadOptions, progress: C
     except ModelLoadError as e:
         raise ModelLoadError(f"draft_model: {e}") from e.__cause__
     name, of = draft.source.display_name, target.source.display_name
-    differs = vocabulary_difference(target.tokenizer, draft.tokenizer)
+    differs = target.vocabulary_difference(draft)
     if differs:
         raise DraftRefused(f"The draft model {name} does not share {of}'s vocabulary ({differs}): its tokens would "
                            f"mean other words. To draft, {DRAFT_REMEDY}.")
-    if not SlotKVStore.for_model(draft.model, 1, 2, True).rolls_back:  # (allocates nothing)
-        raise DraftRefused(f"The draft model {name} has sliding-window or recurrent layers, which cannot give back the "
-                           f"K/V of drafts {of} did not take. To draft, {DRAFT_REMEDY}.")
+    # A recurrent state folds every token in: nothing gives back the drafts the target did not take. (A window's ring
+    # can: past its size a rolled-back draft slot reads its tokens again, as any slot does; engine.kv.window.)
+    if draft.kv_footprint.recurrent_bytes_per_slot:
+        raise DraftRefused(f"The draft model {name} has recurrent layers, whose state cannot give back the drafts {of} "
+                           f"did not take. To draft, {DRAFT_REMEDY}.")
     cost = draft.weights_bytes / max(target.weights_bytes, 1)
     return DraftModel(draft.ready, name, draft.kv_type, len(target.tokenizer.get_vocab()), cost), draft
 

@@ -126,8 +126,8 @@ def test_a_draft_model_with_recurrent_layers_is_refused_at_start(tiny_model_dir,
     settings = load_settings(None, {"model": str(tiny_model_dir), "draft_model": str(recurrent)})
     with pytest.raises(StartFailure) as refused:
         start_engine(settings, lambda _: None)
-    assert refused.value.problem.startswith("The draft model recurrent has sliding-window or recurrent layers, which "
-                                            "cannot give back the K/V of drafts tiny-llama did not take. To draft, ")
+    assert refused.value.problem.startswith("The draft model recurrent has recurrent layers, whose state cannot give "
+                                            "back the drafts tiny-llama did not take. To draft, ")
     assert refused.value.remedy.startswith("Set `draft_model` in the config file") and refused.value.status == 2
 
 
