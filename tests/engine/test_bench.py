@@ -132,7 +132,9 @@ def test_a_shape_builds_a_random_llama_that_every_engine_runs() -> None:
 def test_sampled_runs_draw_with_the_chats_settings_in_every_engine(tiny: LoadedModel) -> None:
     chats = SamplingParams(temperature=0.7, top_p=0.95, top_k=40)
     engines = ["mlxchat", "mlx-lm-batch", "mlx-lm-sequential"]
-    runs = run_bench(tiny, engines=engines, slots=[2], max_tokens=4, repeats=1, sampling=chats)
+    # 16 tokens: a sampled reply's bytes can wait for the rest of a character, and 4 tokens all sent at one instant
+    # left no decode window to time (NaN, once in a CI run).
+    runs = run_bench(tiny, engines=engines, slots=[2], max_tokens=16, repeats=1, sampling=chats)
     assert all(r.decode_tok_s > 0 for r in runs)
     # Each run says how its engine was asked to pick tokens, and the table's header is what the runs did.
     assert {r.engine: r.sampling for r in runs} == {e: "temperature 0.7, top_p 0.95, top_k 40" for e in engines}
