@@ -71,7 +71,8 @@ def add_bench_parser(commands: Any, settings_flags: argparse.ArgumentParser) -> 
                             "app vs the same requests headless, and key-press latency meanwhile")
     bench.add_argument("--profile", action="store_true",
                        help="where one decode step's time goes here, at each --slots count: each kind of compiled "
-                            "kernel, MLX's own operations, Python (MLXCHAT_ISA=avx2 or portable profiles that path)")
+                            "kernel, MLX's own operations, Python, and the step's operations by kind (on a GPU: "
+                            "Python and MLX's evaluation; MLXCHAT_ISA=avx2 or portable profiles that path)")
 
 
 def _count(text: str) -> int:
