@@ -36,7 +36,8 @@ def test_a_server_gone_while_idle_is_named_at_once_and_a_restart_brings_it_back(
                 time.sleep(0.02)
             assert time.monotonic() - gone < 2.0
             assert test.error == "it stopped (ended by signal SIGKILL)"
-            assert web.error.startswith(f"the connection to {http.url}/mcp was lost (ConnectError")
+            # (ConnectError where its watch found the port closed, ReadError where the kill cut a read in flight)
+            assert re.match(rf"the connection to {re.escape(http.url)}/mcp was lost \((ConnectError|ReadError)", web.error)
             assert servers.tools() == []
             assert servers.restart("test") and not servers.restart("test")  # (once: it is starting)
             assert servers.settled(30) and test.status == "ready", said(test)
