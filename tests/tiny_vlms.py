@@ -33,6 +33,12 @@ _GEMMA_TEMPLATE = (
     "{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
 )
 
+# Gemma 4's: <|turn> ... <turn|> turns, `<|image|>` where an image goes (the processor writes its tokens there).
+_GEMMA4_TEMPLATE = (
+    _GEMMA_TEMPLATE.replace("<start_of_turn>", "<|turn>").replace("<end_of_turn>", "<turn|>")
+    .replace("<start_of_image>", "<|image|>")
+)
+
 # Llava's: USER / ASSISTANT turns, `<image>` where an image goes.
 _LLAVA_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}{{ message['role'].upper() + ': ' }}"
@@ -115,7 +121,40 @@ def _qwen(config: dict[str, Any], processor: str, patch: int) -> dict[str, Any]:
                                      patch_size=patch, merge_size=2, temporal_patch_size=2,
                                      min_pixels=(4 * patch) ** 2, max_pixels=(8 * patch) ** 2))
 
+# Gemma 4: its own tower (patches of 7 pixels pooled 2x2 into a token, at most 4 tokens an image, the image resized
+# to keep its shape) and projector; a Gemma 4 language model with per-layer inputs (the E2B/E4B layout), which
+# the image positions take from the pad token. Sliding and full attention layers in turn.
+_GEMMA4_IMAGES = {"image_processor_type": "Gemma4ImageProcessor", "patch_size": 7, "max_soft_tokens": 4,
+                  "pooling_kernel_size": 2}
+_GEMMA4: dict[str, Any] = {
+    "scale": 1.0,
+    "config": {
+        "model_type": "gemma4",
+        "text_config": dict(_TEXT, model_type="gemma4_text", head_dim=16, global_head_dim=16, num_kv_shared_layers=0,
+                            hidden_size_per_layer_input=8, vocab_size=VOCAB + 8,
+                            vocab_size_per_layer_input=VOCAB + 8, sliding_window=128,
+                            layer_types=["sliding_attention", "full_attention"], use_double_wide_mlp=False),
+        "vision_config": {"model_type": "gemma4_vision", "hidden_size": 32, "intermediate_size": 48,
+                          "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+                          "head_dim": 16, "global_head_dim": 16, "patch_size": 7, "pooling_kernel_size": 2,
+                          "position_embedding_size": 64, "default_output_length": 4},
+        "hidden_size": 64,
+        "vocab_size": VOCAB + 8,
+        "vision_soft_tokens_per_image": 4,
+        "pad_token_id": 0,
+    },
+    "tokens": ["<pad>", "<bos>", "<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|video|>"],
+    "image_token": "<|image|>",
+    "tokenizer": {"bos_token": "<bos>", "eos_token": "<turn|>", "pad_token": "<pad>",
+                  "extra_special_tokens": {"boi_token": "<|image>", "eoi_token": "<image|>",
+                                           "image_token": "<|image|>"}},
+    "template": _GEMMA4_TEMPLATE,
+    "processor": {"processor_class": "Gemma4Processor", "image_processor": _GEMMA4_IMAGES},
+    "image_processor": dict(_GEMMA4_IMAGES, processor_class="Gemma4Processor"),
+}
+
 FAMILIES: dict[str, dict[str, Any]] = {
+    "gemma4": _GEMMA4,
     "gemma3": {
         "scale": 1.0,  # (at 3.0, Gemma's embedding scale saturates every reply into one repeated token)
         "config": {
@@ -169,6 +208,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
         _MISTRAL3["config"]["text_config"], model_type="ministral3",
         rope_parameters={"type": "default", "rope_theta": 10000.0, "llama_4_scaling_beta": 2.0,
                          "original_max_position_embeddings": 16}))},
+    # Gemma 4 whose language model attends both ways among an image's tokens (use_bidirectional_attention "vision"):
+    # mlx-vlm reads such a prompt in one pass, the overlay on its mask. Refused with images: the slots read causally.
+    "gemma4_bidirectional": {**_GEMMA4, "config": dict(_GEMMA4["config"], text_config=dict(
+        _GEMMA4["config"]["text_config"], use_bidirectional_attention="vision"))},
     # SmolVLM (Idefics3's layout): a SigLIP tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4 tokens;
     # an image wider or taller than a tile is read as its tiles (<row_i_col_j> before each) and then whole, shrunk to
     # one (<global-img>): several runs of image tokens. A plain Llama language model.

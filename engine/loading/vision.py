@@ -25,8 +25,11 @@ _ONE_SCALE = ("its language model (mlx-vlm's Ministral3) scales attention by the
               "every row (Llama 4 scaling, past original_max_position_embeddings), where each slot's row needs its "
               "own; mlx-lm's, which runs it as text, takes each row's")
 
+_BOTH_WAYS = ("its language model attends both ways among an image's tokens (use_bidirectional_attention), which "
+              "mlx-vlm reads in one pass with a mask of its own; the slots read a prompt causally, in chunks")
+
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "smolvlm", "lfm2-vl")
+SEEING_FAMILIES = ("gemma3", "gemma4", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "smolvlm", "lfm2-vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.kv.mrope).
 MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
@@ -34,6 +37,7 @@ MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 REFUSED_VISION = {
     "qwen3_5": _RECURRENT.format("update_window"),
     "mistral3 over a ministral3 language model, Ministral 3": _ONE_SCALE,
+    "gemma4 with use_bidirectional_attention (the larger Gemma 4s; E2B and E4B see)": _BOTH_WAYS,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
@@ -220,6 +224,9 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     if text.model_type == "ministral3" and (getattr(text, "rope_parameters", None) or {}).get("llama_4_scaling_beta"):
         raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
                             f"{_ONE_SCALE}")
+    if getattr(text, "use_bidirectional_attention", None):
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"{_BOTH_WAYS}")
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
     if kept and parts.positions is None:
         raise VisionRefused(

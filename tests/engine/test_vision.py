@@ -193,6 +193,7 @@ REFUSED = {
     "qwen3_5": "its recurrent layers use mlx-vlm's own cache",
     "llava": "mlx-vlm's processor fails on an image here",
     "ministral3": "scales attention by the position of a pass's first row for every row",
+    "gemma4_bidirectional": "attends both ways among an image's tokens",
 }
 
 
@@ -213,7 +214,7 @@ def test_the_families_listing_says_which_families_see():
     from mlxchat.engine.loading.families import describe
 
     [line] = [line for line in describe() if line.startswith("Families that see images")]
-    assert "alone: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3, smolvlm, lfm2-vl." in line and "llava" in line
+    assert "alone: gemma3, gemma4, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3, smolvlm, lfm2-vl." in line and "llava" in line
 
 
 # Each family's image markers as a user might type them (or a reply write them) in a chat's text.
