@@ -16,6 +16,7 @@ from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.loading.vision import SEEING_FAMILIES
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
+from tests.vision_outcomes import REFUSED_AT_LOAD, REFUSED_VARIANTS
 from tests.tiny_vlms import FAMILIES, build_tiny_vlm, mlx_vlm_alone, tiny_image, without_pad_token
 
 NEW = 8
@@ -188,13 +189,8 @@ def test_without_mlx_vlm_a_vision_model_runs_as_text_and_says_how_to_install_it(
     assert "pip install --no-deps mlx-vlm" in loaded.vision_note and "gemma3" in loaded.vision_note
 
 
-# Each tiny VLM family's outcome at load, pinned: a change (a family that now runs, or a new refusal) fails here.
-REFUSED = {
-    "qwen3_5": "its recurrent layers use mlx-vlm's own cache",
-    "llava": "mlx-vlm's processor fails on an image here",
-    "ministral3": "scales attention by the position of a pass's first row for every row",
-    "gemma4_bidirectional": "attends both ways among an image's tokens",
-}
+# Each tiny VLM refused images at load, with its reason (tests/vision_outcomes.py): a change fails here.
+REFUSED = {**REFUSED_AT_LOAD, **REFUSED_VARIANTS}
 
 
 @pytest.mark.parametrize("family", sorted(REFUSED))
