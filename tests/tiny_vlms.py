@@ -94,6 +94,29 @@ _SMOLVLM_TEMPLATE = (
     "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
 )
 
+# SmolVLM (Idefics3's layout): a SigLIP tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4 tokens;
+# an image wider or taller than a tile is read as its tiles (<row_i_col_j> before each) and then whole, shrunk to
+# one (<global-img>): several runs of image tokens. A plain Llama language model.
+_SMOLVLM: dict[str, Any] = {
+    "config": {
+        "model_type": "smolvlm",
+        "text_config": dict(_TEXT, model_type="llama", rms_norm_eps=1e-5, rope_theta=10000.0,
+                            vocab_size=VOCAB + 8),
+        "vision_config": dict(_SIGLIP, model_type="smolvlm_vision"),
+        "scale_factor": 2,
+        "vocab_size": VOCAB + 8,
+    },
+    "tokens": ["<end_of_utterance>", "<fake_token_around_image>", "<global-img>", "<image>", "<row_1_col_1>",
+               "<row_1_col_2>", "<row_2_col_1>", "<row_2_col_2>"],  # (<|im_start|> is the tokenizer's own)
+    "image_token": "<image>",
+    "tokenizer": {"eos_token": "<end_of_utterance>", "pad_token": "<|endoftext|>"},
+    "template": _SMOLVLM_TEMPLATE,
+    "processor": {"processor_class": "SmolVLMProcessor", "image_seq_len": 4},
+    "image_processor": dict(_NORM, image_processor_type="SmolVLMImageProcessor", processor_class="SmolVLMProcessor",
+                            size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
+                            do_image_splitting=True, do_pad=True),
+}
+
 # Qwen-VL's chat: its markers around each image's tokens, ChatML turns.
 _QWEN_CHAT: dict[str, Any] = {
     "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
@@ -109,6 +132,14 @@ _QWEN_CHAT: dict[str, Any] = {
 }
 _QWEN_VOCAB = VOCAB + 4  # (3 of its 7 tokens are the tokenizer's own already)
 _MROPE = {"type": "mrope", "mrope_section": [2, 3, 3]}  # (the rotary pairs of a 16-wide head: time, height, width)
+_QWEN3_TEXT = dict(_TEXT, head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0, vocab_size=_QWEN_VOCAB,
+                   rope_scaling=dict(_MROPE, type="default", mrope_interleaved=True))
+# Qwen 3.5's language model: gated-delta layers between full-attention ones.
+_QWEN35_TEXT = dict(_TEXT, num_hidden_layers=4, full_attention_interval=2, head_dim=16, rms_norm_eps=1e-6,
+                    vocab_size=_QWEN_VOCAB, linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=16,
+                    linear_value_head_dim=16, linear_conv_kernel_dim=4,
+                    rope_parameters=dict(_MROPE, type="default", rope_theta=10000.0, partial_rotary_factor=1.0,
+                                         mrope_interleaved=True))
 _QWEN3_TOWER = {"depth": 2, "hidden_size": 32, "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
                 "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16}
 
@@ -212,28 +243,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # mlx-vlm reads such a prompt in one pass, the overlay on its mask. Refused with images: the slots read causally.
     "gemma4_bidirectional": {**_GEMMA4, "config": dict(_GEMMA4["config"], text_config=dict(
         _GEMMA4["config"]["text_config"], use_bidirectional_attention="vision"))},
-    # SmolVLM (Idefics3's layout): a SigLIP tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4 tokens;
-    # an image wider or taller than a tile is read as its tiles (<row_i_col_j> before each) and then whole, shrunk to
-    # one (<global-img>): several runs of image tokens. A plain Llama language model.
-    "smolvlm": {
-        "config": {
-            "model_type": "smolvlm",
-            "text_config": dict(_TEXT, model_type="llama", rms_norm_eps=1e-5, rope_theta=10000.0,
-                                vocab_size=VOCAB + 8),
-            "vision_config": dict(_SIGLIP, model_type="smolvlm_vision"),
-            "scale_factor": 2,
-            "vocab_size": VOCAB + 8,
-        },
-        "tokens": ["<end_of_utterance>", "<fake_token_around_image>", "<global-img>", "<image>", "<row_1_col_1>",
-                   "<row_1_col_2>", "<row_2_col_1>", "<row_2_col_2>"],  # (<|im_start|> is the tokenizer's own)
-        "image_token": "<image>",
-        "tokenizer": {"eos_token": "<end_of_utterance>", "pad_token": "<|endoftext|>"},
-        "template": _SMOLVLM_TEMPLATE,
-        "processor": {"processor_class": "SmolVLMProcessor", "image_seq_len": 4},
-        "image_processor": dict(_NORM, image_processor_type="SmolVLMImageProcessor", processor_class="SmolVLMProcessor",
-                                size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
-                                do_image_splitting=True, do_pad=True),
-    },
+    # Pixtral (12B): the same tower, its patches each a token (no merge), rows of them ended by [IMG_BREAK] and the
+    # image by [IMG_END]; a Mistral language model. Images are read at up to 28 pixels a side, in patches of 7.
+    "pixtral": {**_MISTRAL3, "config": dict(_MISTRAL3["config"], model_type="pixtral", vision_config=dict(
+        _MISTRAL3["config"]["vision_config"], image_size=28)),
+        "processor": dict(_MISTRAL3["processor"], processor_class="PixtralProcessor", patch_size=7,
+                          spatial_merge_size=1),
+        "image_processor": dict(_MISTRAL3["image_processor"], processor_class="PixtralProcessor",
+                                size={"longest_edge": 28}, patch_size={"height": 7, "width": 7})},
+    "smolvlm": _SMOLVLM,
+    # Idefics3: SmolVLM's layout under its own name and processor (SmolVLM's were made from it).
+    "idefics3": {**_SMOLVLM, "config": dict(_SMOLVLM["config"], model_type="idefics3", vision_config=dict(
+        _SIGLIP, model_type="idefics3_vision")),
+        "processor": dict(_SMOLVLM["processor"], processor_class="Idefics3Processor"),
+        "image_processor": dict(_SMOLVLM["image_processor"], image_processor_type="Idefics3ImageProcessor",
+                                processor_class="Idefics3Processor")},
     # LFM2-VL: a SigLIP2 tower on patches of 7 pixels at the image's own shape, 2x2 of them unshuffled into a token; a
     # larger image is read as tiles of 28 pixels and a thumbnail. Its language model, LFM2, has convolution layers
     # (recurrent state) between attention ones.
@@ -281,22 +305,28 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # image's positions. Patches of 16: the same images are read on grids of 2x2 to 4x4 merged patches.
     "qwen3_vl": _qwen(
         {"model_type": "qwen3_vl", "vocab_size": _QWEN_VOCAB,
-         "text_config": dict(_TEXT, model_type="qwen3_vl", head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
-                             vocab_size=_QWEN_VOCAB, rope_scaling=dict(_MROPE, type="default", mrope_interleaved=True)),
+         "text_config": dict(_QWEN3_TEXT, model_type="qwen3_vl"),
          "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_vl", deepstack_visual_indexes=[0])},
+        "Qwen3VLProcessor", patch=16),
+    # Its mixture-of-experts sibling (Qwen3-VL-30B-A3B): 4 experts, 2 a token, in every layer.
+    "qwen3_vl_moe": _qwen(
+        {"model_type": "qwen3_vl_moe", "vocab_size": _QWEN_VOCAB,
+         "text_config": dict(_QWEN3_TEXT, model_type="qwen3_vl_moe", num_experts=4, num_experts_per_tok=2,
+                             decoder_sparse_step=1, mlp_only_layers=[], moe_intermediate_size=32),
+         "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_vl_moe", deepstack_visual_indexes=[0])},
         "Qwen3VLProcessor", patch=16),
     # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
     # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
-    "qwen3_5": _qwen(
-        {"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
-         "text_config": dict(_TEXT, model_type="qwen3_5", num_hidden_layers=4, full_attention_interval=2, head_dim=16,
-                             rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, linear_num_value_heads=2,
-                             linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
-                             linear_conv_kernel_dim=4,
-                             rope_parameters=dict(_MROPE, type="default", rope_theta=10000.0,
-                                                  partial_rotary_factor=1.0, mrope_interleaved=True)),
-         "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_5")},
-        "Qwen3VLProcessor", patch=16),
+    "qwen3_5": _qwen({"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
+                      "text_config": dict(_QWEN35_TEXT, model_type="qwen3_5"),
+                      "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_5")}, "Qwen3VLProcessor", patch=16),
+    # Its mixture-of-experts sibling (Qwen3.5-35B-A3B), refused the same way.
+    "qwen3_5_moe": _qwen({"model_type": "qwen3_5_moe", "vocab_size": _QWEN_VOCAB,
+                          "text_config": dict(_QWEN35_TEXT, model_type="qwen3_5_moe", num_experts=4,
+                                              num_experts_per_tok=2, shared_expert_intermediate_size=32,
+                                              moe_intermediate_size=32),
+                          "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_5_moe")}, "Qwen3VLProcessor",
+                         patch=16),
 }
 
 

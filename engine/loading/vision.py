@@ -29,15 +29,16 @@ _BOTH_WAYS = ("its language model attends both ways among an image's tokens (use
               "mlx-vlm reads in one pass with a mask of its own; the slots read a prompt causally, in chunks")
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3", "gemma4", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "smolvlm", "lfm2-vl")
+SEEING_FAMILIES = ("gemma3", "gemma4", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "pixtral",
+                   "smolvlm", "idefics3", "lfm2-vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.kv.mrope).
-MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
-    "qwen3_5": _RECURRENT.format("update_window"),
+    "qwen3_5, qwen3_5_moe": _RECURRENT.format("update_window"),
     "mistral3 over a ministral3 language model, Ministral 3": _ONE_SCALE,
-    "gemma4 with use_bidirectional_attention (the larger Gemma 4s; E2B and E4B see)": _BOTH_WAYS,
+    "gemma4 with use_bidirectional_attention, the larger Gemma 4s": _BOTH_WAYS,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
