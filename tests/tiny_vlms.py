@@ -315,6 +315,18 @@ FAMILIES: dict[str, dict[str, Any]] = {
                              decoder_sparse_step=1, mlp_only_layers=[], moe_intermediate_size=32),
          "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_vl_moe", deepstack_visual_indexes=[0])},
         "Qwen3VLProcessor", patch=16),
+    # InternVL 3.5 (the -hf layout): an InternViT tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4
+    # tokens between <img> and </img>, a larger image read as up to 2 tiles and a thumbnail; a Qwen3 language model.
+    "internvl": dict(_QWEN_CHAT, config={
+        "model_type": "internvl", "vocab_size": VOCAB + 7, "max_dynamic_patch": 2,
+        "text_config": dict(_TEXT, model_type="qwen3", head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
+                            vocab_size=VOCAB + 7, tie_word_embeddings=False),
+        "vision_config": {"model_type": "internvl_vision", "hidden_size": 32, "intermediate_size": 48,
+                          "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28, "patch_size": 7}},
+        tokens=[*_QWEN_CHAT["tokens"][:3], "<img>", "</img>", "<IMG_CONTEXT>"], image_token="<IMG_CONTEXT>",
+        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<IMG_CONTEXT>"),
+        processor={"processor_class": "InternVLProcessor", "image_seq_length": 4},
+        image_processor=dict(_NORM, image_processor_type="InternVLImageProcessor", processor_class="InternVLProcessor")),
     # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
     # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
     "qwen3_5": _qwen({"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
