@@ -327,6 +327,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
         template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<IMG_CONTEXT>"),
         processor={"processor_class": "InternVLProcessor", "image_seq_length": 4},
         image_processor=dict(_NORM, image_processor_type="InternVLImageProcessor", processor_class="InternVLProcessor")),
+    # Kimi-VL: a MoonViT tower on the image's own shape in patches of 14, 2x2 merged into a token, <|media_pad|> expanded
+    # into them; a DeepSeek-V3 language model (multi-head latent attention).
+    "kimi_vl": dict(_QWEN_CHAT, config={
+        "model_type": "kimi_vl", "vocab_size": VOCAB + 8,
+        "text_config": dict(_TEXT, model_type="deepseek_v3", vocab_size=VOCAB + 8, num_key_value_heads=4,
+                            kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=16,
+                            moe_intermediate_size=32),
+        "vision_config": {"model_type": "moonvit", "depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2,
+                          "intermediate_size": 48, "patch_size": 14, "init_pos_emb_height": 8,
+                          "init_pos_emb_width": 8}},
+        tokens=[*_QWEN_CHAT["tokens"][:3], "<|media_start|>", "<|media_content|>", "<|media_end|>", "<|media_pad|>",
+                "<|placeholder|>"], image_token="<|media_pad|>",
+        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
+                                                "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"),
+        processor={"processor_class": "KimiVLProcessor"}, image_processor={"processor_class": "KimiVLProcessor"}),
     # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
     # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
     "qwen3_5": _qwen({"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
