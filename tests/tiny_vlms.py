@@ -342,6 +342,24 @@ FAMILIES: dict[str, dict[str, Any]] = {
         template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
                                                 "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"),
         processor={"processor_class": "KimiVLProcessor"}, image_processor={"processor_class": "KimiVLProcessor"}),
+    # GLM-4.1V / 4.5V: Qwen2-VL's way of reading an image (patches of 14, 2x2 merged, on the image's own grid) and
+    # mRoPE positions; a GLM-4 language model rotating half of each head. (At 3.0 the first reply writes
+    # <|end_of_image|>, which the slots read back as text and mlx-vlm alone as the marker: another prompt.)
+    "glm4v": dict(_QWEN_CHAT, scale=2.0, config={
+        "model_type": "glm4v", "vocab_size": VOCAB + 8,
+        "text_config": dict(_TEXT, model_type="glm4v_text", vocab_size=VOCAB + 8, partial_rotary_factor=0.5,
+                            rope_scaling={"rope_type": "default", "mrope_section": [1, 1, 2]}),
+        "vision_config": {"model_type": "glm4v", "depth": 1, "hidden_size": 32, "intermediate_size": 48,
+                          "num_heads": 2, "patch_size": 14, "image_size": 56, "out_hidden_size": 64}},
+        tokens=[*_QWEN_CHAT["tokens"][:3], "<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|video|>"],
+        image_token="<|image|>", markers={"vision_start_token_id": "<|begin_of_image|>",
+                                          "vision_end_token_id": "<|end_of_image|>", "video_token_id": "<|video|>"},
+        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
+                                                "<|begin_of_image|><|image|><|end_of_image|>"),
+        processor={"processor_class": "Glm46VProcessor"},
+        image_processor=dict(_NORM, image_processor_type="Glm4vImageProcessor", processor_class="Glm46VProcessor",
+                             patch_size=14, merge_size=2, temporal_patch_size=2,
+                             size={"shortest_edge": 56 * 56, "longest_edge": 112 * 112})),
     # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
     # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
     "qwen3_5": _qwen({"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
@@ -374,6 +392,8 @@ def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
         token = tok.token_to_id(f"<|{name}_pad|>" if name == "video" else f"<|{name}|>")
         if token is not None:
             config[f"{name}_token_id"] = token
+    for key, marker in spec.get("markers", {}).items():  # (a family's other markers, by the config key naming them)
+        config[key] = tok.token_to_id(marker)
     config["eos_token_id"] = tok.token_to_id(spec["tokenizer"]["eos_token"])
     tok.save(str(path / "tokenizer.json"))
     (path / "config.json").write_text(json.dumps(config, indent=2))
