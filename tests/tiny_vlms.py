@@ -184,6 +184,8 @@ _GEMMA4: dict[str, Any] = {
     "image_processor": dict(_GEMMA4_IMAGES, processor_class="Gemma4Processor"),
 }
 
+_PINPOINTS = [[28, 28], [28, 56], [56, 28], [56, 56]]  # (LLaVA-OneVision's tile grids, in pixels)
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma4": _GEMMA4,
     "gemma3": {
@@ -326,9 +328,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
         tokens=[*_QWEN_CHAT["tokens"][:3], "<img>", "</img>", "<IMG_CONTEXT>"], image_token="<IMG_CONTEXT>",
         template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<IMG_CONTEXT>"),
         processor={"processor_class": "InternVLProcessor", "image_seq_length": 4},
-        image_processor=dict(_NORM, image_processor_type="InternVLImageProcessor", processor_class="InternVLProcessor")),
-    # Kimi-VL: a MoonViT tower on the image's own shape in patches of 14, 2x2 merged into a token, <|media_pad|> expanded
-    # into them; a DeepSeek-V3 language model (multi-head latent attention).
+        image_processor=dict(_NORM, image_processor_type="InternVLImageProcessor",
+                             processor_class="InternVLProcessor")),
+    # Kimi-VL: a MoonViT tower on the image's own shape in patches of 14, 2x2 merged into a token, <|media_pad|>
+    # expanded into them; a DeepSeek-V3 language model (multi-head latent attention).
     "kimi_vl": dict(_QWEN_CHAT, config={
         "model_type": "kimi_vl", "vocab_size": VOCAB + 8,
         "text_config": dict(_TEXT, model_type="deepseek_v3", vocab_size=VOCAB + 8, num_key_value_heads=4,
@@ -360,6 +363,20 @@ FAMILIES: dict[str, dict[str, Any]] = {
         image_processor=dict(_NORM, image_processor_type="Glm4vImageProcessor", processor_class="Glm46VProcessor",
                              patch_size=14, merge_size=2, temporal_patch_size=2,
                              size={"shortest_edge": 56 * 56, "longest_edge": 112 * 112})),
+    # LLaVA-OneVision: a SigLIP tower on tiles of 28 pixels (16 tokens each) chosen from a grid of shapes for the
+    # image (anyres), the whole image too, a newline's features after each row; a Qwen2 language model.
+    "llava_onevision": dict(_QWEN_CHAT, config={
+        "model_type": "llava_onevision", "vocab_size": VOCAB + 5, "image_grid_pinpoints": _PINPOINTS,
+        "vision_aspect_ratio": "anyres_max_4",
+        "text_config": dict(_TEXT, model_type="qwen2", vocab_size=VOCAB + 5, rope_theta=10000.0),
+        "vision_config": dict(_SIGLIP, num_hidden_layers=1)},
+        tokens=[*_QWEN_CHAT["tokens"][:3], "<image>", "<video>"], image_token="<image>",
+        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>"),
+        processor={"processor_class": "LlavaOnevisionProcessor", "num_image_tokens": 16,
+                   "vision_feature_select_strategy": "full", "image_token": "<image>", "video_token": "<video>"},
+        image_processor=dict(_NORM, image_processor_type="LlavaOnevisionImageProcessor",
+                             processor_class="LlavaOnevisionProcessor", size={"height": 28, "width": 28},
+                             image_grid_pinpoints=_PINPOINTS, do_pad=True)),
     # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
     # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
     "qwen3_5": _qwen({"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
