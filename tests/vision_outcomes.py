@@ -14,7 +14,7 @@ model does not build or is not tiny, 13 whose model builds and lacks a tiny proc
 
 from __future__ import annotations
 
-# Module -> words its refusal at load must hold (its tiny model: tests/tiny_vlms.py; checked in test_vision).
+# Module -> words its refusal at load must hold (its tiny model: tests/vlm_specs.py; checked in test_vision).
 REFUSED_AT_LOAD: dict[str, str] = {
     "llava": "mlx-vlm's processor fails on an image here",
     "qwen3_5": "its recurrent layers use mlx-vlm's own cache",

@@ -8,7 +8,7 @@ import is listed too, with why (as tests/tiny_configs.py lists mlx-lm's).
 tiny_configs' rules by field name for the text model, a few for the vision tower, the defaults elsewhere, and
 `NotTiny` with the reason where a required field has no rule or the model does not build. It says whether the model
 can be made at all; a tiny VLM the app can chat with also needs a tokenizer with the family's image tokens, a chat
-template and the processor's configuration, written per family in tests/tiny_vlms.py.
+template and the processor's configuration, written per family in tests/vlm_specs.py.
 """
 
 from __future__ import annotations

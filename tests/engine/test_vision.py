@@ -16,8 +16,9 @@ from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.loading.vision import SEEING_FAMILIES
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
+from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image, without_pad_token
 from tests.vision_outcomes import REFUSED_AT_LOAD, REFUSED_VARIANTS
-from tests.tiny_vlms import FAMILIES, build_tiny_vlm, mlx_vlm_alone, tiny_image, without_pad_token
+from tests.vlm_specs import FAMILIES
 
 NEW = 8
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True, temperature=0.0)

@@ -5,9 +5,9 @@ made tiny, for the reason listed. Those that see and those refused are driven in
 from __future__ import annotations
 
 from tests.markers import needs_cpu
-from tests.tiny_vlms import FAMILIES
 from tests.vision_outcomes import NO_SPEC, NOT_CHAT, NOT_TINY, REFUSED_AT_LOAD
 from tests.vlm_modules import NotTiny, tiny_model, vlm_modules
+from tests.vlm_specs import FAMILIES
 
 
 def module_of(model_type: str) -> str:
@@ -27,7 +27,7 @@ def test_every_vlm_module_sees_is_refused_at_load_or_is_not_made_tiny_as_listed(
     assert listed == modules, {"in mlx-vlm, no outcome listed": sorted(modules - listed),
                                "listed, not a vision-language module of mlx-vlm": sorted(listed - modules)}
     tiny = {module_of(spec["config"]["model_type"]) for spec in FAMILIES.values()}
-    assert sees | refused <= tiny, {"no tiny model in tests/tiny_vlms.py": sorted((sees | refused) - tiny)}
+    assert sees | refused <= tiny, {"no tiny model in tests/vlm_specs.py": sorted((sees | refused) - tiny)}
 
 
 @needs_cpu  # (the outcomes are the CPU build's, as the family matrix's are)
