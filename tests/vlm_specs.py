@@ -180,6 +180,24 @@ _GEMMA4: dict[str, Any] = {
 
 _PINPOINTS = [[28, 28], [28, 56], [56, 28], [56, 56]]  # (LLaVA-OneVision's tile grids, in pixels)
 
+# GLM-4.1V / 4.5V: Qwen2-VL's way of reading an image (patches of 14, 2x2 merged, on the image's own grid) and
+# mRoPE positions; a GLM-4 language model rotating half of each head.
+_GLM4V: dict[str, Any] = dict(_QWEN_CHAT, config={
+    "model_type": "glm4v", "vocab_size": _QWEN_VOCAB,
+    "text_config": dict(_TEXT, model_type="glm4v_text", vocab_size=_QWEN_VOCAB, partial_rotary_factor=0.5,
+                        rope_scaling={"rope_type": "default", "mrope_section": [1, 1, 2]}),
+    "vision_config": {"model_type": "glm4v", "depth": 1, "hidden_size": 32, "intermediate_size": 48,
+                      "num_heads": 2, "patch_size": 14, "image_size": 56, "out_hidden_size": 64}},
+    tokens=[*_QWEN_CHAT["tokens"][:3], "<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|video|>"],
+    image_token="<|image|>", markers={"vision_start_token_id": "<|begin_of_image|>",
+                                      "vision_end_token_id": "<|end_of_image|>", "video_token_id": "<|video|>"},
+    template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
+                                            "<|begin_of_image|><|image|><|end_of_image|>"),
+    processor={"processor_class": "Glm46VProcessor"},
+    image_processor=dict(_NORM, image_processor_type="Glm4vImageProcessor", processor_class="Glm46VProcessor",
+                         patch_size=14, merge_size=2, temporal_patch_size=2,
+                         size={"shortest_edge": 56 * 56, "longest_edge": 112 * 112}))
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma4": _GEMMA4,
     "gemma3": {
@@ -314,9 +332,9 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # InternVL 3.5 (the -hf layout): an InternViT tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4
     # tokens between <img> and </img>, a larger image read as up to 2 tiles and a thumbnail; a Qwen3 language model.
     "internvl": dict(_QWEN_CHAT, config={
-        "model_type": "internvl", "vocab_size": VOCAB + 7, "max_dynamic_patch": 2,
+        "model_type": "internvl", "vocab_size": VOCAB + 3, "max_dynamic_patch": 2,
         "text_config": dict(_TEXT, model_type="qwen3", head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
-                            vocab_size=VOCAB + 7, tie_word_embeddings=False),
+                            vocab_size=VOCAB + 3, tie_word_embeddings=False),
         "vision_config": {"model_type": "internvl_vision", "hidden_size": 32, "intermediate_size": 48,
                           "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28, "patch_size": 7}},
         tokens=[*_QWEN_CHAT["tokens"][:3], "<img>", "</img>", "<IMG_CONTEXT>"], image_token="<IMG_CONTEXT>",
@@ -327,8 +345,8 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # Kimi-VL: a MoonViT tower on the image's own shape in patches of 14, 2x2 merged into a token, <|media_pad|>
     # expanded into them; a DeepSeek-V3 language model (multi-head latent attention).
     "kimi_vl": dict(_QWEN_CHAT, config={
-        "model_type": "kimi_vl", "vocab_size": VOCAB + 8,
-        "text_config": dict(_TEXT, model_type="deepseek_v3", vocab_size=VOCAB + 8, num_key_value_heads=4,
+        "model_type": "kimi_vl", "vocab_size": VOCAB + 5,
+        "text_config": dict(_TEXT, model_type="deepseek_v3", vocab_size=VOCAB + 5, num_key_value_heads=4,
                             kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=16,
                             moe_intermediate_size=32),
         "vision_config": {"model_type": "moonvit", "depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2,
@@ -339,30 +357,24 @@ FAMILIES: dict[str, dict[str, Any]] = {
         template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
                                                 "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"),
         processor={"processor_class": "KimiVLProcessor"}, image_processor={"processor_class": "KimiVLProcessor"}),
-    # GLM-4.1V / 4.5V: Qwen2-VL's way of reading an image (patches of 14, 2x2 merged, on the image's own grid) and
-    # mRoPE positions; a GLM-4 language model rotating half of each head. (At 3.0 the first reply writes
-    # <|end_of_image|>, which the slots read back as text and mlx-vlm alone as the marker: another prompt.)
-    "glm4v": dict(_QWEN_CHAT, scale=2.0, config={
-        "model_type": "glm4v", "vocab_size": VOCAB + 8,
-        "text_config": dict(_TEXT, model_type="glm4v_text", vocab_size=VOCAB + 8, partial_rotary_factor=0.5,
-                            rope_scaling={"rope_type": "default", "mrope_section": [1, 1, 2]}),
-        "vision_config": {"model_type": "glm4v", "depth": 1, "hidden_size": 32, "intermediate_size": 48,
-                          "num_heads": 2, "patch_size": 14, "image_size": 56, "out_hidden_size": 64}},
-        tokens=[*_QWEN_CHAT["tokens"][:3], "<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|video|>"],
-        image_token="<|image|>", markers={"vision_start_token_id": "<|begin_of_image|>",
-                                          "vision_end_token_id": "<|end_of_image|>", "video_token_id": "<|video|>"},
-        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
-                                                "<|begin_of_image|><|image|><|end_of_image|>"),
-        processor={"processor_class": "Glm46VProcessor"},
-        image_processor=dict(_NORM, image_processor_type="Glm4vImageProcessor", processor_class="Glm46VProcessor",
-                             patch_size=14, merge_size=2, temporal_patch_size=2,
-                             size={"shortest_edge": 56 * 56, "longest_edge": 112 * 112})),
+    "glm4v": _GLM4V,
+    # GLM-OCR: GLM-4.1V's way of reading an image under its own processor, a GLM language model rotating whole heads.
+    "glm_ocr": {**_GLM4V, "config": {
+        "model_type": "glm_ocr", "vocab_size": _QWEN_VOCAB,
+        "text_config": dict(_TEXT, model_type="glm_ocr_text", vocab_size=_QWEN_VOCAB, head_dim=16,
+                            num_nextn_predict_layers=0, rope_parameters={"rope_type": "default", "rope_theta": 10000,
+                                                                         "mrope_section": [2, 3, 3]}),
+        "vision_config": dict(_GLM4V["config"]["vision_config"], model_type="glm_ocr_vision")},
+        "markers": {"image_start_token_id": "<|begin_of_image|>", "image_end_token_id": "<|end_of_image|>",
+                    "video_token_id": "<|video|>"},
+        "processor": {"processor_class": "GlmOcrProcessor"},
+        "image_processor": dict(_GLM4V["image_processor"], processor_class="GlmOcrProcessor")},
     # LLaVA-OneVision: a SigLIP tower on tiles of 28 pixels (16 tokens each) chosen from a grid of shapes for the
     # image (anyres), the whole image too, a newline's features after each row; a Qwen2 language model.
-    "llava_onevision": dict(_QWEN_CHAT, config={
-        "model_type": "llava_onevision", "vocab_size": VOCAB + 5, "image_grid_pinpoints": _PINPOINTS,
+    "llava_onevision": dict(_QWEN_CHAT, scale=2.5, config={  # (at 3.0 a reply ends at its fourth token)
+        "model_type": "llava_onevision", "vocab_size": VOCAB + 2, "image_grid_pinpoints": _PINPOINTS,
         "vision_aspect_ratio": "anyres_max_4",
-        "text_config": dict(_TEXT, model_type="qwen2", vocab_size=VOCAB + 5, rope_theta=10000.0),
+        "text_config": dict(_TEXT, model_type="qwen2", vocab_size=VOCAB + 2, rope_theta=10000.0),
         "vision_config": dict(_SIGLIP, num_hidden_layers=1)},
         tokens=[*_QWEN_CHAT["tokens"][:3], "<image>", "<video>"], image_token="<image>",
         template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>"),
