@@ -20,7 +20,7 @@ def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
     replies are peaked and differ by prompt) and returns it."""
     import mlx.core as mx
     from mlx.utils import tree_flatten, tree_map
-    from mlx_vlm.utils import get_model_and_args
+    from mlx_vlm.utils import get_model_and_args, update_module_configs
 
     spec = FAMILIES[family]
     path.mkdir(parents=True, exist_ok=True)
@@ -44,9 +44,8 @@ def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
     (path / "preprocessor_config.json").write_text(json.dumps(spec["image_processor"], indent=2))
 
     module, _ = get_model_and_args(config)
-    model_config = module.ModelConfig.from_dict(config)
-    model_config.text_config = module.TextConfig.from_dict(config["text_config"])
-    model_config.vision_config = module.VisionConfig.from_dict(config["vision_config"])
+    read = {"text_config": {}, **json.loads(json.dumps(config))}  # (as mlx-vlm's load reads the folder's config)
+    model_config = update_module_configs(module.ModelConfig.from_dict(read), module, read, ["text", "vision"])
     mx.random.seed(seed)
     model = module.Model(model_config)
     scale = spec.get("scale", 3.0)

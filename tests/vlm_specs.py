@@ -369,6 +369,24 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "video_token_id": "<|video|>"},
         "processor": {"processor_class": "GlmOcrProcessor"},
         "image_processor": dict(_GLM4V["image_processor"], processor_class="GlmOcrProcessor")},
+    # PaddleOCR-VL: a SigLIP-like tower on the image's own grid of 14-pixel patches, 2x2 merged, <|IMAGE_PLACEHOLDER|>
+    # expanded into them; an ERNIE 4.5 language model (its config at the top level) rotating by mRoPE, 1024 wide (the
+    # width mlx-vlm's projector is built for).
+    "paddleocr_vl": dict(_QWEN_CHAT, config={
+        **_TEXT, "model_type": "paddleocr_vl", "hidden_size": 1024, "vocab_size": VOCAB + 4, "head_dim": 16,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"rope_type": "default", "type": "default", "mrope_section": [2, 3, 3]},
+        "vision_config": {"model_type": "paddleocr_vl", "hidden_size": 32, "intermediate_size": 48,
+                          "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 56, "patch_size": 14}},
+        tokens=[*_QWEN_CHAT["tokens"][:3], "<|IMAGE_START|>", "<|IMAGE_END|>", "<|IMAGE_PLACEHOLDER|>",
+                "<|video_pad|>"],
+        image_token="<|IMAGE_PLACEHOLDER|>", markers={"vision_start_token_id": "<|IMAGE_START|>",
+                                                      "vision_end_token_id": "<|IMAGE_END|>"},
+        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
+                                                "<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>"),
+        processor={"processor_class": "PaddleOCRVLProcessor"},
+        image_processor=dict(_NORM, processor_class="PaddleOCRVLProcessor", patch_size=14, merge_size=2,
+                             temporal_patch_size=1, min_pixels=56 * 56, max_pixels=112 * 112)),
     # LLaVA-OneVision: a SigLIP tower on tiles of 28 pixels (16 tokens each) chosen from a grid of shapes for the
     # image (anyres), the whole image too, a newline's features after each row; a Qwen2 language model.
     "llava_onevision": dict(_QWEN_CHAT, scale=2.5, config={  # (at 3.0 a reply ends at its fourth token)

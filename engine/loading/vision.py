@@ -30,11 +30,11 @@ _BOTH_WAYS = ("its language model attends both ways among an image's tokens (use
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
 SEEING_FAMILIES = ("gemma3", "gemma4", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "pixtral",
-                   "smolvlm", "idefics3", "internvl", "kimi_vl", "glm4v", "glm_ocr", "llava_onevision",
-                   "lfm2-vl")
+                   "smolvlm", "idefics3", "internvl", "kimi_vl", "glm4v", "glm_ocr", "paddleocr_vl",
+                   "llava_onevision", "lfm2-vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.kv.mrope).
-MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm_ocr")
+MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm_ocr", "paddleocr_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
     "qwen3_5, qwen3_5_moe": _RECURRENT.format("update_window"),
