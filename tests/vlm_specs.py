@@ -257,6 +257,12 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # mlx-vlm reads such a prompt in one pass, the overlay on its mask. Refused with images: the slots read causally.
     "gemma4_bidirectional": {**_GEMMA4, "config": dict(_GEMMA4["config"], text_config=dict(
         _GEMMA4["config"]["text_config"], use_bidirectional_attention="vision"))},
+    # Mistral Large 3: Mistral 3's tower and projector over a DeepSeek-V3 language model (latent attention, 4 experts, 2
+    # a token, after a dense first layer).
+    "mistral_large3": {**_MISTRAL3, "config": dict(_MISTRAL3["config"], model_type="mistral_large3", text_config=dict(
+        _TEXT, model_type="mistral_large3", vocab_size=VOCAB + 10, num_key_value_heads=4, q_lora_rank=16,
+        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, moe_intermediate_size=32,
+        n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1))},
     # Pixtral (12B): the same tower, its patches each a token (no merge), rows of them ended by [IMG_BREAK] and the
     # image by [IMG_END]; a Mistral language model. Images are read at up to 28 pixels a side, in patches of 7.
     "pixtral": {**_MISTRAL3, "config": dict(_MISTRAL3["config"], model_type="pixtral", vision_config=dict(

@@ -25,6 +25,9 @@ _ONE_SCALE = ("its language model (mlx-vlm's Ministral3) scales attention by the
               "every row (Llama 4 scaling, past original_max_position_embeddings), where each slot's row needs its "
               "own; mlx-lm's, which runs it as text, takes each row's")
 
+_NO_PROCESSOR = ("mlx-vlm finds no processor for it and loads its tokenizer alone, which reads a prompt's text and "
+                 "drops its images")
+
 _BOTH_WAYS = ("its language model attends both ways among an image's tokens (use_bidirectional_attention), which "
               "mlx-vlm reads in one pass with a mask of its own; the slots read a prompt causally, in chunks")
 
@@ -40,6 +43,7 @@ REFUSED_VISION = {
     "qwen3_5, qwen3_5_moe": _RECURRENT.format("update_window"),
     "mistral3 over a ministral3 language model, Ministral 3": _ONE_SCALE,
     "gemma4 with use_bidirectional_attention, the larger Gemma 4s": _BOTH_WAYS,
+    "mistral_large3": _NO_PROCESSOR,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
@@ -182,16 +186,19 @@ def image_token(parts: VisionParts) -> int:
 
 
 def _probe(parts: VisionParts, tokenizer: Any) -> None:
-    """Reads a blank image through the chat template and the processor, as a chat will: ModelLoadError if they fail."""
+    """Reads a blank image through the chat template and the processor, as a chat will: ModelLoadError if they fail,
+    or if the processor is the tokenizer alone (mlx-vlm's fallback where it finds none), which drops the image."""
     from PIL import Image
 
+    refused = f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+    if not hasattr(parts.processor, "tokenizer"):
+        raise VisionRefused(refused + _NO_PROCESSOR)
     chat = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "?"}]}]
     try:
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         process(parts, text, [Image.new("RGB", (32, 32))])
     except Exception as e:
-        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
-                            f"mlx-vlm's processor fails on an image here ({e})") from e
+        raise VisionRefused(refused + f"mlx-vlm's processor fails on an image here ({e})") from e
 
 
 def _try_recurrent(model: Any) -> None:
