@@ -198,6 +198,22 @@ _GLM4V: dict[str, Any] = dict(_QWEN_CHAT, config={
                          patch_size=14, merge_size=2, temporal_patch_size=2,
                          size={"shortest_edge": 56 * 56, "longest_edge": 112 * 112}))
 
+# Kimi-VL: a MoonViT tower on the image's own shape in patches of 14, 2x2 merged into a token, <|media_pad|>
+# expanded into them; a DeepSeek-V3 language model (multi-head latent attention).
+_KIMI: dict[str, Any] = dict(_QWEN_CHAT, config={
+    "model_type": "kimi_vl", "vocab_size": VOCAB + 5,
+    "text_config": dict(_TEXT, model_type="deepseek_v3", vocab_size=VOCAB + 5, num_key_value_heads=4,
+                        kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=16,
+                        moe_intermediate_size=32),
+    "vision_config": {"model_type": "moonvit", "depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2,
+                      "intermediate_size": 48, "patch_size": 14, "init_pos_emb_height": 8,
+                      "init_pos_emb_width": 8}},
+    tokens=[*_QWEN_CHAT["tokens"][:3], "<|media_start|>", "<|media_content|>", "<|media_end|>", "<|media_pad|>",
+            "<|placeholder|>"], image_token="<|media_pad|>",
+    template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
+                                            "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"),
+    processor={"processor_class": "KimiVLProcessor"}, image_processor={"processor_class": "KimiVLProcessor"})
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma4": _GEMMA4,
     "gemma3": {
@@ -348,21 +364,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
         processor={"processor_class": "InternVLProcessor", "image_seq_length": 4},
         image_processor=dict(_NORM, image_processor_type="InternVLImageProcessor",
                              processor_class="InternVLProcessor")),
-    # Kimi-VL: a MoonViT tower on the image's own shape in patches of 14, 2x2 merged into a token, <|media_pad|>
-    # expanded into them; a DeepSeek-V3 language model (multi-head latent attention).
-    "kimi_vl": dict(_QWEN_CHAT, config={
-        "model_type": "kimi_vl", "vocab_size": VOCAB + 5,
-        "text_config": dict(_TEXT, model_type="deepseek_v3", vocab_size=VOCAB + 5, num_key_value_heads=4,
-                            kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=16,
-                            moe_intermediate_size=32),
-        "vision_config": {"model_type": "moonvit", "depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2,
-                          "intermediate_size": 48, "patch_size": 14, "init_pos_emb_height": 8,
-                          "init_pos_emb_width": 8}},
-        tokens=[*_QWEN_CHAT["tokens"][:3], "<|media_start|>", "<|media_content|>", "<|media_end|>", "<|media_pad|>",
-                "<|placeholder|>"], image_token="<|media_pad|>",
-        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>",
-                                                "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"),
-        processor={"processor_class": "KimiVLProcessor"}, image_processor={"processor_class": "KimiVLProcessor"}),
+    "kimi_vl": _KIMI,
+    # Kimi K2.5: the same tower and language model (here with 4 experts, 2 a token) under its own processor, which
+    # expands <|media_pad|> among the prompt's token ids.
+    "kimi_k25": {**_KIMI, "config": dict(_KIMI["config"], model_type="kimi_k25", text_config=dict(
+        _KIMI["config"]["text_config"], n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, n_group=1,
+        topk_group=1)),
+        "processor": {"processor_class": "KimiK25Processor"},
+        "image_processor": {"processor_class": "KimiK25Processor"}},
     "glm4v": _GLM4V,
     # GLM-OCR: GLM-4.1V's way of reading an image under its own processor, a GLM language model rotating whole heads.
     "glm_ocr": {**_GLM4V, "config": {
