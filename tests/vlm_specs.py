@@ -178,7 +178,7 @@ _GEMMA4: dict[str, Any] = {
     "image_processor": dict(_GEMMA4_IMAGES, processor_class="Gemma4Processor"),
 }
 
-_PINPOINTS = [[28, 28], [28, 56], [56, 28], [56, 56]]  # (LLaVA-OneVision's tile grids, in pixels)
+_PINPOINTS = [[28, 28], [28, 56], [56, 28], [56, 56]]  # (LLaVA-NeXT's and -OneVision's tile grids, in pixels)
 
 # GLM-4.1V / 4.5V: Qwen2-VL's way of reading an image (patches of 14, 2x2 merged, on the image's own grid) and
 # mRoPE positions; a GLM-4 language model rotating half of each head.
@@ -214,6 +214,29 @@ _KIMI: dict[str, Any] = dict(_QWEN_CHAT, config={
                                             "<|media_start|>image<|media_content|><|media_pad|><|media_end|>"),
     processor={"processor_class": "KimiVLProcessor"}, image_processor={"processor_class": "KimiVLProcessor"})
 
+_LLAVA: dict[str, Any] = {
+    "config": {
+        "model_type": "llava",
+        "text_config": dict(_TEXT, model_type="llama", vocab_size=VOCAB + 4),
+        "vision_config": {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 48,
+                          "num_hidden_layers": 2, "num_attention_heads": 2, "patch_size": 7, "image_size": 28,
+                          "projection_dim": 32},
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default",
+        "vocab_size": VOCAB + 4,
+    },
+    "tokens": ["<s>", "</s>", "<pad>", "<image>"],
+    "image_token": "<image>",
+    "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
+                  "extra_special_tokens": {"image_token": "<image>"}},
+    "template": _LLAVA_TEMPLATE,
+    "processor": {"processor_class": "LlavaProcessor", "patch_size": 7, "vision_feature_select_strategy": "default",
+                  "num_additional_image_tokens": 1, "image_token": "<image>"},
+    "image_processor": dict(_NORM, image_processor_type="CLIPImageProcessor", processor_class="LlavaProcessor",
+                            size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
+                            do_center_crop=True),
+}
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma4": _GEMMA4,
     "gemma3": {
@@ -240,28 +263,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "image_processor": dict(_NORM, image_processor_type="Gemma3ImageProcessor", processor_class="Gemma3Processor",
                                 size={"height": 28, "width": 28}, do_pan_and_scan=False),
     },
-    "llava": {
-        "config": {
-            "model_type": "llava",
-            "text_config": dict(_TEXT, model_type="llama", vocab_size=VOCAB + 4),
-            "vision_config": {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 48,
-                              "num_hidden_layers": 2, "num_attention_heads": 2, "patch_size": 7, "image_size": 28,
-                              "projection_dim": 32},
-            "vision_feature_layer": -2,
-            "vision_feature_select_strategy": "default",
-            "vocab_size": VOCAB + 4,
-        },
-        "tokens": ["<s>", "</s>", "<pad>", "<image>"],
-        "image_token": "<image>",
-        "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
-                      "extra_special_tokens": {"image_token": "<image>"}},
-        "template": _LLAVA_TEMPLATE,
-        "processor": {"processor_class": "LlavaProcessor", "patch_size": 7, "vision_feature_select_strategy": "default",
-                      "num_additional_image_tokens": 1, "image_token": "<image>"},
-        "image_processor": dict(_NORM, image_processor_type="CLIPImageProcessor", processor_class="LlavaProcessor",
-                                size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
-                                do_center_crop=True),
-    },
+    "llava": _LLAVA,
+    # LLaVA-NeXT (1.6): llava's tower and language model, an image read whole and as tiles chosen from a grid of shapes
+    # (anyres), a newline's features after each row; mlx-vlm reads it with its GraniteVisionProcessor.
+    "llava_next": {**_LLAVA, "config": dict(_LLAVA["config"], model_type="llava_next", image_grid_pinpoints=_PINPOINTS),
+                   "processor": dict(_LLAVA["processor"], processor_class="LlavaNextProcessor"),
+                   "image_processor": dict(_LLAVA["image_processor"], image_processor_type="LlavaNextImageProcessor",
+                                           processor_class="LlavaNextProcessor", image_grid_pinpoints=_PINPOINTS,
+                                           do_pad=True)},
     "mistral3": _MISTRAL3,
     # Ministral 3: the same, over a Ministral3 language model whose attention is scaled (Llama 4 scaling) by position
     # from 16 tokens on (16384 in the real ones). Refused with images: mlx-vlm's scales every row by the first's.

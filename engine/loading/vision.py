@@ -28,6 +28,11 @@ _ONE_SCALE = ("its language model (mlx-vlm's Ministral3) scales attention by the
 _NO_PROCESSOR = ("mlx-vlm finds no processor for it and loads its tokenizer alone, which reads a prompt's text and "
                  "drops its images")
 
+_SPLICED = ("mlx-vlm's module splices each image's features into the prompt as blocks of its own layout, so its "
+            "embeddings do not line up one for one with the processor's tokens, as the slots' positions need")
+# Families whose get_input_embeddings gives another number of rows than the prompt has tokens (seen with a tiny one).
+SPLICING_FAMILIES = ("llava_next",)
+
 _BOTH_WAYS = ("its language model attends both ways among an image's tokens (use_bidirectional_attention), which "
               "mlx-vlm reads in one pass with a mask of its own; the slots read a prompt causally, in chunks")
 
@@ -44,6 +49,7 @@ REFUSED_VISION = {
     "mistral3 over a ministral3 language model, Ministral 3": _ONE_SCALE,
     "gemma4 with use_bidirectional_attention, the larger Gemma 4s": _BOTH_WAYS,
     "mistral_large3": _NO_PROCESSOR,
+    "llava_next": _SPLICED,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
@@ -233,6 +239,9 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     if text.model_type == "ministral3" and (getattr(text, "rope_parameters", None) or {}).get("llama_4_scaling_beta"):
         raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
                             f"{_ONE_SCALE}")
+    if parts.model_type in SPLICING_FAMILIES:
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"{_SPLICED}")
     if getattr(text, "use_bidirectional_attention", None):
         raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
                             f"{_BOTH_WAYS}")

@@ -71,6 +71,9 @@ class ImagePrompt:
             inputs = dict(self.inputs)
             pixel_values, mask = inputs.pop("pixel_values"), inputs.pop("attention_mask", None)
             out = self.parts.vlm.get_input_embeddings(mx.array([self.ids]), pixel_values, mask=mask, **inputs)
+            if out.inputs_embeds.shape[1] != len(self.ids):
+                raise ValueError(f"model type '{self.parts.model_type}' gives {out.inputs_embeds.shape[1]} embeddings "
+                                 f"for a prompt of {len(self.ids)} tokens, which the slots cannot place")
             extra = [k for k, v in out.to_dict().items() if v is not None and k not in _CARRIED]
             if extra:
                 raise ValueError(f"model type '{self.parts.model_type}' feeds its language model more than embeddings "

@@ -207,6 +207,23 @@ def test_a_family_the_slots_cannot_run_with_images_is_refused_images_at_load_wit
     assert re.search(f"model type '{FAMILIES[family]['config']['model_type']}'.*{REFUSED[family]}", said or "")
 
 
+def test_a_family_whose_embeddings_do_not_line_up_with_its_tokens_is_refused_the_chat_saying_so(tmp_path, monkeypatch):
+    """A family not known at load to splice its image features as blocks (LLaVA-NeXT's, taken off the list here) loads
+    seeing; its first chat with an image is answered with the reason, not with a reply over misplaced embeddings."""
+    from mlxchat.engine.loading import vision
+    from mlxchat.engine.loading.models import load_model
+
+    monkeypatch.setattr(vision, "SPLICING_FAMILIES", ())
+    loaded = load_model(str(build_tiny_vlm(tmp_path / "llava_next", "llava_next")))
+    assert loaded.sees
+    engine = engine_for(loaded, parallel=1)
+    try:
+        done = engine.submit(0, chat(tiny_image(tmp_path / "a.png"), "What is this?"), sampling=GREEDY).result(60)
+        assert re.search(r"model type 'llava_next' gives \d+ embeddings for a prompt of \d+ tokens", done.error or "")
+    finally:
+        engine.shutdown()
+
+
 def test_the_families_listing_says_which_families_see():
     from mlxchat.engine.loading.families import describe
 
