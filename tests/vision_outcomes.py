@@ -8,7 +8,7 @@ words at load. A module not made tiny is so for the words listed here, checked b
 (tests/vlm_modules.py): the failure's words where it fails; where its model builds from a generated config, what it
 still lacks (NO_SPEC) or why it is not a chat model. A module whose outcome changes, or a new module of mlx-vlm,
 fails the test, named.
-With mlx-vlm 0.7.10: 94 modules; 18 see, 5 refused at load, 71 not made tiny (19 not chat models, 43 whose generated
+With mlx-vlm 0.7.10: 94 modules; 19 see, 5 refused at load, 70 not made tiny (19 not chat models, 42 whose generated
 model does not build or is not tiny, 9 whose model builds and lacks a tiny processor).
 """
 
@@ -40,7 +40,6 @@ NOT_CHAT = (_EMBEDS, _DECIDES, _LOCATES, _DIFFUSES, _ENCODES)
 
 # Module -> why it is not made tiny.
 NOT_TINY: dict[str, str] = {
-    "aya_vision": "its model does not build: ValueError: Unsupported model type",
     "clef": _DECIDES,
     "cohere_compass": _EMBEDS,
     "colidefics3": _EMBEDS,

@@ -271,6 +271,19 @@ FAMILIES: dict[str, dict[str, Any]] = {
                    "image_processor": dict(_LLAVA["image_processor"], image_processor_type="LlavaNextImageProcessor",
                                            processor_class="LlavaNextProcessor", image_grid_pinpoints=_PINPOINTS,
                                            do_pad=True)},
+    # Aya Vision: a SigLIP tower on tiles of 28 pixels (up to 2 and the whole image), 2x2 patches shuffled into each of
+    # a tile's 4 tokens; a Cohere2 language model (sliding and full attention layers in turn).
+    "aya_vision": dict(_QWEN_CHAT, config={
+        "model_type": "aya_vision", "downsample_factor": 2, "alignment_intermediate_size": 64,
+        "text_config": dict(_TEXT, model_type="cohere2", head_dim=16, vocab_size=VOCAB + 5, sliding_window=128,
+                            sliding_window_pattern=2, rope_theta=10000.0),
+        "vision_config": dict(_SIGLIP, model_type="siglip_vision_model"), "max_splits_per_img": 2},
+        tokens=[*_QWEN_CHAT["tokens"][:3], "<image>", "<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>",
+                "<|IMG_LINE_BREAK|>"], image_token="<|IMG_PATCH|>",
+        template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>"),
+        processor={"processor_class": "AyaVisionProcessor", "patch_size": 7, "img_size": 28, "downsample_factor": 2},
+        image_processor=dict(_NORM, image_processor_type="GotOcr2ImageProcessor", processor_class="AyaVisionProcessor",
+                             size={"height": 28, "width": 28}, crop_to_patches=True, min_patches=1, max_patches=2)),
     "mistral3": _MISTRAL3,
     # Ministral 3: the same, over a Ministral3 language model whose attention is scaled (Llama 4 scaling) by position
     # from 16 tokens on (16384 in the real ones). Refused with images: mlx-vlm's scales every row by the first's.

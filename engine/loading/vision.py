@@ -38,8 +38,8 @@ _BOTH_WAYS = ("its language model attends both ways among an image's tokens (use
 
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
 SEEING_FAMILIES = ("gemma3", "gemma4", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "pixtral",
-                   "smolvlm", "idefics3", "internvl", "kimi_vl", "kimi_k25", "glm4v", "glm_ocr", "paddleocr_vl",
-                   "llava_onevision", "lfm2-vl")
+                   "aya_vision", "smolvlm", "idefics3", "internvl", "kimi_vl", "kimi_k25", "glm4v", "glm_ocr",
+                   "paddleocr_vl", "llava_onevision", "lfm2-vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.kv.mrope).
 MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm_ocr", "paddleocr_vl")

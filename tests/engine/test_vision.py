@@ -228,8 +228,8 @@ def test_the_families_listing_says_which_families_see():
     from mlxchat.engine.loading.families import describe
 
     [line] = [line for line in describe() if line.startswith("Families that see images")]
-    assert ("alone: gemma3, gemma4, qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, mistral3, pixtral, smolvlm, "
-            "idefics3, internvl, kimi_vl, kimi_k25, glm4v, glm_ocr, paddleocr_vl, llava_onevision, lfm2-vl."
+    assert ("alone: gemma3, gemma4, qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, mistral3, pixtral, aya_vision, "
+            "smolvlm, idefics3, internvl, kimi_vl, kimi_k25, glm4v, glm_ocr, paddleocr_vl, llava_onevision, lfm2-vl."
             in line and "llava" in line)
 
 

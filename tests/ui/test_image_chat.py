@@ -121,8 +121,9 @@ def test_the_inspector_says_whether_the_model_sees_and_which_families_do(family:
         figures = " ".join(console.export_text().split())
         assert said[family] in figures
         seeing = ("the families that see: gemma3, gemma4, qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, mistral3, "
-                  "pixtral, smolvlm, idefics3, internvl, kimi_vl, kimi_k25, glm4v, glm_ocr, paddleocr_vl, "
+                  "pixtral, aya_vision, smolvlm, idefics3, internvl, kimi_vl, kimi_k25, glm4v, glm_ocr, paddleocr_vl, "
                   "llava_onevision, lfm2-vl")
+
         assert seeing in figures.replace("The", "the")
 
     run(make_app(folder), scenario)
