@@ -237,6 +237,15 @@ _LLAVA: dict[str, Any] = {
                             do_center_crop=True),
 }
 
+# LLaVA-NeXT (1.6): llava's tower and language model, an image read whole and as tiles chosen from a grid of shapes
+# (anyres), a newline's features after each row; mlx-vlm reads it with its GraniteVisionProcessor.
+_LLAVA_NEXT: dict[str, Any] = {
+    **_LLAVA, "config": dict(_LLAVA["config"], model_type="llava_next", image_grid_pinpoints=_PINPOINTS),
+    "processor": dict(_LLAVA["processor"], processor_class="LlavaNextProcessor"),
+    "image_processor": dict(_LLAVA["image_processor"], image_processor_type="LlavaNextImageProcessor",
+                            processor_class="LlavaNextProcessor", image_grid_pinpoints=_PINPOINTS, do_pad=True),
+}
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "gemma4": _GEMMA4,
     "gemma3": {
@@ -264,13 +273,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                 size={"height": 28, "width": 28}, do_pan_and_scan=False),
     },
     "llava": _LLAVA,
-    # LLaVA-NeXT (1.6): llava's tower and language model, an image read whole and as tiles chosen from a grid of shapes
-    # (anyres), a newline's features after each row; mlx-vlm reads it with its GraniteVisionProcessor.
-    "llava_next": {**_LLAVA, "config": dict(_LLAVA["config"], model_type="llava_next", image_grid_pinpoints=_PINPOINTS),
-                   "processor": dict(_LLAVA["processor"], processor_class="LlavaNextProcessor"),
-                   "image_processor": dict(_LLAVA["image_processor"], image_processor_type="LlavaNextImageProcessor",
-                                           processor_class="LlavaNextProcessor", image_grid_pinpoints=_PINPOINTS,
-                                           do_pad=True)},
+    "llava_next": _LLAVA_NEXT,
+    # Granite Vision: LLaVA-NeXT's layout over a Granite language model. Refused with images as LLaVA-NeXT is.
+    "granite_vision": {**_LLAVA_NEXT, "config": dict(
+        _LLAVA_NEXT["config"], model_type="granite_vision", text_config=dict(_TEXT, model_type="granite",
+                                                                         vocab_size=VOCAB + 4))},
     # Aya Vision: a SigLIP tower on tiles of 28 pixels (up to 2 and the whole image), 2x2 patches shuffled into each of
     # a tile's 4 tokens; a Cohere2 language model (sliding and full attention layers in turn).
     "aya_vision": dict(_QWEN_CHAT, config={
@@ -282,8 +289,9 @@ FAMILIES: dict[str, dict[str, Any]] = {
                 "<|IMG_LINE_BREAK|>"], image_token="<|IMG_PATCH|>",
         template=_QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>"),
         processor={"processor_class": "AyaVisionProcessor", "patch_size": 7, "img_size": 28, "downsample_factor": 2},
-        image_processor=dict(_NORM, image_processor_type="GotOcr2ImageProcessor", processor_class="AyaVisionProcessor",
-                             size={"height": 28, "width": 28}, crop_to_patches=True, min_patches=1, max_patches=2)),
+        image_processor=dict(_NORM, image_processor_type="GotOcr2ImageProcessor",
+                             processor_class="AyaVisionProcessor", size={"height": 28, "width": 28},
+                             crop_to_patches=True, min_patches=1, max_patches=2)),
     "mistral3": _MISTRAL3,
     # Ministral 3: the same, over a Ministral3 language model whose attention is scaled (Llama 4 scaling) by position
     # from 16 tokens on (16384 in the real ones). Refused with images: mlx-vlm's scales every row by the first's.

@@ -31,7 +31,7 @@ _NO_PROCESSOR = ("mlx-vlm finds no processor for it and loads its tokenizer alon
 _SPLICED = ("mlx-vlm's module splices each image's features into the prompt as blocks of its own layout, so its "
             "embeddings do not line up one for one with the processor's tokens, as the slots' positions need")
 # Families whose get_input_embeddings gives another number of rows than the prompt has tokens (seen with a tiny one).
-SPLICING_FAMILIES = ("llava_next",)
+SPLICING_FAMILIES = ("llava_next", "granite_vision")
 
 _BOTH_WAYS = ("its language model attends both ways among an image's tokens (use_bidirectional_attention), which "
               "mlx-vlm reads in one pass with a mask of its own; the slots read a prompt causally, in chunks")
@@ -49,7 +49,7 @@ REFUSED_VISION = {
     "mistral3 over a ministral3 language model, Ministral 3": _ONE_SCALE,
     "gemma4 with use_bidirectional_attention, the larger Gemma 4s": _BOTH_WAYS,
     "mistral_large3": _NO_PROCESSOR,
-    "llava_next": _SPLICED,
+    "llava_next, granite_vision": _SPLICED,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
