@@ -98,6 +98,8 @@ class ReplyStream:
             return
         if r.pending:  # a prefill cut short leaves only the tokens that were stored
             slot.rollback(self._store(), len(slot.history))
+        if r.images is not None:
+            r.images.drop()
         tail = ""
         try:
             r.detokenizer.finalize()

@@ -25,7 +25,7 @@ from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
 from mlxchat.engine.prefill.pacing import STALL, StepCosts
-from mlxchat.engine.prefill.policy import PromptChunks, burst, pick_prefill, prefill_budget
+from mlxchat.engine.prefill.policy import PromptChunks, burst, pick_prefill, prefill_budget, towers_waiting
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
 from mlxchat.engine.rate import PassMeter
 from mlxchat.engine.reply_stream import ReplyStream
@@ -184,6 +184,10 @@ class SlotScheduler:
             reading_burst = burst(self.slots, self.prefill_budget)  # (its first tokens wait for the rest of it)
             streaming = not reading_burst and any(s.request and not s.request.pending for s in self.slots)
             read = 0
+            waiting = towers_waiting(prefilling, self.costs.chunk(self.prefill_chunk)) if streaming else []
+            if waiting:  # a slice of its vision tower, timed apart from the streams' step (engine.prefill.tower)
+                self._guarded(waiting[:1], lambda slots: slots[0].request.images.read_slice(self.costs.slice_s()))
+                prefilling, started = [s for s in prefilling if s not in waiting], time.perf_counter()
             if prefilling and streaming:
                 chunk = self.costs.chunk(self.prefill_chunk)
                 batch = self._prefill_batch(prefilling, chunk, chunk)

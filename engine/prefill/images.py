@@ -4,7 +4,8 @@ The chat template writes each image part's marker; mlx-vlm's `prepare_inputs` (t
 the image's tokens and reads the pixels, as `mlx_vlm.generate` does. In the slot's history an image's positions
 hold ids made from a hash of its bytes (negative: never a vocabulary id), so a parked, saved or reused prefix
 matches only the same image, and a later turn that keeps it reuses its K/V without running the vision tower again.
-The tower runs during prefill, the first time a chunk reaches an image's positions.
+The tower runs during prefill, the first time a chunk reaches an image's positions; while other slots stream, a
+slice at a time between their steps (engine.prefill.tower).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import mlx.core as mx
 
 from mlxchat.engine.loading.vision import VisionParts, image_token, process
 from mlxchat.engine.prefill.image_markers import HeldMarkers, image_markers
+from mlxchat.engine.prefill.tower import TowerSlices
 from mlxchat.engine.reply_refusals import NO_IMAGES
 from mlxchat.engine.requests import Submit, image_paths, prompt_of, template_kwargs
 
@@ -57,6 +59,7 @@ class ImagePrompt:
     runs: list[tuple[int, int]]  # where image tokens lie
     inputs: dict[str, Any]  # prepare_inputs' arrays (pixel_values, the mask, a family's own)
     _read: Any = field(default=None, repr=False)  # get_input_embeddings' output, once the tower has run
+    _slices: TowerSlices | None = field(default=None, repr=False)  # the tower being read beside streaming slots
 
     def touches_images(self, start: int, end: int) -> bool:
         """Whether positions [start, end) hold any image token."""
@@ -65,21 +68,10 @@ class ImagePrompt:
     def inputs_of(self, start: int, end: int) -> dict[str, Any]:
         """The language model's inputs for positions [start, end) in place of their tokens: `inputs_embeds` (1,
         end - start, hidden), Gemma 4's per-layer inputs of those positions, and Qwen3-VL's DeepStack features of the
-        image positions among them. The first call
-        runs the vision tower over every image of the prompt (a ValueError where the family needs more)."""
+        image positions among them. The first call runs the vision tower over every image of the prompt (a ValueError
+        where the family needs more)."""
         if self._read is None:
-            inputs = dict(self.inputs)
-            pixel_values, mask = inputs.pop("pixel_values"), inputs.pop("attention_mask", None)
-            out = self.parts.vlm.get_input_embeddings(mx.array([self.ids]), pixel_values, mask=mask, **inputs)
-            if out.inputs_embeds.shape[1] != len(self.ids):
-                raise ValueError(f"model type '{self.parts.model_type}' gives {out.inputs_embeds.shape[1]} embeddings "
-                                 f"for a prompt of {len(self.ids)} tokens, which the slots cannot place")
-            extra = [k for k, v in out.to_dict().items() if v is not None and k not in _CARRIED]
-            if extra:
-                raise ValueError(f"model type '{self.parts.model_type}' feeds its language model more than embeddings "
-                                 f"with an image ({', '.join(extra)}), which the slots cannot carry yet")
-            self._read = out
-            self.parts.runs += 1
+            self._take(self._tower())
         chunk = {"inputs_embeds": self._read.inputs_embeds[:, start:end]}
         if self._read.per_layer_inputs is not None:
             chunk["per_layer_inputs"] = self._read.per_layer_inputs[:, start:end]
@@ -90,6 +82,43 @@ class ImagePrompt:
             chunk["visual_pos_masks"] = visual[:, start:end]
             chunk["deepstack_visual_embeds"] = [layer[before : before + inside] for layer in deepstack]
         return chunk
+
+    @property
+    def tower_pending(self) -> bool:
+        """Whether the vision tower has still to read the prompt's images."""
+        return self._read is None
+
+    def read_slice(self, seconds: float) -> bool:
+        """Reads the images for about `seconds` (at least one layer of the tower) while other slots stream; whether
+        they are read (engine.prefill.tower)."""
+        if self._slices is None:
+            self._slices = TowerSlices(self._tower)
+        self.parts.slices += 1
+        if not self._slices.advance(seconds):
+            return False
+        self._take(self._slices.result)
+        return True
+
+    def drop(self) -> None:
+        """The request ended: a tower paused in the middle of its images ends there."""
+        if self._slices is not None:
+            self._slices.drop()
+
+    def _tower(self) -> Any:
+        inputs = dict(self.inputs)
+        pixel_values, mask = inputs.pop("pixel_values"), inputs.pop("attention_mask", None)
+        return self.parts.vlm.get_input_embeddings(mx.array([self.ids]), pixel_values, mask=mask, **inputs)
+
+    def _take(self, out: Any) -> None:
+        if out.inputs_embeds.shape[1] != len(self.ids):
+            raise ValueError(f"model type '{self.parts.model_type}' gives {out.inputs_embeds.shape[1]} embeddings "
+                             f"for a prompt of {len(self.ids)} tokens, which the slots cannot place")
+        extra = [k for k, v in out.to_dict().items() if v is not None and k not in _CARRIED]
+        if extra:
+            raise ValueError(f"model type '{self.parts.model_type}' feeds its language model more than embeddings "
+                             f"with an image ({', '.join(extra)}), which the slots cannot carry yet")
+        self._read = out
+        self.parts.runs += 1
 
     def mrope(self) -> tuple[list[list[int]], int]:
         """The prompt's multimodal RoPE positions as the model's `get_input_embeddings` gives them (mlx-vlm's

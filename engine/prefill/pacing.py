@@ -45,6 +45,11 @@ class StepCosts:
             ratio = min(STEP_RATIO, max(1 / STEP_RATIO, ratio))
             self.streaming_chunk = max(MIN_CHUNK, round(prompt_tokens * ratio))
 
+    def slice_s(self) -> float:
+        """Seconds a vision tower may run between two of the streams' steps: what `stall` lets a prompt's chunk add
+        to their step (at least one of its layers runs, however long: engine.prefill.tower)."""
+        return (self.stall - 1.0) * (self.decode_s or 0.0)
+
     def chunk(self, most: int) -> int:
         """Prompt tokens a pass may read while slots stream, so that their step stays within `stall` times."""
         return min(most, self.streaming_chunk)

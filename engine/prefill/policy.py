@@ -68,6 +68,11 @@ def reads_image(slot: Slot, chunk: int) -> bool:
     return r.images.touches_images(start, start + min(chunk, len(r.pending)))
 
 
+def towers_waiting(prefilling: list[Slot], chunk: int) -> list[Slot]:
+    """The prompts whose next chunk reaches images their vision tower has not read yet."""
+    return [s for s in prefilling if reads_image(s, chunk) and s.request.images.tower_pending]  # type: ignore[union-attr]
+
+
 class PromptChunks:
     """The next chunk (up to `chunk` tokens) of each slot's prompt, as one pass's rows, right-padded."""
 

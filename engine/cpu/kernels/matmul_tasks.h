@@ -10,9 +10,10 @@
 // same order, whatever the number of rows: a row's result does not depend on the rows beside it.
 //
 // The templates below take V4: whether the module is built for x86-64-v4 (MLXCHAT_V4_LOOPS). There a few rows take
-// intrinsics loops (v4_columns) in AVX-512VL's 32 registers, and 4-bit weights are looked up in a table of their
+// intrinsics loops (x86_columns) in AVX-512VL's 32 registers, and 4-bit weights are looked up in a table of their
 // group's 16 values (AVX-512VL's permute of two registers) rather than converted and scaled one by one. The table
-// holds q * scale + bias as the conversion computes it, so every path gives the same bits.
+// holds q * scale + bias as the conversion computes it, so every path gives the same bits. Built for x86-64-v3, up to
+// 4 rows of quantized weights take the same loops in AVX2's 16 registers, converting each weight (X86_COLUMNS).
 #pragma once
 
 #include <algorithm>
@@ -26,9 +27,15 @@
 
 #if defined(__AVX512VL__) && defined(__GNUC__) && !defined(__clang__)
 #define MLXCHAT_V4_LOOPS 1
-#include <immintrin.h>
 #else
 #define MLXCHAT_V4_LOOPS 0
+#endif
+// Built for x86-64-v3 or v4: quantized weights take intrinsics loops (x86_columns) in either.
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__GNUC__) && !defined(__clang__)
+#define MLXCHAT_X86_LOOPS 1
+#include <immintrin.h>
+#else
+#define MLXCHAT_X86_LOOPS 0
 #endif
 
 namespace mlxchat::matmul {
@@ -42,6 +49,13 @@ constexpr int FUSED_ROWS_V4 = 16;
 constexpr int64_t fused_limit(bool v4) { return v4 ? FUSED_ROWS_V4 : FUSED_ROWS; }
 constexpr int ROW_TILE = 6;       // more rows: rows sharing each loaded weight vector of an outer product
 constexpr int TILE_COLUMNS = 16;  // and columns sharing each row's weight (6 x 2 sums, 2 weights, 1 row: 15 registers)
+// Columns at once for R rows in x86-64-v3's intrinsics loops (R x C sums, C scales and C biases in AVX2's 16
+// registers); 0: GCC's vector code (fused_columns) serves R rows. Each (row, column) sum is a chain of multiply-adds
+// that waits on the one before it (4-5 cycles): one row in two columns kept two chains, a multiply-add every 2-2.5
+// cycles where the core takes two a cycle. SmolLM2's 30 layers with their weights in cache, AVX2 forced (AMD EPYC
+// Zen 4, 2 vCPUs, two alternated runs): 1 row 8.9 / 8.0 ms against 6.1 / 5.6 with four columns, 2 rows 9.9 / 8.6
+// against 7.5 / 6.7, 4 rows 13.5 / 9.5 against 9.3 / 9.4; from 5 rows on, one column a row, no faster.
+constexpr int X86_COLUMNS[] = {0, 4, 4, 2, 2, 0, 0, 0, 0};
 
 struct Matrix {
   const void* values;
@@ -167,7 +181,7 @@ __attribute__((always_inline)) inline void each_vector(const Problem& p, const M
 // y[r * ldy + c] = X[r] . W[n + c] for the R rows of one panel and C columns, each weight vector widened in
 // registers and used at once by every row (few rows: widening to memory would cost more than the products).
 // C columns at once give a few rows enough independent sums to hide the adds' latency. Each (row, column)
-// sums as outer_tile does, so its result is the same bits either way. (Built for x86-64-v4, v4_columns serves.)
+// sums as outer_tile does, so its result is the same bits either way. (Built for x86-64-v3 or v4, x86_columns serves.)
 template <Kind KIND, int R, int C>
 __attribute__((always_inline)) inline void fused_columns(const Problem& p, const Matrix& w, int64_t n, const float* X,
                                                          float* y, int64_t ldy) {
@@ -184,8 +198,8 @@ __attribute__((always_inline)) inline void fused_columns(const Problem& p, const
   }
 }
 
-#if MLXCHAT_V4_LOOPS
-constexpr int64_t SCALE_CHUNK = 64;  // groups whose scales and biases v4_columns makes float32 ahead of their products
+#if MLXCHAT_X86_LOOPS
+constexpr int64_t SCALE_CHUNK = 64;  // groups whose scales and biases x86_columns makes float32 ahead of their products
 
 // n scales or biases from i on as float32, eight at a time (float16 by one F16C conversion each: widen's portable
 // integer steps cost the one-row pass 12-15 %).
@@ -206,20 +220,21 @@ __attribute__((always_inline)) inline void floats_of(const void* p, int64_t i, i
   }
 }
 
-// fused_columns for x86-64-v4, in AVX-512VL intrinsics, the same bits: 4-bit weights looked up, 8-bit ones
-// widened. GCC's vector code spent about as many instructions on each group's tables (a load, conversion and
-// broadcast for each scale and bias, spills) as on the group's products. Here the scales and biases of SCALE_CHUNK
-// groups are made float32 a vector at a time, and a group's table is two broadcast loads and two multiply-adds a
-// column. Every loop over rows or columns is unrolled whole, so that the sums stay in registers (8 rows otherwise
-// stored and reloaded them at each group).
-template <Kind KIND, int R, int C>
-void v4_columns(const Problem& p, const Matrix& w, int64_t n, const float* X, float* y, int64_t ldy) {
+// fused_columns for x86-64-v3 and v4 in intrinsics, the same bits. GCC's vector code spent about as many
+// instructions on each group's scales and biases (a load, conversion and broadcast for each, spills) as on the
+// group's products. Here the scales and biases of SCALE_CHUNK groups are made float32 a vector at a time, and a
+// group's are two broadcast loads a column. With TABLE (AVX-512VL) 4-bit weights are looked up in their group's 16
+// values; otherwise they are converted, scaled and offset as widen does. Every loop over rows or columns is unrolled
+// whole, so that the sums stay in registers (8 rows otherwise stored and reloaded them at each group).
+template <Kind KIND, bool TABLE, int R, int C>
+void x86_columns(const Problem& p, const Matrix& w, int64_t n, const float* X, float* y, int64_t ldy) {
   const int64_t vectors = p.group_size / 8, groups = p.K / p.group_size, words = p.K * (is_q4(KIND) ? 4 : 8) / 32;
   const uint32_t* rows[C];
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint32_t*>(w.values) + (n + c) * words;
   const __m256 low = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), high = _mm256_add_ps(low, _mm256_set1_ps(8.0f));
   const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i tops = _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0);
   __m256 acc[R][C];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -240,10 +255,10 @@ void v4_columns(const Problem& p, const Matrix& w, int64_t n, const float* X, fl
       for (int c = 0; c < C; ++c) {
         __builtin_prefetch(rows[c] + AHEAD * words + (g0 + g) * vectors * (is_q4(KIND) ? 1 : 2));
         const __m256 s = _mm256_broadcast_ss(&scales[c][g]), b = _mm256_broadcast_ss(&biases[c][g]);
-        if constexpr (is_q4(KIND)) {
+        if constexpr (TABLE && is_q4(KIND)) {
           lo[c] = _mm256_fmadd_ps(low, s, b);  // q * scale + bias, as widen's values are made
           hi[c] = _mm256_fmadd_ps(high, s, b);
-        } else {  // (the scale and the bias, for widened bytes)
+        } else {  // (the scale and the bias, for widened values)
           lo[c] = s;
           hi[c] = b;
         }
@@ -252,10 +267,17 @@ void v4_columns(const Problem& p, const Matrix& w, int64_t n, const float* X, fl
         __m256 v[C];
 #pragma GCC unroll 16
         for (int c = 0; c < C; ++c) {
-          if constexpr (is_q4(KIND)) {
+          if constexpr (TABLE && is_q4(KIND)) {
+#if MLXCHAT_V4_LOOPS
             // Each lane's 4 bits pick one of 16 values: the permute reads the low 4 bits of each lane.
             const __m256i index = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int32_t>(rows[c][i])), shifts);
             v[c] = _mm256_permutex2var_ps(lo[c], index, hi[c]);
+#endif
+          } else if constexpr (is_q4(KIND)) {
+            // Each lane's 4 bits moved to the top, then down: shifts, and no mask to hold in a register.
+            const __m256i word = _mm256_set1_epi32(static_cast<int32_t>(rows[c][i]));
+            const __m256i q = _mm256_srli_epi32(_mm256_sllv_epi32(word, tops), 28);
+            v[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), lo[c], hi[c]);
           } else {
             const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[c] + 2 * i));
             v[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), lo[c], hi[c]);
@@ -289,8 +311,14 @@ __attribute__((always_inline)) inline void fused_block(const Problem& p, const M
     // AVX-512's 32 registers hold more columns: gate and up of SmolLM2's 30 layers at 4 rows took 3.4 ms against
     // 4.2-4.7 with two columns, at 8 rows 6.3-7.2 against 7.4-8.3 with one (Xeon, 2 vCPUs).
     constexpr int C = R <= 4 ? 4 : 2;
-    for (; n + C <= n1; n += C) v4_columns<KIND, R, C>(p, w, n, X, Y + (n - n0), ldy);
-    for (; n < n1; ++n) v4_columns<KIND, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n + C <= n1; n += C) x86_columns<KIND, true, R, C>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n < n1; ++n) x86_columns<KIND, true, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+#endif
+  } else if constexpr (MLXCHAT_X86_LOOPS && !is_float(KIND) && X86_COLUMNS[R] > 0) {
+#if MLXCHAT_X86_LOOPS
+    constexpr int C = X86_COLUMNS[R];
+    for (; n + C <= n1; n += C) x86_columns<KIND, false, R, C>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n < n1; ++n) x86_columns<KIND, false, R, 1>(p, w, n, X, Y + (n - n0), ldy);
 #endif
   } else {
     // R x C sums, and C widened vectors with their scales, fit in 16 registers. Four columns at 1 or 2 rows
