@@ -83,14 +83,11 @@ class VisionParts:
     parameters are its language model's alone (conversions and kernels touch those only)."""
 
     def __init__(self, vlm: Any, processor: Any) -> None:
-        from mlxchat.engine.prefill.tower import slice_tower_layers
-
         self.vlm = vlm
         self.processor = processor
         self.model_type: str = vlm.config.model_type
         self.runs = 0  # how many times the vision tower has read images (engine.prefill.images)
         self.slices = 0  # how many slices of those reads ran beside streaming slots (engine.prefill.tower)
-        self.tower_layers = slice_tower_layers(vlm)
         # Each slot's mRoPE positions, where the language model rotates by them (Qwen-VL).
         self.positions = _slot_positions() if vlm.config.model_type in MROPE_FAMILIES else None
 

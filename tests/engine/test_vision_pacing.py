@@ -13,6 +13,7 @@ import pytest
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
+from mlxchat.engine.prefill.tower import slice_tower_layers
 from tests.engine.test_vision import chat, loaded_vlm, reply_tokens
 from tests.tiny_vlms import mlx_vlm_alone
 
@@ -33,7 +34,8 @@ def engine_for(loaded) -> Engine:
 def test_a_tower_runs_a_layer_at_a_time_between_the_streams_steps_and_its_reply_is_mlx_vlms(qwen3_vl):
     folder, images, loaded = qwen3_vl
     parts = loaded.model.vision_parts
-    assert parts.tower_layers == 2
+    layers = slice_tower_layers(parts.vlm)
+    assert layers == 2
     image_chat = chat(images[0], "What is this?")
     wanted = mlx_vlm_alone(folder, image_chat)[0][:-1]
     engine = engine_for(loaded)
@@ -68,7 +70,7 @@ def test_a_tower_runs_a_layer_at_a_time_between_the_streams_steps_and_its_reply_
         assert reply_tokens(engine, 0, done) == wanted  # (the tower's output, slice by slice, is the tower's)
         assert still, "the long reply ended before the image chat's: nothing streamed beside its tower"
         # A slice per layer, and one for what follows the last (the tower's merger, the embeddings).
-        assert parts.slices == parts.tower_layers + 1
+        assert parts.slices == layers + 1
     finally:
         engine.shutdown()
 
