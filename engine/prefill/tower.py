@@ -22,8 +22,9 @@ _here = threading.local()  # .slices: the TowerSlices whose thread this is
 _sliced_classes: dict[type, type] = {}
 
 
-class _Dropped(Exception):
-    """The request left before its tower was read: the tower's thread ends where it stopped."""
+class _Dropped(BaseException):
+    """The request left before its tower was read: the tower's thread ends where it stopped (a BaseException, so
+    that no `except Exception` in a model's code takes it for a failure of its own)."""
 
 
 def _module_lists(module: nn.Module, skip: Any) -> Iterator[list[nn.Module]]:
