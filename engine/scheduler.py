@@ -185,9 +185,11 @@ class SlotScheduler:
             streaming = not reading_burst and any(s.request and not s.request.pending for s in self.slots)
             read = 0
             waiting = towers_waiting(prefilling, self.costs.chunk(self.prefill_chunk)) if streaming else []
-            if waiting:  # a slice of its vision tower, timed apart from the streams' step (engine.prefill.tower)
+            if waiting and self.costs.tower_due():  # a slice of its vision tower, timed apart from the streams' step
                 self._guarded(waiting[:1], lambda slots: slots[0].request.images.read_slice(self.costs.slice_s()))
-                prefilling, started = [s for s in prefilling if s not in waiting], time.perf_counter()
+                self.costs.tower_ran(time.perf_counter() - started)
+                started = time.perf_counter()
+            prefilling = [s for s in prefilling if s not in waiting]
             if prefilling and streaming:
                 chunk = self.costs.chunk(self.prefill_chunk)
                 batch = self._prefill_batch(prefilling, chunk, chunk)

@@ -19,7 +19,7 @@ import mlx.core as mx
 
 from mlxchat.engine.loading.vision import VisionParts, image_token, process
 from mlxchat.engine.prefill.image_markers import HeldMarkers, image_markers
-from mlxchat.engine.prefill.tower import TowerSlices
+from mlxchat.engine.prefill.tower import TowerSlices, slice_tower_layers
 from mlxchat.engine.reply_refusals import NO_IMAGES
 from mlxchat.engine.requests import Submit, image_paths, prompt_of, template_kwargs
 
@@ -92,6 +92,7 @@ class ImagePrompt:
         """Reads the images for about `seconds` (at least one layer of the tower) while other slots stream; whether
         they are read (engine.prefill.tower)."""
         if self._slices is None:
+            slice_tower_layers(self.parts.vlm)
             self._slices = TowerSlices(self._tower)
         self.parts.slices += 1
         if not self._slices.advance(seconds):

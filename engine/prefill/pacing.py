@@ -7,6 +7,8 @@ prefill_stall). No mlx here: the settings read its default.
 
 from __future__ import annotations
 
+import time
+
 # While slots stream: their step may take this many times its usual time when a prompt is read with it
 # (the setting prefill_stall). Higher, a long prompt's first token comes sooner and the others slow more.
 STALL = 1.8
@@ -18,6 +20,9 @@ FIRST_CHUNK = 32
 NEWEST = 0.3
 # Most a chunk may grow or shrink from one pass to the next.
 STEP_RATIO = 2.0
+# Longest the streams' steps keep a vision tower waiting after one of its slices (else a stall near 1 would hold it for
+# ever, as MIN_CHUNK keeps a prompt from waiting for ever).
+TOWER_WAIT_MAX_S = 1.0
 
 
 class StepCosts:
@@ -32,6 +37,7 @@ class StepCosts:
         self.stall = stall
         self.decode_s: float | None = None
         self.streaming_chunk = FIRST_CHUNK
+        self._tower_at = 0.0  # (time.monotonic) when a vision tower may run its next slice
 
     def record(self, seconds: float, prompt_tokens: int, decode_rows: int) -> None:
         """One step took `seconds`, reading `prompt_tokens` prompt tokens and decoding `decode_rows` slots."""
@@ -49,6 +55,17 @@ class StepCosts:
         """Seconds a vision tower may run between two of the streams' steps: what `stall` lets a prompt's chunk add
         to their step (at least one of its layers runs, however long: engine.prefill.tower)."""
         return (self.stall - 1.0) * (self.decode_s or 0.0)
+
+    def tower_due(self) -> bool:
+        """Whether a vision tower may run a slice now. A layer of a tower can take many of the streams' steps (a
+        SigLIP-base layer over 1024 patches: 0.4 s on 2 cores, a step 30-80 ms), and cannot be cut: after a slice the
+        streams have the steps to themselves until the tower's share of the time is what `stall` gives a prompt."""
+        return time.monotonic() >= self._tower_at
+
+    def tower_ran(self, seconds: float) -> None:
+        """A slice of a vision tower took `seconds`."""
+        wait = seconds / (self.stall - 1.0) if self.stall > 1.0 else TOWER_WAIT_MAX_S
+        self._tower_at = time.monotonic() + min(wait, TOWER_WAIT_MAX_S)
 
     def chunk(self, most: int) -> int:
         """Prompt tokens a pass may read while slots stream, so that their step stays within `stall` times."""

@@ -22,8 +22,9 @@ _here = threading.local()  # .slices: the TowerSlices whose thread this is
 _sliced_classes: dict[type, type] = {}
 
 
-class _Dropped(Exception):
-    """The request left before its tower was read: the tower's thread ends where it stopped."""
+class _Dropped(BaseException):
+    """The request left before its tower was read: the tower's thread ends where it stopped (a BaseException, so
+    that no `except Exception` in a model's code takes it for a failure of its own)."""
 
 
 def _module_lists(module: nn.Module, skip: Any) -> Iterator[list[nn.Module]]:
@@ -43,11 +44,13 @@ def _module_lists(module: nn.Module, skip: Any) -> Iterator[list[nn.Module]]:
 
 def slice_tower_layers(vlm: Any) -> int:
     """Makes the layers of a vision model's tower (its longest list of modules outside the language model) places
-    where a TowerSlices thread may stop; returns how many there are."""
+    where a TowerSlices thread may stop, once; returns how many there are."""
     lists = list(_module_lists(vlm, vlm.language_model))
     layers = max(lists, key=len, default=[])
     for layer in layers:
         cls = type(layer)
+        if cls in _sliced_classes.values():
+            continue
         if cls not in _sliced_classes:
             _sliced_classes[cls] = type(cls.__name__, (cls,), {"__call__": _sliced_call, "__module__": cls.__module__})
         layer.__class__ = _sliced_classes[cls]

@@ -1,7 +1,8 @@
 """A vision tower beside streaming slots: read a slice at a time between their steps (engine.prefill.tower).
 
 A tiny Qwen3-VL (its tower two blocks deep, with DeepStack features taken from the first) loads as the app loads it.
-With prefill_stall 1.0 a slice may add nothing to the streams' step, so each one runs a single layer of the tower.
+With prefill_stall 1.01 a slice may add next to nothing to the streams' step, so each one runs a single layer of the
+tower, and the streams then have a hundred times the slice's time to themselves before the next.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from mlxchat.engine.events import Done, SamplingParams, TextDelta
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
+from mlxchat.engine.prefill.tower import slice_tower_layers
 from tests.engine.test_vision import chat, loaded_vlm, reply_tokens
 from tests.tiny_vlms import mlx_vlm_alone
 
@@ -25,15 +27,18 @@ def qwen3_vl(tmp_path_factory):
 
 
 def engine_for(loaded) -> Engine:
-    plan = plan_slots(SlotRequest(2, 1024, parallel_max=8, per_slot_floor=64, per_slot_min=32), None, 0,
+    plan = plan_slots(SlotRequest(2, 16384, parallel_max=8, per_slot_floor=64, per_slot_min=32), None, 0,
                       loaded.kv_footprint)
-    return Engine(loaded.ready, plan, prefill_chunk=3, prefill_stall=1.0)
+    return Engine(loaded.ready, plan, prefill_chunk=3, prefill_stall=1.01)
 
 
-def test_a_tower_runs_a_layer_at_a_time_between_the_streams_steps_and_its_reply_is_mlx_vlms(qwen3_vl):
+def test_a_tower_runs_a_layer_at_a_time_between_the_streams_steps_and_its_reply_is_mlx_vlms(qwen3_vl, monkeypatch):
+    from mlxchat.engine.prefill.images import ImagePrompt
+
     folder, images, loaded = qwen3_vl
     parts = loaded.model.vision_parts
-    assert parts.tower_layers == 2
+    layers = slice_tower_layers(parts.vlm)
+    assert layers == 2
     image_chat = chat(images[0], "What is this?")
     wanted = mlx_vlm_alone(folder, image_chat)[0][:-1]
     engine = engine_for(loaded)
@@ -57,9 +62,13 @@ def test_a_tower_runs_a_layer_at_a_time_between_the_streams_steps_and_its_reply_
                     streaming.set()
 
         long = engine.submit(1, chat(None, "Tell me a long story."),
-                             sampling=SamplingParams(max_tokens=900, ignore_eos=True, temperature=0.0),
+                             sampling=SamplingParams(max_tokens=8000, ignore_eos=True, temperature=0.0),
                              on_event=heard)
         assert streaming.wait(60)
+        heard_at_slices: list[int] = []  # the long reply's tokens so far, at each slice of the tower
+        read_slice = ImagePrompt.read_slice
+        monkeypatch.setattr(ImagePrompt, "read_slice",
+                            lambda self, seconds: heard_at_slices.append(sum(deltas)) or read_slice(self, seconds))
         done = engine.submit(0, image_chat, sampling=GREEDY).result(60)
         still = not ended.is_set()
         engine.cancel(1)
@@ -68,7 +77,10 @@ def test_a_tower_runs_a_layer_at_a_time_between_the_streams_steps_and_its_reply_
         assert reply_tokens(engine, 0, done) == wanted  # (the tower's output, slice by slice, is the tower's)
         assert still, "the long reply ended before the image chat's: nothing streamed beside its tower"
         # A slice per layer, and one for what follows the last (the tower's merger, the embeddings).
-        assert parts.slices == parts.tower_layers + 1
+        assert parts.slices == layers + 1
+        # Between two slices the stream has the steps to itself for a hundred times the slice's time: many tokens.
+        between = [b - a for a, b in zip(heard_at_slices, heard_at_slices[1:])]
+        assert len(between) == layers and min(between) >= 5, between
     finally:
         engine.shutdown()
 
