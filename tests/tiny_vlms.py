@@ -3,258 +3,16 @@
 Each folder holds what a real one does: config.json, model.safetensors (saved from mlx-vlm's module, so its own
 sanitizing reads it back), a byte-level BPE tokenizer with the family's image tokens, a chat template that writes
 the family's image marker, and the processor's configuration (mlx-vlm's processor expands the marker into the
-image's tokens). Images are a few pixels on a side so the vision tower is cheap.
+image's tokens), each family's from its spec in tests/vlm_specs.py.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from tests.tiny_model import build_tokenizer
-
-VOCAB = 384
-_TEXT = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 96, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "max_position_embeddings": 4096}
-_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 1,
-           "num_attention_heads": 2, "patch_size": 7, "image_size": 28}
-_NORM = {"do_normalize": True, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_rescale": True,
-         "rescale_factor": 1 / 255, "do_resize": True, "do_convert_rgb": True, "resample": 2}
-
-# Gemma's template, cut to what the tests send: text and image parts, a system prompt folded into the first turn.
-_GEMMA_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-    "{{ '<start_of_turn>' + role + '\n' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<start_of_image>' }}"
-    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
-)
-
-# Llava's: USER / ASSISTANT turns, `<image>` where an image goes.
-_LLAVA_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}{{ message['role'].upper() + ': ' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<image>\n' }}"
-    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "{{ '</s>' if message['role'] == 'assistant' else '\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
-)
-
-# Mistral's (Small 3.x): [INST] turns, `[IMG]` where an image goes (the processor writes its rows of tokens there).
-_MISTRAL_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "{{ '[SYSTEM_PROMPT]' if message['role'] == 'system' else '' if message['role'] == 'assistant' else '[INST]' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '[IMG]' }}"
-    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "{{ '[/SYSTEM_PROMPT]' if message['role'] == 'system' else '</s>' if message['role'] == 'assistant' "
-    "else '[/INST]' }}"
-    "{% endfor %}"
-)
-
-# Mistral Small 3.x: Pixtral's tower, its patches merged 2x2 into a token, rows of tokens ended by [IMG_BREAK] and
-# the image by [IMG_END]; a plain Mistral language model. Images are read at up to 56 pixels a side, in 14s.
-_MISTRAL3: dict[str, Any] = {
-    "config": {
-        "model_type": "mistral3",
-        "text_config": dict(_TEXT, model_type="mistral", head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
-                            vocab_size=VOCAB + 10),
-        "vision_config": {"model_type": "pixtral", "hidden_size": 32, "head_dim": 16, "intermediate_size": 48,
-                          "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 7, "image_size": 56},
-        "spatial_merge_size": 2,
-        "vision_feature_layer": -1,
-        "vocab_size": VOCAB + 10,
-    },
-    "tokens": ["<s>", "</s>", "<pad>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[IMG]",
-               "[IMG_BREAK]", "[IMG_END]"],
-    "image_token": "[IMG]",
-    "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"},
-    "template": _MISTRAL_TEMPLATE,
-    "processor": {"processor_class": "Mistral3Processor", "image_token": "[IMG]", "image_break_token": "[IMG_BREAK]",
-                  "image_end_token": "[IMG_END]"},
-    "image_processor": dict(_NORM, image_processor_type="PixtralImageProcessor", processor_class="Mistral3Processor",
-                            size={"longest_edge": 56}, patch_size={"height": 14, "width": 14}),
-}
-
-# SmolVLM's: "User:" / "Assistant:" turns ended by <end_of_utterance>, `<image>` where an image goes.
-_SMOLVLM_TEMPLATE = (
-    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}: "
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-    "{% for item in message['content'] %}{% if item['type'] == 'image' %}{{ '<image>' }}"
-    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
-)
-
-# Qwen-VL's chat: its markers around each image's tokens, ChatML turns.
-_QWEN_CHAT: dict[str, Any] = {
-    "tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-               "<|video_pad|>"],
-    "image_token": "<|image_pad|>",
-    "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
-    "template": "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
-                "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-                "{% for item in message['content'] %}{% if item['type'] == 'image' %}"
-                "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}{% elif item['type'] == 'text' %}"
-                "{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor %}"
-                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-}
-_QWEN_VOCAB = VOCAB + 4  # (3 of its 7 tokens are the tokenizer's own already)
-_MROPE = {"type": "mrope", "mrope_section": [2, 3, 3]}  # (the rotary pairs of a 16-wide head: time, height, width)
-_QWEN3_TOWER = {"depth": 2, "hidden_size": 32, "intermediate_size": 48, "out_hidden_size": 64, "num_heads": 2,
-                "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 16}
-
-
-def _qwen(config: dict[str, Any], processor: str, patch: int) -> dict[str, Any]:
-    """A Qwen-VL family: its chat, `config`, and its processor reading images at 4x4 to 8x8 patches of `patch` pixels
-    (2x2 patches merged into a token: 4 to 16 tokens)."""
-    return dict(_QWEN_CHAT, config=config, processor={"processor_class": processor},
-                image_processor=dict(_NORM, image_processor_type="Qwen2VLImageProcessor", processor_class=processor,
-                                     patch_size=patch, merge_size=2, temporal_patch_size=2,
-                                     min_pixels=(4 * patch) ** 2, max_pixels=(8 * patch) ** 2))
-
-FAMILIES: dict[str, dict[str, Any]] = {
-    "gemma3": {
-        "scale": 1.0,  # (at 3.0, Gemma's embedding scale saturates every reply into one repeated token)
-        "config": {
-            "model_type": "gemma3",
-            "text_config": dict(_TEXT, model_type="gemma3_text", head_dim=16, query_pre_attn_scalar=16,
-                                sliding_window=128, sliding_window_pattern=2, vocab_size=VOCAB + 8,
-                                mm_tokens_per_image=4),
-            "vision_config": _SIGLIP,
-            "mm_tokens_per_image": 4,
-            "hidden_size": 64,
-            "vocab_size": VOCAB + 8,
-            "pad_token_id": 0,
-        },
-        "tokens": ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
-                   "<end_of_image>", "<image_soft_token>"],
-        "image_token": "<image_soft_token>",
-        "tokenizer": {"bos_token": "<bos>", "eos_token": "<end_of_turn>", "pad_token": "<pad>",
-                      "extra_special_tokens": {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-                                               "image_token": "<image_soft_token>"}},
-        "template": _GEMMA_TEMPLATE,
-        "processor": {"processor_class": "Gemma3Processor", "image_seq_length": 4},
-        "image_processor": dict(_NORM, image_processor_type="Gemma3ImageProcessor", processor_class="Gemma3Processor",
-                                size={"height": 28, "width": 28}, do_pan_and_scan=False),
-    },
-    "llava": {
-        "config": {
-            "model_type": "llava",
-            "text_config": dict(_TEXT, model_type="llama", vocab_size=VOCAB + 4),
-            "vision_config": {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 48,
-                              "num_hidden_layers": 2, "num_attention_heads": 2, "patch_size": 7, "image_size": 28,
-                              "projection_dim": 32},
-            "vision_feature_layer": -2,
-            "vision_feature_select_strategy": "default",
-            "vocab_size": VOCAB + 4,
-        },
-        "tokens": ["<s>", "</s>", "<pad>", "<image>"],
-        "image_token": "<image>",
-        "tokenizer": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
-                      "extra_special_tokens": {"image_token": "<image>"}},
-        "template": _LLAVA_TEMPLATE,
-        "processor": {"processor_class": "LlavaProcessor", "patch_size": 7, "vision_feature_select_strategy": "default",
-                      "num_additional_image_tokens": 1, "image_token": "<image>"},
-        "image_processor": dict(_NORM, image_processor_type="CLIPImageProcessor", processor_class="LlavaProcessor",
-                                size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
-                                do_center_crop=True),
-    },
-    "mistral3": _MISTRAL3,
-    # Ministral 3: the same, over a Ministral3 language model whose attention is scaled (Llama 4 scaling) by position
-    # from 16 tokens on (16384 in the real ones). Refused with images: mlx-vlm's scales every row by the first's.
-    "ministral3": {**_MISTRAL3, "config": dict(_MISTRAL3["config"], text_config=dict(
-        _MISTRAL3["config"]["text_config"], model_type="ministral3",
-        rope_parameters={"type": "default", "rope_theta": 10000.0, "llama_4_scaling_beta": 2.0,
-                         "original_max_position_embeddings": 16}))},
-    # SmolVLM (Idefics3's layout): a SigLIP tower on tiles of 28 pixels, each tile's 4x4 patches shuffled into 4 tokens;
-    # an image wider or taller than a tile is read as its tiles (<row_i_col_j> before each) and then whole, shrunk to
-    # one (<global-img>): several runs of image tokens. A plain Llama language model.
-    "smolvlm": {
-        "config": {
-            "model_type": "smolvlm",
-            "text_config": dict(_TEXT, model_type="llama", rms_norm_eps=1e-5, rope_theta=10000.0,
-                                vocab_size=VOCAB + 8),
-            "vision_config": dict(_SIGLIP, model_type="smolvlm_vision"),
-            "scale_factor": 2,
-            "vocab_size": VOCAB + 8,
-        },
-        "tokens": ["<end_of_utterance>", "<fake_token_around_image>", "<global-img>", "<image>", "<row_1_col_1>",
-                   "<row_1_col_2>", "<row_2_col_1>", "<row_2_col_2>"],  # (<|im_start|> is the tokenizer's own)
-        "image_token": "<image>",
-        "tokenizer": {"eos_token": "<end_of_utterance>", "pad_token": "<|endoftext|>"},
-        "template": _SMOLVLM_TEMPLATE,
-        "processor": {"processor_class": "SmolVLMProcessor", "image_seq_len": 4},
-        "image_processor": dict(_NORM, image_processor_type="SmolVLMImageProcessor", processor_class="SmolVLMProcessor",
-                                size={"longest_edge": 56}, max_image_size={"longest_edge": 28},
-                                do_image_splitting=True, do_pad=True),
-    },
-    # LFM2-VL: a SigLIP2 tower on patches of 7 pixels at the image's own shape, 2x2 of them unshuffled into a token; a
-    # larger image is read as tiles of 28 pixels and a thumbnail. Its language model, LFM2, has convolution layers
-    # (recurrent state) between attention ones.
-    "lfm2-vl": {
-        "scale": 2.5,  # (at 3.0, one of the test's replies ends at its fourth token)
-        "config": {
-            "model_type": "lfm2-vl",
-            "text_config": dict(_TEXT, model_type="lfm2", num_hidden_layers=3, layer_types=["full_attention", "conv",
-                                "full_attention"], block_ff_dim=96, block_auto_adjust_ff_dim=False, conv_L_cache=3,
-                                block_dim=64, conv_dim=64, conv_dim_out=64, conv_bias=False, block_multiple_of=16,
-                                block_ffn_dim_multiplier=1.0, num_heads=4, norm_eps=1e-5,
-                                rope_theta=10000.0, vocab_size=VOCAB + 14),
-            "vision_config": {"model_type": "lfm2_vl", "hidden_size": 32, "intermediate_size": 48,
-                              "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 7, "num_patches": 16},
-            "downsample_factor": 2,
-            "encoder_patch_size": 7,
-            "projector_hidden_size": 32,
-            "vocab_size": VOCAB + 14,
-        },
-        "tokens": ["<|im_start|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>",
-                   "<|pad|>", *(f"<|img_row_{r}_col_{c}|>" for r in (1, 2, 3) for c in (1, 2, 3))],
-        "image_token": "<image>",
-        "tokenizer": {"eos_token": "<|im_end|>", "pad_token": "<|pad|>"},
-        "template": _QWEN_CHAT["template"].replace("<|vision_start|><|image_pad|><|vision_end|>", "<image>"),
-        "processor": {"processor_class": "Lfm2VlProcessor"},
-        "image_processor": dict(_NORM, image_processor_type="Lfm2VlImageProcessor", processor_class="Lfm2VlProcessor",
-                                encoder_patch_size=7, downsample_factor=2, min_image_tokens=4, max_image_tokens=16,
-                                tile_size=28),
-    },
-    # Its language model rotates by mRoPE positions, kept per slot (engine.kv.mrope). Images of 56 to 112 pixels
-    # a side are read whole (grids of 2x2 to 4x4 merged patches): each size moves the positions after it differently.
-    "qwen2_5_vl": _qwen(
-        dict(_TEXT, model_type="qwen2_5_vl", rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, rope_scaling=_MROPE,
-             vision_config={"model_type": "qwen2_5_vl", "depth": 1, "hidden_size": 32, "intermediate_size": 48,
-                            "out_hidden_size": 64, "num_heads": 2, "patch_size": 14, "spatial_merge_size": 2,
-                            "temporal_patch_size": 2, "window_size": 56, "fullatt_block_indexes": [0]}),
-        "Qwen2_5_VLProcessor", patch=14),
-    # Qwen 2.5-VL's elder: the same mRoPE, a plainer tower.
-    "qwen2_vl": _qwen(
-        dict(_TEXT, model_type="qwen2_vl", rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, rope_scaling=_MROPE,
-             vision_config={"model_type": "qwen2_vl", "depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2,
-                            "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}),
-        "Qwen2VLProcessor", patch=14),
-    # mRoPE too, and DeepStack: the tower's earlier layers' features are added to the first layers' states at the
-    # image's positions. Patches of 16: the same images are read on grids of 2x2 to 4x4 merged patches.
-    "qwen3_vl": _qwen(
-        {"model_type": "qwen3_vl", "vocab_size": _QWEN_VOCAB,
-         "text_config": dict(_TEXT, model_type="qwen3_vl", head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
-                             vocab_size=_QWEN_VOCAB, rope_scaling=dict(_MROPE, type="default", mrope_interleaved=True)),
-         "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_vl", deepstack_visual_indexes=[0])},
-        "Qwen3VLProcessor", patch=16),
-    # Qwen 3.5: mRoPE over a hybrid language model (gated-delta layers between full-attention ones), no DeepStack.
-    # Refused with images: those layers call mlx-vlm's own cache (tests/engine/test_vision.py).
-    "qwen3_5": _qwen(
-        {"model_type": "qwen3_5", "vocab_size": _QWEN_VOCAB,
-         "text_config": dict(_TEXT, model_type="qwen3_5", num_hidden_layers=4, full_attention_interval=2, head_dim=16,
-                             rms_norm_eps=1e-6, vocab_size=_QWEN_VOCAB, linear_num_value_heads=2,
-                             linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
-                             linear_conv_kernel_dim=4,
-                             rope_parameters=dict(_MROPE, type="default", rope_theta=10000.0,
-                                                  partial_rotary_factor=1.0, mrope_interleaved=True)),
-         "vision_config": dict(_QWEN3_TOWER, model_type="qwen3_5")},
-        "Qwen3VLProcessor", patch=16),
-}
+from tests.vlm_specs import FAMILIES, VOCAB
 
 
 def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
@@ -262,7 +20,7 @@ def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
     replies are peaked and differ by prompt) and returns it."""
     import mlx.core as mx
     from mlx.utils import tree_flatten, tree_map
-    from mlx_vlm.utils import get_model_and_args
+    from mlx_vlm.utils import get_model_and_args, update_module_configs
 
     spec = FAMILIES[family]
     path.mkdir(parents=True, exist_ok=True)
@@ -274,6 +32,8 @@ def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
         token = tok.token_to_id(f"<|{name}_pad|>" if name == "video" else f"<|{name}|>")
         if token is not None:
             config[f"{name}_token_id"] = token
+    for key, marker in spec.get("markers", {}).items():  # (a family's other markers, by the config key naming them)
+        config[key] = tok.token_to_id(marker)
     config["eos_token_id"] = tok.token_to_id(spec["tokenizer"]["eos_token"])
     tok.save(str(path / "tokenizer.json"))
     (path / "config.json").write_text(json.dumps(config, indent=2))
@@ -284,9 +44,8 @@ def build_tiny_vlm(path: Path, family: str, seed: int = 0) -> Path:
     (path / "preprocessor_config.json").write_text(json.dumps(spec["image_processor"], indent=2))
 
     module, _ = get_model_and_args(config)
-    model_config = module.ModelConfig.from_dict(config)
-    model_config.text_config = module.TextConfig.from_dict(config["text_config"])
-    model_config.vision_config = module.VisionConfig.from_dict(config["vision_config"])
+    read = {"text_config": {}, **json.loads(json.dumps(config))}  # (as mlx-vlm's load reads the folder's config)
+    model_config = update_module_configs(module.ModelConfig.from_dict(read), module, read, ["text", "vision"])
     mx.random.seed(seed)
     model = module.Model(model_config)
     scale = spec.get("scale", 3.0)

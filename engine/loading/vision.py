@@ -25,15 +25,31 @@ _ONE_SCALE = ("its language model (mlx-vlm's Ministral3) scales attention by the
               "every row (Llama 4 scaling, past original_max_position_embeddings), where each slot's row needs its "
               "own; mlx-lm's, which runs it as text, takes each row's")
 
+_NO_PROCESSOR = ("mlx-vlm finds no processor for it and loads its tokenizer alone, which reads a prompt's text and "
+                 "drops its images")
+
+_SPLICED = ("mlx-vlm's module splices each image's features into the prompt as blocks of its own layout, so its "
+            "embeddings do not line up one for one with the processor's tokens, as the slots' positions need")
+# Families whose get_input_embeddings gives another number of rows than the prompt has tokens (seen with a tiny one).
+SPLICING_FAMILIES = ("llava_next", "granite_vision")
+
+_BOTH_WAYS = ("its language model attends both ways among an image's tokens (use_bidirectional_attention), which "
+              "mlx-vlm reads in one pass with a mask of its own; the slots read a prompt causally, in chunks")
+
 # Vision families checked in tests/engine/test_vision.py: in busy slots, token for token against mlx-vlm alone.
-SEEING_FAMILIES = ("gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3", "smolvlm", "lfm2-vl")
+SEEING_FAMILIES = ("gemma3", "gemma4", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "mistral3", "pixtral",
+                   "aya_vision", "smolvlm", "idefics3", "internvl", "kimi_vl", "kimi_k25", "glm4v", "glm_ocr",
+                   "paddleocr_vl", "llava_onevision", "lfm2-vl")
 # Families whose language model rotates by mRoPE positions that mlx-vlm keeps on it for one sequence, and that take
 # them per row instead, from each slot (engine.kv.mrope).
-MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm_ocr", "paddleocr_vl")
 # Refused at load there, with the reason (any other family is tried: the check at load and a probe image decide).
 REFUSED_VISION = {
-    "qwen3_5": _RECURRENT.format("update_window"),
+    "qwen3_5, qwen3_5_moe": _RECURRENT.format("update_window"),
     "mistral3 over a ministral3 language model, Ministral 3": _ONE_SCALE,
+    "gemma4 with use_bidirectional_attention, the larger Gemma 4s": _BOTH_WAYS,
+    "mistral_large3": _NO_PROCESSOR,
+    "llava_next, granite_vision": _SPLICED,
     "llava": "mlx-vlm 0.7.10's processor passes the text's options (padding) to the image processor, which "
              "transformers 5 refuses: mlx-vlm alone fails the same way",
 }
@@ -178,16 +194,19 @@ def image_token(parts: VisionParts) -> int:
 
 
 def _probe(parts: VisionParts, tokenizer: Any) -> None:
-    """Reads a blank image through the chat template and the processor, as a chat will: ModelLoadError if they fail."""
+    """Reads a blank image through the chat template and the processor, as a chat will: ModelLoadError if they fail,
+    or if the processor is the tokenizer alone (mlx-vlm's fallback where it finds none), which drops the image."""
     from PIL import Image
 
+    refused = f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+    if not hasattr(parts.processor, "tokenizer"):
+        raise VisionRefused(refused + _NO_PROCESSOR)
     chat = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "?"}]}]
     try:
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         process(parts, text, [Image.new("RGB", (32, 32))])
     except Exception as e:
-        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
-                            f"mlx-vlm's processor fails on an image here ({e})") from e
+        raise VisionRefused(refused + f"mlx-vlm's processor fails on an image here ({e})") from e
 
 
 def _try_recurrent(model: Any) -> None:
@@ -237,6 +256,12 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     if text.model_type == "ministral3" and (getattr(text, "rope_parameters", None) or {}).get("llama_4_scaling_beta"):
         raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
                             f"{_ONE_SCALE}")
+    if parts.model_type in SPLICING_FAMILIES:
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"{_SPLICED}")
+    if getattr(text, "use_bidirectional_attention", None):
+        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
+                            f"{_BOTH_WAYS}")
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
     if kept and parts.positions is None:
         raise VisionRefused(

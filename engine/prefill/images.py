@@ -25,10 +25,11 @@ from mlxchat.engine.requests import Submit, image_paths, prompt_of, template_kwa
 
 _KEY_SPACE = 2**30
 # What get_input_embeddings may give besides the embeddings that the slots carry: a mask they make themselves,
-# Qwen-VL's mRoPE positions (each slot's own: engine.kv.mrope, from `ImagePrompt.mrope`), and Qwen3-VL's
-# DeepStack features (added to the first layers' states at the image's positions: `ImagePrompt.inputs_of`).
+# Qwen-VL's mRoPE positions (each slot's own: engine.kv.mrope, from `ImagePrompt.mrope`), Qwen3-VL's
+# DeepStack features (added to the first layers' states at the image's positions) and Gemma 4's per-layer inputs
+# (the image's positions take the pad token's): `ImagePrompt.inputs_of`.
 _CARRIED = {"inputs_embeds", "attention_mask_4d", "position_ids", "rope_deltas", "visual_pos_masks",
-            "deepstack_visual_embeds"}
+            "deepstack_visual_embeds", "per_layer_inputs"}
 
 
 def _key(data: bytes) -> int:
@@ -66,11 +67,14 @@ class ImagePrompt:
 
     def inputs_of(self, start: int, end: int) -> dict[str, Any]:
         """The language model's inputs for positions [start, end) in place of their tokens: `inputs_embeds` (1,
-        end - start, hidden), and Qwen3-VL's DeepStack features of the image positions among them. The first call
-        runs the vision tower over every image of the prompt (a ValueError where the family needs more)."""
+        end - start, hidden), Gemma 4's per-layer inputs of those positions, and Qwen3-VL's DeepStack features of the
+        image positions among them. The first call runs the vision tower over every image of the prompt (a ValueError
+        where the family needs more)."""
         if self._read is None:
             self._take(self._tower())
         chunk = {"inputs_embeds": self._read.inputs_embeds[:, start:end]}
+        if self._read.per_layer_inputs is not None:
+            chunk["per_layer_inputs"] = self._read.per_layer_inputs[:, start:end]
         visual, deepstack = self._read.visual_pos_masks, self._read.deepstack_visual_embeds
         if deepstack is not None and self.touches_images(start, end):
             # (the features are the image positions' in order: those before `start` are skipped)
@@ -107,6 +111,9 @@ class ImagePrompt:
         return self.parts.vlm.get_input_embeddings(mx.array([self.ids]), pixel_values, mask=mask, **inputs)
 
     def _take(self, out: Any) -> None:
+        if out.inputs_embeds.shape[1] != len(self.ids):
+            raise ValueError(f"model type '{self.parts.model_type}' gives {out.inputs_embeds.shape[1]} embeddings "
+                             f"for a prompt of {len(self.ids)} tokens, which the slots cannot place")
         extra = [k for k, v in out.to_dict().items() if v is not None and k not in _CARRIED]
         if extra:
             raise ValueError(f"model type '{self.parts.model_type}' feeds its language model more than embeddings "

@@ -16,7 +16,9 @@ from mlxchat.engine.events import SamplingParams
 from mlxchat.engine.loading.vision import SEEING_FAMILIES
 from mlxchat.engine.local_engine import Engine
 from mlxchat.engine.plan import SlotRequest, plan_slots
-from tests.tiny_vlms import FAMILIES, build_tiny_vlm, mlx_vlm_alone, tiny_image, without_pad_token
+from tests.tiny_vlms import build_tiny_vlm, mlx_vlm_alone, tiny_image, without_pad_token
+from tests.vision_outcomes import REFUSED_AT_LOAD, REFUSED_VARIANTS
+from tests.vlm_specs import FAMILIES
 
 NEW = 8
 GREEDY = SamplingParams(max_tokens=NEW, ignore_eos=True, temperature=0.0)
@@ -188,12 +190,8 @@ def test_without_mlx_vlm_a_vision_model_runs_as_text_and_says_how_to_install_it(
     assert "pip install --no-deps mlx-vlm" in loaded.vision_note and "gemma3" in loaded.vision_note
 
 
-# Each tiny VLM family's outcome at load, pinned: a change (a family that now runs, or a new refusal) fails here.
-REFUSED = {
-    "qwen3_5": "its recurrent layers use mlx-vlm's own cache",
-    "llava": "mlx-vlm's processor fails on an image here",
-    "ministral3": "scales attention by the position of a pass's first row for every row",
-}
+# Each tiny VLM refused images at load, with its reason (tests/vision_outcomes.py): a change fails here.
+REFUSED = {**REFUSED_AT_LOAD, **REFUSED_VARIANTS}
 
 
 @pytest.mark.parametrize("family", sorted(REFUSED))
@@ -209,16 +207,36 @@ def test_a_family_the_slots_cannot_run_with_images_is_refused_images_at_load_wit
     assert re.search(f"model type '{FAMILIES[family]['config']['model_type']}'.*{REFUSED[family]}", said or "")
 
 
+def test_a_family_whose_embeddings_do_not_line_up_with_its_tokens_is_refused_the_chat_saying_so(tmp_path, monkeypatch):
+    """A family not known at load to splice its image features as blocks (LLaVA-NeXT's, taken off the list here) loads
+    seeing; its first chat with an image is answered with the reason, not with a reply over misplaced embeddings."""
+    from mlxchat.engine.loading import vision
+    from mlxchat.engine.loading.models import load_model
+
+    monkeypatch.setattr(vision, "SPLICING_FAMILIES", ())
+    loaded = load_model(str(build_tiny_vlm(tmp_path / "llava_next", "llava_next")))
+    assert loaded.sees
+    engine = engine_for(loaded, parallel=1)
+    try:
+        done = engine.submit(0, chat(tiny_image(tmp_path / "a.png"), "What is this?"), sampling=GREEDY).result(60)
+        assert re.search(r"model type 'llava_next' gives \d+ embeddings for a prompt of \d+ tokens", done.error or "")
+    finally:
+        engine.shutdown()
+
+
 def test_the_families_listing_says_which_families_see():
     from mlxchat.engine.loading.families import describe
 
     [line] = [line for line in describe() if line.startswith("Families that see images")]
-    assert "alone: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3, smolvlm, lfm2-vl." in line and "llava" in line
+    assert ("alone: gemma3, gemma4, qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, mistral3, pixtral, aya_vision, "
+            "smolvlm, idefics3, internvl, kimi_vl, kimi_k25, glm4v, glm_ocr, paddleocr_vl, llava_onevision, lfm2-vl."
+            in line and "llava" in line)
 
 
 # Each family's image markers as a user might type them (or a reply write them) in a chat's text.
-MARKERS = {"gemma3": "<start_of_image>", "mistral3": "[IMG]", "smolvlm": "<image>",
-           "qwen2_vl": "<|vision_start|><|image_pad|>"}
+MARKERS = {"gemma3": "<start_of_image>", "gemma4": "<|image|>", "mistral3": "[IMG]", "smolvlm": "<image>",
+           "qwen2_vl": "<|vision_start|><|image_pad|>", "internvl": "<IMG_CONTEXT>",
+           "glm4v": "<|begin_of_image|><|image|>"}
 
 
 def image_positions_alone(folder: Path, messages: list[dict]) -> int:

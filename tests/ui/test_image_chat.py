@@ -120,7 +120,10 @@ def test_the_inspector_says_whether_the_model_sees_and_which_families_do(family:
         console.print(screen.query_one("#inspector-figures", Static).content)
         figures = " ".join(console.export_text().split())
         assert said[family] in figures
-        seeing = "the families that see: gemma3, qwen2_vl, qwen2_5_vl, qwen3_vl, mistral3, smolvlm, lfm2-vl"
+        seeing = ("the families that see: gemma3, gemma4, qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, mistral3, "
+                  "pixtral, aya_vision, smolvlm, idefics3, internvl, kimi_vl, kimi_k25, glm4v, glm_ocr, paddleocr_vl, "
+                  "llava_onevision, lfm2-vl")
+
         assert seeing in figures.replace("The", "the")
 
     run(make_app(folder), scenario)
