@@ -1,6 +1,6 @@
 """Streaming chats' gaps while an image chat's vision tower reads its image, against the image chat alone.
 
-A Gemma 3 of random weights built on the fly (tests/tiny_vlms.py's, widened): a SigLIP-base-sized tower (768 wide,
+A Gemma 3 of random weights built on the fly (tests/vlm_specs.py's, widened): a SigLIP-base-sized tower (768 wide,
 12 layers, 512 px in 16 px patches: 1024 patches, 256 image tokens) under a SmolLM2-135M-sized language model, float32.
 Three chats stream; an image chat arrives; its first token against alone, and the streams' gap per token (p50, worst)
 before and while it is read. `.venv/bin/python scripts/vision_gaps.py` from the repository root (minutes on 2 cores).
@@ -12,11 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (tests.tiny_vlms)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (tests.tiny_vlms, tests.vlm_specs)
 from mlxchat.engine.cpu.blas import load_blas  # noqa: E402  (before anything imports mlx)
 
 load_blas("auto")
 import tests.tiny_vlms as tv  # noqa: E402
+import tests.vlm_specs as specs  # noqa: E402
 from mlxchat.engine.events import SamplingParams, TextDelta  # noqa: E402
 from mlxchat.engine.loading.models import load_model  # noqa: E402
 from mlxchat.engine.local_engine import Engine  # noqa: E402
@@ -28,17 +29,17 @@ LONG = SamplingParams(max_tokens=3000, ignore_eos=True, temperature=0.0)
 
 
 def model_folder() -> Path:
-    spec = copy.deepcopy(tv.FAMILIES["gemma3"])
+    spec = copy.deepcopy(specs.FAMILIES["gemma3"])
     text = dict(spec["config"]["text_config"], hidden_size=576, num_hidden_layers=30, intermediate_size=1536,
                 num_attention_heads=9, num_key_value_heads=3, head_dim=64, query_pre_attn_scalar=64,
                 mm_tokens_per_image=256)
-    tower = dict(tv._SIGLIP, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+    tower = dict(specs._SIGLIP, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
                  patch_size=16, image_size=512)
     spec["config"].update(text_config=text, hidden_size=576, mm_tokens_per_image=256, vision_config=tower)
     spec["processor"]["image_seq_length"] = 256
     spec["image_processor"]["size"] = {"height": 512, "width": 512}
     spec["scale"] = 0.3
-    tv.FAMILIES["gemma3_wide"] = spec
+    specs.FAMILIES["gemma3_wide"] = spec
     folder = Path(tempfile.gettempdir()) / "mlxchat-vision-gaps"
     if not (folder / "model.safetensors").exists():
         tv.build_tiny_vlm(folder, "gemma3_wide")
