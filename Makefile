@@ -54,9 +54,10 @@ $(TESTS_READY): $(STAMP)
 run: setup
 	$(BIN)/mlxchat $(ARGS)
 
-# Two workers: the suite took 558-603 s in one process on 2 idle cores of an AMD EPYC, 331-342 s on two (three runs,
-# two of them clean clones). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+# Three workers on 2 cores: much of a test's time is a wait on the app, a server or the engine's thread. The suite took
+# 558-603 s in one process on 2 idle cores of an AMD EPYC, 331-342 s on two (three runs, two of them clean clones);
+# later, as it grew, 388-431 s on two and 344 on three. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
 test: setup $(TESTS_READY)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 

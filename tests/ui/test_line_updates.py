@@ -25,7 +25,11 @@ def test_each_update_is_textuals_own(endless_model_dir: Path, monkeypatch) -> No
         ours = line_updates.render_changed_lines(compositor)
         assert (textuals is None) == (ours is None)
         if ours is not None:
-            compared.append(ours.render_segments(console) == textuals.render_segments(console))
+            same = ours.render_segments(console) == textuals.render_segments(console)
+            if not same:  # (the engine's thread may have changed what a widget shows between the two: once more)
+                compositor._dirty_regions.update(changed)
+                same = ours.render_segments(console) == line_updates.TEXTUAL_OWN(compositor).render_segments(console)
+            compared.append(same)
         return ours
 
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
