@@ -92,6 +92,9 @@ def vision_missing(model_type: str) -> str:
 class VisionRefused(ModelLoadError):
     """mlx-vlm loads the model, but the slots cannot run it with images; the message says why."""
 
+    def __init__(self, model_type: str, reason: str) -> None:
+        super().__init__(f"model type '{model_type}' is not supported by mlxchat's engine with images: {reason}")
+
 
 class VisionParts:
     """The parts of a vision-language model that are not its language model: the whole mlx-vlm model (vision
@@ -198,15 +201,14 @@ def _probe(parts: VisionParts, tokenizer: Any) -> None:
     or if the processor is the tokenizer alone (mlx-vlm's fallback where it finds none), which drops the image."""
     from PIL import Image
 
-    refused = f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
     if not hasattr(parts.processor, "tokenizer"):
-        raise VisionRefused(refused + _NO_PROCESSOR)
+        raise VisionRefused(parts.model_type, _NO_PROCESSOR)
     chat = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "?"}]}]
     try:
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         process(parts, text, [Image.new("RGB", (32, 32))])
     except Exception as e:
-        raise VisionRefused(refused + f"mlx-vlm's processor fails on an image here ({e})") from e
+        raise VisionRefused(parts.model_type, f"mlx-vlm's processor fails on an image here ({e})") from e
 
 
 def _try_recurrent(model: Any) -> None:
@@ -221,8 +223,7 @@ def _try_recurrent(model: Any) -> None:
     try:
         mx.eval(model(mx.array([[0]]), cache=cache))
     except AttributeError as e:
-        raise VisionRefused(f"model type '{model.vision_parts.model_type}' is not supported by mlxchat's engine with "
-                            f"images: {_RECURRENT.format(e.name)}") from e
+        raise VisionRefused(model.vision_parts.model_type, _RECURRENT.format(e.name)) from e
 
 
 def _tower_on_kernels(vlm: Any) -> int:
@@ -249,25 +250,19 @@ def load_vision(path: Path, tokenizer: Any) -> tuple[Any, VisionParts]:
     except (ValueError, OSError, KeyError, ImportError) as e:
         raise ModelLoadError(f"mlx-vlm could not load the vision model in {path}: {e}") from e
     parts = VisionParts(vlm, processor)
-    parts.kernel_layers = _tower_on_kernels(vlm)
     model = _slot_model_class()(parts)
     _try_recurrent(model)
     text = vlm.language_model.config
     if text.model_type == "ministral3" and (getattr(text, "rope_parameters", None) or {}).get("llama_4_scaling_beta"):
-        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
-                            f"{_ONE_SCALE}")
+        raise VisionRefused(parts.model_type, _ONE_SCALE)
     if parts.model_type in SPLICING_FAMILIES:
-        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
-                            f"{_SPLICED}")
+        raise VisionRefused(parts.model_type, _SPLICED)
     if getattr(text, "use_bidirectional_attention", None):
-        raise VisionRefused(f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: "
-                            f"{_BOTH_WAYS}")
+        raise VisionRefused(parts.model_type, _BOTH_WAYS)
     kept = [name for name in _ONE_SEQUENCE_STATE if hasattr(vlm.language_model, name)]
     if kept and parts.positions is None:
-        raise VisionRefused(
-            f"model type '{parts.model_type}' is not supported by mlxchat's engine with images: its language model "
-            f"keeps one prompt's image positions on itself ({', '.join(kept)}, mRoPE), and the slots would need "
-            "them per slot"
-        )
+        raise VisionRefused(parts.model_type, f"its language model keeps one prompt's image positions on itself "
+                                              f"({', '.join(kept)}, mRoPE), and the slots would need them per slot")
     _probe(parts, tokenizer)
+    parts.kernel_layers = _tower_on_kernels(vlm)  # (once the model is known to see: a refused one chats as text)
     return model, parts
