@@ -306,19 +306,13 @@ template <Kind KIND, bool V4, int R>
 __attribute__((always_inline)) inline void fused_block(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                        const float* X, float* Y, int64_t ldy) {
   int64_t n = n0;
-  if constexpr (V4) {
-#if MLXCHAT_V4_LOOPS
-    // AVX-512's 32 registers hold more columns: gate and up of SmolLM2's 30 layers at 4 rows took 3.4 ms against
-    // 4.2-4.7 with two columns, at 8 rows 6.3-7.2 against 7.4-8.3 with one (Xeon, 2 vCPUs).
-    constexpr int C = R <= 4 ? 4 : 2;
-    for (; n + C <= n1; n += C) x86_columns<KIND, true, R, C>(p, w, n, X, Y + (n - n0), ldy);
-    for (; n < n1; ++n) x86_columns<KIND, true, R, 1>(p, w, n, X, Y + (n - n0), ldy);
-#endif
-  } else if constexpr (MLXCHAT_X86_LOOPS && !is_float(KIND) && X86_COLUMNS[R] > 0) {
+  if constexpr (V4 || (MLXCHAT_X86_LOOPS && !is_float(KIND) && X86_COLUMNS[R] > 0)) {
 #if MLXCHAT_X86_LOOPS
-    constexpr int C = X86_COLUMNS[R];
-    for (; n + C <= n1; n += C) x86_columns<KIND, false, R, C>(p, w, n, X, Y + (n - n0), ldy);
-    for (; n < n1; ++n) x86_columns<KIND, false, R, 1>(p, w, n, X, Y + (n - n0), ldy);
+    // AVX-512's 32 registers hold more columns: gate and up of SmolLM2's 30 layers at 4 rows took 3.4 ms against
+    // 4.2-4.7 with two columns, at 8 rows 6.3-7.2 against 7.4-8.3 with one (Xeon, 2 vCPUs). AVX2's 16: X86_COLUMNS.
+    constexpr int C = V4 ? (R <= 4 ? 4 : 2) : X86_COLUMNS[R];
+    for (; n + C <= n1; n += C) x86_columns<KIND, V4, R, C>(p, w, n, X, Y + (n - n0), ldy);
+    for (; n < n1; ++n) x86_columns<KIND, V4, R, 1>(p, w, n, X, Y + (n - n0), ldy);
 #endif
   } else {
     // R x C sums, and C widened vectors with their scales, fit in 16 registers. Four columns at 1 or 2 rows
