@@ -24,6 +24,7 @@ from mlxchat.engine.kv.slot_store import SlotKVStore
 from mlxchat.engine.loading.lazy import failure_message
 from mlxchat.engine.memory import DEFAULT_PARK_BUDGET_MB
 from mlxchat.engine.plan import SlotPlan
+from mlxchat.engine.prefill.image_markers import MarkerRefused
 from mlxchat.engine.prefill.pacing import STALL, StepCosts
 from mlxchat.engine.prefill.policy import PromptChunks, burst, pick_prefill, prefill_budget, towers_waiting
 from mlxchat.engine.prefixes import CHANGES_HANDS, Prefixes
@@ -34,7 +35,6 @@ from mlxchat.engine.slots import Request, Slot
 from mlxchat.engine.speculation.drafter import DraftModel, Drafter
 from mlxchat.engine.speculation.verify import Verifier
 from mlxchat.engine.status import EngineInfo, engine_snapshot
-from mlxchat.engine.prefill.image_markers import MarkerRefused
 from mlxchat.engine.prefill.images import NoImages, request_prompt
 
 if TYPE_CHECKING:
@@ -184,14 +184,14 @@ class SlotScheduler:
             reading_burst = burst(self.slots, self.prefill_budget)  # (its first tokens wait for the rest of it)
             streaming = not reading_burst and any(s.request and not s.request.pending for s in self.slots)
             read = 0
-            waiting = towers_waiting(prefilling, self.costs.chunk(self.prefill_chunk)) if streaming else []
+            chunk = self.costs.chunk(self.prefill_chunk)
+            waiting = towers_waiting(prefilling, chunk) if streaming else []
             if waiting and self.costs.tower_due():  # a slice of its vision tower, timed apart from the streams' step
                 self._guarded(waiting[:1], lambda slots: slots[0].request.images.read_slice(self.costs.slice_s()))
                 self.costs.tower_ran(time.perf_counter() - started)
                 started = time.perf_counter()
             prefilling = [s for s in prefilling if s not in waiting]
             if prefilling and streaming:
-                chunk = self.costs.chunk(self.prefill_chunk)
                 batch = self._prefill_batch(prefilling, chunk, chunk)
                 if self.forward.mixes:
                     if not any(len(s.request.pending) <= chunk for s in batch):  # type: ignore[union-attr]

@@ -31,13 +31,14 @@ def _module_lists(module: nn.Module, skip: Any) -> Iterator[list[nn.Module]]:
     for child in module.children().values():
         if child is skip:
             continue
-        if isinstance(child, nn.Module):  # (a dict too: its values are its parameters and children)
-            items = [child]
+        if isinstance(child, nn.Module):  # (checked first: a module is a dict of its parameters and children)
+            modules = [child]
+        elif isinstance(child, (list, dict)):
+            modules = [c for c in (child if isinstance(child, list) else child.values()) if isinstance(c, nn.Module)]
+            if isinstance(child, list) and modules:
+                yield modules
         else:
-            items = child if isinstance(child, list) else list(child.values()) if isinstance(child, dict) else []
-        modules = [c for c in items if isinstance(c, nn.Module)]
-        if isinstance(child, list) and modules:
-            yield modules
+            continue
         for c in modules:
             yield from _module_lists(c, skip)
 
