@@ -30,11 +30,12 @@ GRID_FRAMES_PER_S = 2
 FIRST_FRAME_S = 1 / 30  # a reply's first words show at once, not a frame later
 # Changes of turns (a message sent, a reply ended) shown in one screen update while the engine writes; the next ones
 # follow once the screen has shown them, keys read between. Each lays out the screen and repaints its pane: eight
-# in one update took 42 ms of CPU (60-70 under the engine's load) and kept a key waiting 72 ms; two, under 50. Once no
-# reply is being written the engine leaves the CPU to the UI, and the replies still to be shown ended go in one update,
-# keys read between them (four an update, the last of 8 chats ending together showed 90-96 ms after the engine's end;
-# all in one, 65-87 ms, keys under 45 ms).
-CHANGES_PER_UPDATE = 2
+# in one update took 42 ms of CPU (60-70 under the engine's load) and kept a key waiting 72 ms; two, 21-30 ms a screen
+# update, and every key of `bench --ui --slots 8` slower than 25 ms (AVX2 forced, 28-48 ms) had come during one; one,
+# keys p95 16-27 ms, worst 23-40 (six runs). Once no reply is being written the engine leaves the CPU to the UI, and the
+# replies still to be shown ended go in one update, keys read between them (four an update, the last of 8 chats ending
+# together showed 90-96 ms after the engine's end; all in one, 65-87 ms, keys under 45 ms).
+CHANGES_PER_UPDATE = 1
 
 
 class FramedChat(Protocol):

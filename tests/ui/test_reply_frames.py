@@ -50,7 +50,7 @@ def test_each_frame_repaints_every_shown_chat_with_its_status_line(tiny_model_di
 
 @pytest.mark.parametrize("writing", [True, False])
 def test_replies_that_end_together_are_shown_a_few_per_screen_update(tiny_model_dir: Path, writing: bool) -> None:
-    """While the engine writes other replies, CHANGES_PER_UPDATE changes are shown per screen update (keys are read
+    """While the engine writes other replies, CHANGES_PER_UPDATE changes (one) are shown per screen update (keys are read
     between updates); once it writes none, all in one. Always in the order asked."""
     async def scenario(app: ChatApp, pilot: Pilot) -> None:
         pane = await ready(app, pilot)
