@@ -171,10 +171,9 @@ class SlotScheduler:
     def step(self) -> None:
         """Reads prompt chunks and decodes every decoding slot; a failure ends only the replies it hit.
 
-        While slots stream, a prompt is read in chunks sized from measured step costs, so that their
-        step takes at most `prefill_stall` times its usual time; where the model allows, their tokens and the
-        chunk share one pass (one read of the weights).
-        """
+        While slots stream, a prompt is read in chunks paced by measured step costs, so that their step takes on
+        average at most `prefill_stall` times its usual time; where the model allows, their tokens and the chunk share
+        one pass (one read of the weights)."""
         started = time.perf_counter()
         try:
             for s in self.slots:
@@ -190,7 +189,8 @@ class SlotScheduler:
                 self._guarded(waiting[:1], lambda slots: slots[0].request.images.read_slice(self.costs.slice_s()))
                 self.costs.tower_ran(time.perf_counter() - started)
                 started = time.perf_counter()
-            prefilling = [s for s in prefilling if s not in waiting]
+            # (no chunk: the streams are owed steps of their own, engine.prefill.pacing)
+            prefilling = [s for s in prefilling if s not in waiting] if chunk or not streaming else []
             if prefilling and streaming:
                 batch = self._prefill_batch(prefilling, chunk, chunk)
                 if self.forward.mixes:

@@ -1,19 +1,26 @@
 """How much a prompt may slow the slots that stream while it is read: chunks steered by measured step costs.
 
-While other slots stream, a long prompt must not freeze them: a pass that reads prompt tokens is
-sized so that the streams' step takes at most `stall` times their usual step (the setting
-prefill_stall). No mlx here: the settings read its default.
+While other slots stream, a long prompt must not freeze them: a pass that reads prompt tokens is sized so that it
+takes at most BURST times the streams' usual step, and the steps after it go without one until the streams' steps
+have taken on average at most `stall` times their usual step (the setting prefill_stall). No mlx here: the settings
+read its default.
 """
 
 from __future__ import annotations
 
 import time
 
-# While slots stream: their step may take this many times its usual time when a prompt is read with it
-# (the setting prefill_stall). Higher, a long prompt's first token comes sooner and the others slow more.
-STALL = 1.8
-# Fewest prompt tokens a pass reads while slots stream (fewer would make the prompt wait for ever),
-# and how many before the costs are measured.
+# While slots stream: their steps may take on average this many times their usual time while a prompt is read (the
+# setting prefill_stall). Higher, a long prompt's first token comes sooner and the others slow more. At 1.8 with a chunk
+# every step, the long scenario's first token came at 2.41-2.66x its time alone; at 2.2 with BURST, 2.38x (AVX2).
+STALL = 2.2
+# A step that reads a prompt's chunk beside streaming slots may take this many times their usual step (at least the
+# stall), and the streams' next steps go without a chunk until its excess over the stall is paid back: the stall holds
+# on average. Where a pass is bound by arithmetic (a CPU) small chunks cost far more a token (beside 3 streams: 8
+# tokens 4.4 ms each, 32 2.5, 96 2.1, the prompt alone 2.0; AVX2, 2 cores): a chunk of 8 every step held the streams'
+# gaps at 3.1-3.5x their step (p50, worst 4.3-6.2x); a larger chunk every few steps, at 1.3-1.4x (worst 7.2-7.9x).
+BURST = 5.0
+# Fewest prompt tokens a pass reads while slots stream, and how many before the costs are measured.
 MIN_CHUNK = 8
 FIRST_CHUNK = 32
 # Weight of the newest measure in the running average of a decode step.
@@ -37,6 +44,7 @@ class StepCosts:
         self.stall = stall
         self.decode_s: float | None = None
         self.streaming_chunk = FIRST_CHUNK
+        self.owed_s = 0.0  # what chunks cost their steps beyond the stall, paid back by the streams' steps alone
         self._tower_at = 0.0  # (time.monotonic) when a vision tower may run its next slice
 
     def record(self, seconds: float, prompt_tokens: int, decode_rows: int) -> None:
@@ -45,16 +53,23 @@ class StepCosts:
             return
         if prompt_tokens == 0:
             self.decode_s = seconds if self.decode_s is None else (1 - NEWEST) * self.decode_s + NEWEST * seconds
+            self.owed_s = max(0.0, self.owed_s - self._allowed_s())
         elif self.decode_s is not None:
-            # The prompt's share of the step against what STALL allows it.
-            ratio = (self.stall - 1.0) * self.decode_s / max(seconds - self.decode_s, 1e-6)
-            ratio = min(STEP_RATIO, max(1 / STEP_RATIO, ratio))
+            # The chunk's cost against what a step may take (BURST), and what it owes beyond the stall.
+            over = seconds - self.decode_s
+            self.owed_s += max(0.0, over - self._allowed_s())
+            burst = (max(BURST, self.stall) - 1.0) * self.decode_s
+            ratio = min(STEP_RATIO, max(1 / STEP_RATIO, burst / max(over, 1e-6)))
             self.streaming_chunk = max(MIN_CHUNK, round(prompt_tokens * ratio))
+
+    def _allowed_s(self) -> float:
+        """What a prompt's chunk may add to the streams' step."""
+        return (self.stall - 1.0) * (self.decode_s or 0.0)
 
     def slice_s(self) -> float:
         """Seconds a vision tower may run between two of the streams' steps: what `stall` lets a prompt's chunk add
         to their step (at least one of its layers runs, however long: engine.prefill.tower)."""
-        return (self.stall - 1.0) * (self.decode_s or 0.0)
+        return self._allowed_s()
 
     def tower_due(self) -> bool:
         """Whether a vision tower may run a slice now. A layer of a tower can take many of the streams' steps (a
@@ -68,5 +83,6 @@ class StepCosts:
         self._tower_at = time.monotonic() + min(wait, TOWER_WAIT_MAX_S)
 
     def chunk(self, most: int) -> int:
-        """Prompt tokens a pass may read while slots stream, so that their step stays within `stall` times."""
-        return min(most, self.streaming_chunk)
+        """Prompt tokens a pass may read while slots stream, so that their step stays within `stall` times its usual
+        time (on average: none while the streams are owed steps of their own)."""
+        return 0 if self.owed_s > 0 else min(most, self.streaming_chunk)

@@ -1,8 +1,8 @@
-"""The pacing rule: a prompt read while slots stream gets the chunk that keeps their step within the stall."""
+"""The pacing rule: a prompt read while slots stream gets chunks that keep their step within the stall on average."""
 
 from __future__ import annotations
 
-from mlxchat.engine.prefill.pacing import FIRST_CHUNK, MIN_CHUNK, STALL, StepCosts
+from mlxchat.engine.prefill.pacing import BURST, FIRST_CHUNK, MIN_CHUNK, STALL, StepCosts
 
 
 def steady(costs: StepCosts, decode_s: float = 0.1) -> StepCosts:
@@ -11,26 +11,39 @@ def steady(costs: StepCosts, decode_s: float = 0.1) -> StepCosts:
     return costs
 
 
-def test_the_chunk_grows_while_steps_are_cheap_and_shrinks_when_they_are_not():
+def test_the_chunk_grows_while_its_steps_are_cheap_and_shrinks_when_they_pass_the_burst():
     costs = steady(StepCosts())
     assert costs.chunk(256) == FIRST_CHUNK  # nothing measured with a prompt yet
-    costs.record(0.12, prompt_tokens=32, decode_rows=3)  # 0.02 s over a decode step, STALL allows 0.08
+    costs.record(0.12, prompt_tokens=32, decode_rows=3)  # 0.02 s over a decode step, BURST allows 0.4
     assert costs.chunk(256) == 64  # at most twice the last
-    costs.record(0.30, prompt_tokens=64, decode_rows=3)  # 0.2 s over: too slow by 0.08 / 0.2
-    assert costs.chunk(256) == 32  # at most halved
-    costs.record(0.16, prompt_tokens=32, decode_rows=3)  # 0.06 s over
-    assert costs.chunk(256) == round(32 * (STALL - 1) * 0.1 / 0.06)
+    costs.record(1.3, prompt_tokens=64, decode_rows=3)  # 1.2 s over: too slow by 0.4 / 1.2
+    assert costs.streaming_chunk == 32  # at most halved (and none until the streams are paid back)
+    costs.record(0.6, prompt_tokens=32, decode_rows=3)  # 0.5 s over
+    assert costs.streaming_chunk == round(32 * (BURST - 1) * 0.1 / 0.5)
     for _ in range(10):
-        costs.record(1.0, prompt_tokens=costs.chunk(256), decode_rows=3)
-    assert costs.chunk(256) == MIN_CHUNK  # never below: the prompt must still finish
-    assert costs.chunk(4) == 4  # nor more than the pass may read
+        costs.record(10.0, prompt_tokens=costs.streaming_chunk, decode_rows=3)
+    assert costs.streaming_chunk == MIN_CHUNK  # never below: the prompt must still finish
+    assert StepCosts().chunk(4) == 4  # nor more than the pass may read
 
 
-def test_a_higher_stall_lets_the_prompt_take_more_of_each_step():
+def test_a_chunk_that_costs_more_than_the_stall_is_paid_back_by_steps_without_one():
+    costs = steady(StepCosts())
+    allowed = (STALL - 1) * 0.1
+    costs.record(0.1 + allowed + 0.25, prompt_tokens=32, decode_rows=3)  # 0.25 s more than the stall allows
+    waited = 0
+    while costs.chunk(256) == 0:
+        costs.record(0.1, prompt_tokens=0, decode_rows=3)  # the streams' step alone
+        waited += 1
+    assert waited == -(-0.25 // allowed)  # the steps the excess is worth, and no more
+    costs.record(0.1 + allowed - 0.01, prompt_tokens=32, decode_rows=3)  # within the stall: nothing owed
+    assert costs.chunk(256) > 0
+
+
+def test_a_higher_stall_lets_the_prompt_take_more_of_the_steps():
     gentle, eager = steady(StepCosts()), steady(StepCosts(stall=4.0))
     for costs in (gentle, eager):
-        costs.record(0.25, prompt_tokens=40, decode_rows=3)  # 0.15 s over a 0.1 s decode step
-    assert gentle.chunk(256) < 40 < eager.chunk(256)
+        costs.record(0.39, prompt_tokens=40, decode_rows=3)  # 0.29 s over a 0.1 s decode step
+    assert gentle.chunk(256) == 0 < eager.chunk(256)
 
 
 def test_steps_without_streaming_slots_teach_nothing():

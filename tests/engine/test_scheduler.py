@@ -154,15 +154,35 @@ def test_prompts_read_beside_a_stream_take_turns_so_a_long_one_does_not_starve_a
     long, short = [(5 * j) % 250 + 1 for j in range(160)], PROMPTS[1]  # 160 tokens: ten chunks or more; 13: one
     core.admit(Submit(RequestHandle(2, 1), tokens=long, sampling=GREEDY))
     core.admit(Submit(RequestHandle(3, 2), tokens=short, sampling=GREEDY))
-    passes = 0
+    passes = 0  # that read a chunk (a step owed to the stream reads none: engine.prefill.pacing)
     while core.slots[2].request and core.slots[2].request.pending:
+        pending = [len(core.slots[i].request.pending) for i in (1, 2)]  # type: ignore[union-attr]
         core.step()
-        passes += 1
+        passes += pending != [len(core.slots[i].request.pending) if core.slots[i].request else 0 for i in (1, 2)]
     # Chunks of 8 to 16 tokens (the streaming pace's bounds): the short prompt is read within its first two turns.
     assert passes <= 4 and len(core.slots[1].request.pending) >= 160 - 2 * 16  # type: ignore[union-attr]
     while core.busy:
         core.step()
     assert core.slots[2].history[len(short) :] == alone(model, short, GREEDY.max_tokens)[:-1]
+
+
+def test_steps_owed_to_the_streams_read_no_prompt_and_the_prompt_goes_on_after(tokenizer) -> None:
+    # A chunk that cost more than prefill_stall allows is paid back by steps of the streams alone (engine.prefill.pacing).
+    core = SlotScheduler(ready_for_slots(build_family("llama"), tokenizer), plan(), prefill_chunk=16)
+    core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=SamplingParams(max_tokens=60, ignore_eos=True)))
+    while not (core.slots[0].request and core.slots[0].request.generated >= 2):
+        core.step()
+    core.admit(Submit(RequestHandle(2, 1), tokens=[(5 * j) % 250 + 1 for j in range(40)], sampling=GREEDY))
+    late = core.slots[1].request
+    assert late is not None
+    core.costs.owed_s = 1e9
+    for _ in range(3):
+        streamed = len(core.slots[0].history)
+        core.step()
+        assert len(late.pending) == 40 and len(core.slots[0].history) == streamed + 1
+    core.costs.owed_s = 0.0
+    core.step()
+    assert len(late.pending) < 40
 
 
 def test_a_repartition_does_not_hold_both_plans_kv_at_once(tokenizer) -> None:
