@@ -175,9 +175,10 @@ class Settings(BaseSettings):
     first. 0 turns it off."""
 
     prefill_stall: float = Field(STALL, ge=1.1, le=20.0)
-    """While other chats stream, a new prompt is read in chunks sized so that their steps take at most
-    this many times as long as without it (their tokens and the chunk share a pass where the model
-    allows). Higher: the prompt's first token comes sooner, and the other chats slow down more."""
+    """While other chats stream, a new prompt is read in chunks, so that their steps take on average at
+    most this many times as long as without it (their tokens and the chunk share a pass where the
+    model allows; a step with a chunk may take up to 5 times, the next ones go without). Higher: the
+    prompt's first token comes sooner, and the other chats slow down more."""
 
     weights_dtype: WeightsDtype = "auto"
     """How the weights are held in memory: "auto" (on a CPU, 4- and 8-bit, float16 and bfloat16
