@@ -142,14 +142,15 @@ class SlotScheduler:
         for s in old_slots[: plan.parallel]:
             slots[s.id].label = s.label
             slots[s.id].history = list(s.history) if survived[s.id] else []
+        self.store, self.slots = store, slots  # (what snapshots read meanwhile: the old store goes a layer at a time)
         try:
             store.take_from(old_store, [slot for slot, kept in survived.items() if kept])
         except Exception:  # (the old store is spent: its slots stay, empty, and their chats prefill again)
-            self.store, self.slots = self._new_store(self.plan), [Slot(s.id, label=s.label) for s in self.slots]
+            self.store, self.slots = self._new_store(self.plan), [Slot(s.id, label=s.label) for s in old_slots]
             raise
         finally:
             self.prefixes.clear()  # its states have the old plan's shapes (window rings, capacity)
-        self.store, self.slots, self.plan = store, slots, plan
+        self.plan = plan
         return survived
 
     def settle(self) -> None:
@@ -276,11 +277,8 @@ class SlotScheduler:
             slot.rollback(self.store, exact)
         cached = len(slot.history)
         slot.request = Request(
-            id=handle.request_id,
-            handle=handle,
-            prompt=prompt,
-            sampling=sampling,
-            sampler=SlotSampler(sampling),
+            id=handle.request_id, handle=handle, prompt=prompt,
+            sampling=sampling, sampler=SlotSampler(sampling),
             detokenizer=self.tokenizer.detokenizer,
             on_event=on_event,
             split=self.replies.split(prompt, sampling, submit.callable_tools),

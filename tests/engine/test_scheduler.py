@@ -185,6 +185,27 @@ def test_steps_owed_to_the_streams_read_no_prompt_and_the_prompt_goes_on_after(t
     assert len(late.pending) < 40
 
 
+def test_a_snapshot_taken_while_the_slots_are_repartitioned_reads_the_new_plan(tokenizer, monkeypatch) -> None:
+    # The UI's status clock reads snapshots from its own thread; the old store lets its layers go one at a time (an
+    # F2 apply once crashed the app: a snapshot met a layer already gone).
+    core = SlotScheduler(ready_for_slots(build_family("llama"), tokenizer), plan(parallel=2, ctx_size=2 * 512))
+    core.admit(Submit(RequestHandle(1, 0), tokens=PROMPTS[0], sampling=GREEDY))
+    while core.busy:
+        core.step()
+    layer_type = type(core.store.layers[0])
+    copy_slot, seen = layer_type.copy_slot, []
+
+    def copy_and_look(self, *args, **kwargs):  # (each layer, as the UI's clock might read between two)
+        seen.append(core.snapshot())
+        return copy_slot(self, *args, **kwargs)
+
+    monkeypatch.setattr(layer_type, "copy_slot", copy_and_look)
+    core.repartition(plan(parallel=4, ctx_size=4 * 512))
+    assert len(seen) == len(core.store.layers) >= 2
+    assert all(len(snapshot.slots) == 4 and snapshot.per_slot == 512 for snapshot in seen)
+    assert core.snapshot().slots[0].used == len(core.slots[0].history) > 0
+
+
 def test_a_repartition_does_not_hold_both_plans_kv_at_once(tokenizer) -> None:
     # Eight layers, four slots each holding a conversation, rebuilt (the same plan: every slot's KV survives). Each
     # old layer goes once copied: the peak stays near one store and one layer, not two stores (as it was).
