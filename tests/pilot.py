@@ -93,9 +93,14 @@ async def from_terminal(app: ChatApp, pilot: Pilot, data: str) -> None:
 
 async def submit(pilot: Pilot, pane: ChatPane, text: str) -> None:
     """Sends `text` from the pane's input as Enter does, without waiting for the reply."""
+    def sent() -> int:
+        return sum(m.role == "user" and m.text == text for m in pane.chat.messages)
+
+    before = sent()
     pane.chat_input.text = text
     pane.chat_input.post_message(ChatInput.Submitted(text))
-    await wait_for(pilot, lambda: pane.busy, "the request")
+    # (or already answered: a short reply can start and end between two looks)
+    await wait_for(pilot, lambda: pane.busy or sent() > before, "the request")
 
 
 def rendered_prompt(app: ChatApp, slot: int = 0) -> str:
