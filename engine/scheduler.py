@@ -146,7 +146,8 @@ class SlotScheduler:
         try:
             store.take_from(old_store, [slot for slot, kept in survived.items() if kept])
         except Exception:  # (the old store is spent: its slots stay, empty, and their chats prefill again)
-            self.store, self.slots = self._new_store(self.plan), [Slot(s.id, label=s.label) for s in old_slots]
+            self.slots = [Slot(s.id, label=s.label) for s in old_slots]  # (first: no history without its K/V)
+            self.store = self._new_store(self.plan)
             raise
         finally:
             self.prefixes.clear()  # its states have the old plan's shapes (window rings, capacity)

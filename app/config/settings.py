@@ -177,7 +177,7 @@ class Settings(BaseSettings):
     prefill_stall: float = Field(STALL, ge=1.1, le=20.0)
     """While other chats stream, a new prompt is read in chunks, so that their steps take on average at
     most this many times as long as without it (their tokens and the chunk share a pass where the
-    model allows; a step with a chunk may take up to 5 times, the next ones go without). Higher: the
+    model allows; a step with a chunk may take about 6 times, the next ones go without). Higher: the
     prompt's first token comes sooner, and the other chats slow down more."""
 
     weights_dtype: WeightsDtype = "auto"

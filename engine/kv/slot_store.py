@@ -55,8 +55,9 @@ class SlotKVStore:
 
     @property
     def arrays(self) -> list[Any]:
-        """Every allocated buffer, to evaluate after a pass whose only output is the caches."""
-        return [a for s in self.layers for a in s.arrays]
+        """Every allocated buffer, to evaluate after a pass whose only output is the caches (none of a layer another
+        store took: take_from, while a snapshot from another thread may read this one)."""
+        return [a for s in self.layers if s is not None for a in s.arrays]
 
     @property
     def nbytes(self) -> int:
@@ -65,7 +66,7 @@ class SlotKVStore:
 
     def bytes_used(self, slot: int) -> int:
         """Bytes slot `slot` holds now (full layers by its length, windows up to their ring, states whole)."""
-        return sum(s.bytes_held(self.lengths[slot]) for s in self.layers)
+        return sum(s.bytes_held(self.lengths[slot]) for s in self.layers if s is not None)
 
     def exact_prefix(self, slot: int, keep: int) -> int:
         """The longest prefix, at most `keep` tokens, that every layer can roll slot `slot` back to exactly."""

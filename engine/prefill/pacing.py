@@ -12,14 +12,15 @@ import time
 
 # While slots stream: their steps may take on average this many times their usual time while a prompt is read (the
 # setting prefill_stall). Higher, a long prompt's first token comes sooner and the others slow more. At 1.8 with a chunk
-# every step, the long scenario's first token came at 2.41-2.66x its time alone; at 2.2 with BURST, 2.38x (AVX2).
+# every step, the long scenario's first token came at 2.41-2.66x its time alone; at 2.2 with BURST, 2.30-2.38x.
 STALL = 2.2
-# A step that reads a prompt's chunk beside streaming slots may take this many times their usual step (at least the
-# stall), and the streams' next steps go without a chunk until its excess over the stall is paid back: the stall holds
-# on average. Where a pass is bound by arithmetic (a CPU) small chunks cost far more a token (beside 3 streams: 8
-# tokens 4.4 ms each, 32 2.5, 96 2.1, the prompt alone 2.0; AVX2, 2 cores): a chunk of 8 every step held the streams'
-# gaps at 3.1-3.5x their step (p50, worst 4.3-6.2x); a larger chunk every few steps, at 1.3-1.4x (worst 7.2-7.9x).
-BURST = 5.0
+# A step that reads a prompt's chunk beside streaming slots may take about this many times their usual step (at least
+# the stall; the chunk is sized for it), and the streams' next steps go without a chunk until what it took past the
+# stall is paid back: the stall holds on average. Where a pass is bound by arithmetic (a CPU) small chunks cost far more
+# a token (beside 3 streams: 8 tokens 4.4 ms each, 32 2.5, 96 2.1, the prompt alone 2.0; AVX2, 2 cores): a chunk of 8
+# every step held the streams' gaps at 2.9-3.5x their step (p50, worst 4.3-6.2x); a larger one every few steps, at
+# 1.2-1.3x (worst 7.1-7.8x; at 5, first token 2.45-2.52x alone against 2.30-2.38x at 6).
+BURST = 6.0
 # Fewest prompt tokens a pass reads while slots stream, and how many before the costs are measured.
 MIN_CHUNK = 8
 FIRST_CHUNK = 32
@@ -44,23 +45,37 @@ class StepCosts:
         self.stall = stall
         self.decode_s: float | None = None
         self.streaming_chunk = FIRST_CHUNK
-        self.owed_s = 0.0  # what chunks cost their steps beyond the stall, paid back by the streams' steps alone
+        self.owed_s = 0.0  # what the steps took beyond the stall (chunks), paid back by the streams' steps alone
+        self._chunk: tuple[float, int] | None = None  # the last step's chunk: (its time past a decode step, tokens)
         self._tower_at = 0.0  # (time.monotonic) when a vision tower may run its next slice
 
     def record(self, seconds: float, prompt_tokens: int, decode_rows: int) -> None:
         """One step took `seconds`, reading `prompt_tokens` prompt tokens and decoding `decode_rows` slots."""
         if not decode_rows:
             return
-        if prompt_tokens == 0:
+        # The step after a chunk's: where the chunk shares the pipelined decode pass, its pass runs on into this
+        # step, whose time past a decode step is the chunk's too (not the streams' usual step).
+        tail = prompt_tokens == 0 and self._chunk is not None
+        if prompt_tokens == 0 and not tail:
             self.decode_s = seconds if self.decode_s is None else (1 - NEWEST) * self.decode_s + NEWEST * seconds
-            self.owed_s = max(0.0, self.owed_s - self._allowed_s())
-        elif self.decode_s is not None:
-            # The chunk's cost against what a step may take (BURST), and what it owes beyond the stall.
-            over = seconds - self.decode_s
-            self.owed_s += max(0.0, over - self._allowed_s())
-            burst = (max(BURST, self.stall) - 1.0) * self.decode_s
-            ratio = min(STEP_RATIO, max(1 / STEP_RATIO, burst / max(over, 1e-6)))
-            self.streaming_chunk = max(MIN_CHUNK, round(prompt_tokens * ratio))
+        if self.decode_s is None:
+            return
+        # Every step may take the stall's share beyond the streams' own: what a chunk takes past it is owed, and paid
+        # back by the steps after it (a credit of one step's share at most, so that the average holds, not more).
+        over = seconds - self.decode_s if prompt_tokens or tail else 0.0
+        self.owed_s = max(-self._allowed_s(), self.owed_s + over - self._allowed_s())
+        if prompt_tokens:
+            self._size(over, prompt_tokens)
+            self._chunk = (over, prompt_tokens)
+        elif self._chunk is not None:
+            self._size(self._chunk[0] + over, self._chunk[1])
+            self._chunk = None
+
+    def _size(self, over: float, tokens: int) -> None:
+        """The next chunk, from what a chunk of `tokens` added to the streams' step, against what BURST lets it."""
+        burst = (max(BURST, self.stall) - 1.0) * (self.decode_s or 0.0)
+        ratio = min(STEP_RATIO, max(1 / STEP_RATIO, burst / max(over, 1e-6)))
+        self.streaming_chunk = max(MIN_CHUNK, round(tokens * ratio))
 
     def _allowed_s(self) -> float:
         """What a prompt's chunk may add to the streams' step."""

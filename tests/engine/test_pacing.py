@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mlxchat.engine.prefill.pacing import BURST, FIRST_CHUNK, MIN_CHUNK, STALL, StepCosts
 
 
@@ -34,9 +36,23 @@ def test_a_chunk_that_costs_more_than_the_stall_is_paid_back_by_steps_without_on
     while costs.chunk(256) == 0:
         costs.record(0.1, prompt_tokens=0, decode_rows=3)  # the streams' step alone
         waited += 1
-    assert waited == -(-0.25 // allowed)  # the steps the excess is worth, and no more
+    # The steps the excess is worth, less the credit the streams' steps before it left (one step's), and no more.
+    assert waited == -(-(0.25 - allowed) // allowed)
     costs.record(0.1 + allowed - 0.01, prompt_tokens=32, decode_rows=3)  # within the stall: nothing owed
     assert costs.chunk(256) > 0
+
+
+def test_the_step_after_a_chunk_is_charged_to_it_not_to_the_streams():
+    # Where the chunk shares the pipelined decode pass, the next step waits for the rest of its pass.
+    costs = steady(StepCosts())
+    costs.record(0.3, prompt_tokens=32, decode_rows=3)  # 0.2 s over a decode step: within BURST's 0.4
+    costs.record(0.5, prompt_tokens=0, decode_rows=3)  # its pass ran on: 0.4 s more
+    assert costs.decode_s == pytest.approx(0.1)  # the streams' step is not taken for 0.5 s
+    owed = 0.2 + 0.4 - 3 * (STALL - 1) * 0.1  # (the steps before it left one step's credit)
+    assert costs.owed_s == pytest.approx(owed)  # what the chunk took beyond its two steps' stall, its tail included
+    assert costs.streaming_chunk == round(32 * (BURST - 1) * 0.1 / 0.6)  # sized by all it took (0.6 s), not 0.2 s
+    costs.record(0.1, prompt_tokens=0, decode_rows=3)  # the step after is the streams' own again: it pays
+    assert costs.owed_s == pytest.approx(owed - (STALL - 1) * 0.1)
 
 
 def test_a_higher_stall_lets_the_prompt_take_more_of_the_steps():

@@ -154,11 +154,14 @@ def test_prompts_read_beside_a_stream_take_turns_so_a_long_one_does_not_starve_a
     long, short = [(5 * j) % 250 + 1 for j in range(160)], PROMPTS[1]  # 160 tokens: ten chunks or more; 13: one
     core.admit(Submit(RequestHandle(2, 1), tokens=long, sampling=GREEDY))
     core.admit(Submit(RequestHandle(3, 2), tokens=short, sampling=GREEDY))
+    def left() -> list[int]:
+        return [len(r.pending) if (r := core.slots[i].request) else 0 for i in (1, 2)]
+
     passes = 0  # that read a chunk (a step owed to the stream reads none: engine.prefill.pacing)
     while core.slots[2].request and core.slots[2].request.pending:
-        pending = [len(core.slots[i].request.pending) for i in (1, 2)]  # type: ignore[union-attr]
+        before = left()
         core.step()
-        passes += pending != [len(core.slots[i].request.pending) if core.slots[i].request else 0 for i in (1, 2)]
+        passes += before != left()
     # Chunks of 8 to 16 tokens (the streaming pace's bounds): the short prompt is read within its first two turns.
     assert passes <= 4 and len(core.slots[1].request.pending) >= 160 - 2 * 16  # type: ignore[union-attr]
     while core.busy:
