@@ -3,7 +3,9 @@
 MLX's CPU backend has no kernel of its own for mx.fast.rms_norm and mx.fast.rope: it runs their
 fallbacks, about ten and thirty operations each. With two norms and two RoPEs a layer, they were
 most of the some 4,000 operations of a SmolLM2 decode step, each with its own scheduling cost.
-Other norms and RoPE variants (scaled ones, other dtypes) keep the model's own modules.
+Other norms and RoPE variants (scaled ones, other dtypes) keep the model's own modules. Where a llama layer's
+weights are kept as stored, the RoPE and the residual adds with their norms run inside its matmuls' operations
+instead (`Rope.epilogue`, `AddNorm.epilogue`; engine.cpu.llama).
 """
 
 from __future__ import annotations
@@ -26,26 +28,27 @@ def norm(module: Any) -> Callable[[mx.array], mx.array]:
     return lambda x: ext.rms_norm(x, weight, eps) if x.dtype == mx.float32 else module(x)
 
 
-def add_norm(module: Any) -> Callable[[mx.array, mx.array], tuple[mx.array, mx.array]]:
+class AddNorm:
     """(h, delta) -> (h + delta, module(h + delta)): a layer's residual add and the next norm, one compiled operation
     where `norm` would compile the norm (one fewer in each of the two per layer of every step's graph)."""
-    compiled = _compiled_norm(module)
 
-    def apart(h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
-        h = h + delta
-        return h, module(h)
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        compiled = _compiled_norm(module)
+        self._ext = None if compiled is None else compiled[0]
+        self._compiled = None if compiled is None else compiled[1:]
 
-    if compiled is None:
-        return apart
-    ext, weight, eps = compiled
-
-    def fused(h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
-        if h.dtype != mx.float32 or delta.dtype != mx.float32 or h.shape != delta.shape:
-            return apart(h, delta)
-        total, normed = ext.add_rms_norm(h, delta, weight, eps)
+    def __call__(self, h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
+        if self._compiled is None or h.dtype != mx.float32 or delta.dtype != mx.float32 or h.shape != delta.shape:
+            h = h + delta
+            return h, self.module(h)
+        total, normed = self._ext.add_rms_norm(h, delta, *self._compiled)
         return total, normed
 
-    return fused
+    def epilogue(self, h: mx.array) -> tuple[mx.array, float] | None:
+        """The compiled norm's (weight, eps), for a matmul that adds h to its product and norms the sum in its own
+        operation (stored.Call.rows_add_norm); None where the norm is not compiled or h is not float32."""
+        return self._compiled if h.dtype == mx.float32 else None
 
 
 def _compiled_norm(module: Any) -> tuple[Any, mx.array, float] | None:
@@ -85,6 +88,11 @@ class Rope:
             self._inverse = mx.reciprocal(module._freqs.astype(mx.float32))
         if self._inverse is not None:
             mx.eval(self._inverse)
+
+    def epilogue(self) -> tuple[mx.array, bool, float] | None:
+        """(inverse frequencies, traditional, scale) where the compiled RoPE serves, for a matmul that turns its own
+        products (stored.Call.rows_rope); else None."""
+        return None if self._inverse is None else (self._inverse, self.module.traditional, self._scale)
 
     def __call__(self, rows: list[mx.array], batch: int, heads: list[int], offset: int | mx.array,
                  offsets: Callable[[], mx.array]) -> list[mx.array]:

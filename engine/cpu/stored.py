@@ -171,13 +171,37 @@ class Call:
         return all(a is b for a, b in zip([*self._arrays, self._biases[0]], [*now, layer.get("bias")]))
 
     def rows(self, x: mx.array) -> list[mx.array]:
-        """For float32 rows x (M, K): the outputs (M, N)."""
-        work = x.shape[0] * x.shape[1] * self._columns
-        outs = kernels.status().module.weights_matmul(
-            x, self._arrays, *self._format, kernels.THREADS if work >= THREADED_WORK else 1,
-            int(self._first.int8_rows),
-        )
+        """For float32 rows x (M, K), or heads (M, heads, 1, dim) as rows: the outputs (M, N)."""
+        outs = kernels.status().module.weights_matmul(x, self._arrays, *self._format, *self._how(x))
         return [out if bias is None else out + bias for out, bias in zip(outs, self._biases)]
+
+    def bare(self) -> bool:
+        """Whether its products are the outputs as they are (no bias added, no SwiGLU): what rows_add_norm and
+        rows_rope take."""
+        return all(bias is None for bias in self._biases) and not self._format[2]
+
+    def rows_add_norm(self, x: mx.array, h: mx.array, norm: tuple[mx.array, float]) -> tuple[mx.array, mx.array]:
+        """For float32 rows x (M, K) and h (M, N): (h + x @ W.T, its RMSNorm with `norm`'s (weight, eps)), one
+        operation: a layer's output projection, residual add and next norm (where bare())."""
+        total, normed = kernels.status().module.weights_matmul_add_norm(
+            x, self._arrays, *self._format[:2], *self._how(x), h, *norm
+        )
+        return total, normed
+
+    def rows_rope(self, x: mx.array, batch: int, head_dim: int, rotated: int, offsets: mx.array,
+                  rope: tuple[mx.array, bool, float]) -> list[mx.array]:
+        """For float32 rows x (batch * L, K): each output as heads (batch, N / head_dim, L, head_dim), the first
+        `rotated` turned by RoPE (`rope`: inverse frequencies, traditional, scale; sequence b from offsets[b]), one
+        operation: a layer's q, k and v and their RoPE (where bare())."""
+        outs: list[mx.array] = kernels.status().module.weights_matmul_rope(
+            x, self._arrays, *self._format[:2], *self._how(x), batch, head_dim, rotated, offsets, *rope
+        )
+        return outs
+
+    def _how(self, x: mx.array) -> tuple[int, int]:
+        """(threads, int8) for a call over rows x."""
+        work = x.size * self._columns
+        return kernels.THREADS if work >= THREADED_WORK else 1, int(self._first.int8_rows)
 
     def __call__(self, x: mx.array) -> list[mx.array]:
         """For x of any shape (..., K) and dtype: the outputs, of x's shape and dtype but the last axis."""

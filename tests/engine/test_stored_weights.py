@@ -84,6 +84,81 @@ def test_several_weights_and_the_swiglu_in_one_call():
     assert mx.allclose(fused[0], g * mx.sigmoid(g) * u, rtol=1e-4, atol=1e-3).item()
 
 
+@pytest.mark.parametrize("bits", [4, 8, 16])
+@pytest.mark.parametrize("int8", [0, 1])
+def test_the_add_and_norm_after_a_matmul_give_the_bits_of_the_three_apart(bits, int8):
+    # A layer's output projection, residual add and next norm as one operation (a decode step's graph is two
+    # operations a layer shorter): the same bits, from 1 row (x86_columns) to 9 (outer products on AVX2).
+    weight = quantized(96, 128, bits, 32, mx.float16, 8) if bits < 16 else [mx.random.normal((96, 128)).astype(mx.float16)]
+    norm = mx.random.normal((96,), key=mx.random.key(9))
+    for rows in (1, 3, 9):
+        x, h = mx.random.normal((rows, 128), key=mx.random.key(rows)), mx.random.normal((rows, 96), key=mx.random.key(10))
+        group = 32 if bits < 16 else 0
+        product = ext().weights_matmul(x, weight, bits, group, False, 2, int8 and bits < 16)[0]
+        total, normed = ext().weights_matmul_add_norm(x, weight, bits, group, 2, int8 and bits < 16, h, norm, 1e-5)
+        want_total, want_normed = ext().add_rms_norm(h, product, norm, 1e-5)
+        assert mx.array_equal(total, want_total).item() and mx.array_equal(normed, want_normed).item(), rows
+
+
+@pytest.mark.parametrize("bits", [4, 16])
+@pytest.mark.parametrize("batch, length, offsets, traditional", [
+    (1, 1, [37], False), (3, 1, [0, 5, 900], True), (2, 3, [4, 11], False), (2, 4, [6], True),
+])
+def test_q_k_and_v_as_heads_turned_by_rope_give_the_bits_of_the_matmul_and_rope_apart(bits, batch, length, offsets,
+                                                                                       traditional):
+    # A layer's q, k and v and their RoPE as one operation: q and k turned, v only moved into heads; one token a
+    # sequence (a decode step) and several (a chunk, whose heads are a transpose of the rows).
+    head_dim, weights = 16, []
+    for n, seed in ((64, 20), (32, 21), (32, 22)):  # 4 query heads, 2 K/V heads
+        weights += quantized(n, 128, bits, 32, mx.float16, seed) if bits < 16 else [
+            mx.random.normal((n, 128), key=mx.random.key(seed)).astype(mx.float16)]
+    group = 32 if bits < 16 else 0
+    x = mx.random.normal((batch * length, 128), key=mx.random.key(23))
+    inverse = mx.exp(mx.arange(0.0, -6.0, -1.0) * 1.3)  # 6 pairs: 12 of each head's 16 turned
+    at = mx.array(offsets, dtype=mx.int32)
+    q, k, v = ext().weights_matmul(x, weights, bits, group, False, 2)
+    want = [*ext().rope_rows([q, k], batch, [4, 2], at, inverse, traditional, 0.5),
+            v.reshape(batch, length, 2, head_dim).transpose(0, 2, 1, 3)]
+    got = ext().weights_matmul_rope(x, weights, bits, group, 2, 0, batch, head_dim, 2, at, inverse, traditional, 0.5)
+    assert [a.shape for a in got] == [a.shape for a in want]
+    assert all(mx.array_equal(a, b).item() for a, b in zip(got, want))
+
+
+def test_heads_of_one_token_are_read_as_their_rows():
+    # Attention's output (M, heads, 1, dim) goes to the o projection without a reshape: the same bits as its rows.
+    q = quantized(24, 64, 4, 32, mx.float16, 24)
+    heads = mx.random.normal((3, 4, 1, 16), key=mx.random.key(25))
+    got, want = (ext().weights_matmul(a, q, 4, 32, False, 2)[0] for a in (heads, heads.reshape(3, 64)))
+    assert got.shape == (3, 24) and mx.array_equal(got, want).item()
+    with pytest.raises(ValueError, match=r"x must be \(M, K\) float32"):
+        ext().weights_matmul(mx.zeros((3, 4, 2, 8)), q, 4, 32, False, 2)  # two tokens: not rows in that order
+
+
+@pytest.mark.parametrize("batch, head_dim, rotated, offsets, pairs, message", [
+    (3, 16, 2, [0], 6, "the rows must be batch sequences of one length"),  # 4 rows
+    (2, 16, 4, [0], 6, "no more weights rotated than given"),
+    (2, 16, 2, [0], 9, "two per pair within a head"),
+    (2, 16, 2, [0, 1, 2], 6, "one or one per sequence"),
+    (2, 12, 2, [0], 6, "whole heads"),  # 64 and 32 outputs
+])
+def test_a_rope_that_does_not_fit_the_products_is_refused(batch, head_dim, rotated, offsets, pairs, message):
+    weights = quantized(64, 64, 4, 32, mx.float16) + quantized(32, 64, 4, 32, mx.float16, 1)
+    with pytest.raises(ValueError, match=message):
+        ext().weights_matmul_rope(mx.zeros((4, 64)), weights, 4, 32, 1, 0, batch, head_dim, rotated,
+                                  mx.array(offsets, dtype=mx.int32), mx.ones((pairs,)), False, 1.0)
+
+
+@pytest.mark.parametrize("args, message", [
+    ((quantized(8, 64, 4, 32, mx.float16) * 2, mx.zeros((2, 8)), mx.ones((8,))), "add_norm takes one weight"),
+    ((quantized(8, 64, 4, 32, mx.float16), mx.zeros((2, 9)), mx.ones((8,))), r"h must be \(M, N\) float32"),
+    ((quantized(8, 64, 4, 32, mx.float16), mx.zeros((2, 8)), mx.ones((9,))), r"norm's weight must be \(N,\)"),
+])
+def test_an_add_and_norm_that_does_not_fit_the_product_is_refused(args, message):
+    weights, h, norm = args
+    with pytest.raises(ValueError, match=message):
+        ext().weights_matmul_add_norm(mx.zeros((2, 64)), weights, 4, 32, 1, 0, h, norm, 1e-5)
+
+
 @pytest.mark.parametrize("args, message", [
     ((mx.zeros((2, 64)), quantized(8, 64, 4, 32, mx.float16)[:2], 4, 32), "values, scales, biases"),
     ((mx.zeros((2, 96)), quantized(8, 64, 4, 32, mx.float16), 4, 32), "packed weights do not match K"),

@@ -58,6 +58,28 @@ MLXCHAT_NB_MODULE(MLXCHAT_MODULE, m) {
       "or bfloat16 (bits 16), given alone. With swiglu, gate and up give silu(x @ gate.T) * (x @ up.T). With "
       "int8 1, quantized weights multiply x rounded to int8 in blocks of 32 (2: the same on the portable loops, "
       "3: on AVX2's, whatever else the CPU has).");
+  m.def(
+      "weights_matmul_add_norm",
+      [](const mx::array& x, const std::vector<mx::array>& weights, int bits, int group_size, int threads, int int8,
+         const mx::array& h, const mx::array& norm_weight, float eps) {
+        return mlxchat::weights_matmul_add_norm(x, weights, {bits, group_size}, threads, int8, h, norm_weight, eps);
+      },
+      "x"_a, "weights"_a, "bits"_a, "group_size"_a, "threads"_a, "int8"_a, "h"_a, "norm_weight"_a, "eps"_a,
+      "[h + x @ W.T, rms_norm(h + x @ W.T, norm_weight, eps)] for one weight W as weights_matmul takes it: a layer's "
+      "output projection, residual add and next norm in one operation, the same bits as the three apart.");
+  m.def(
+      "weights_matmul_rope",
+      [](const mx::array& x, const std::vector<mx::array>& weights, int bits, int group_size, int threads, int int8,
+         int batch, int head_dim, int rotated, const mx::array& offsets, const mx::array& inverse, bool traditional,
+         float scale) {
+        return mlxchat::weights_matmul_rope(x, weights, {bits, group_size}, threads, int8, batch, head_dim, rotated,
+                                            offsets, inverse, traditional, scale);
+      },
+      "x"_a, "weights"_a, "bits"_a, "group_size"_a, "threads"_a, "int8"_a, "batch"_a, "head_dim"_a, "rotated"_a,
+      "offsets"_a, "inverse"_a, "traditional"_a, "scale"_a,
+      "x (batch * length, K) @ W.T for each weight W as weights_matmul takes it, each product as heads (batch, "
+      "N / head_dim, length, head_dim), the first `rotated` turned as rope_rows turns them: a layer's q, k and v "
+      "and their RoPE in one operation, the same bits as the two apart.");
   m.def("kv_write", &mlxchat::kv_write, "buffer"_a, "rows"_a, "at"_a,
         "The K or V buffer (slots, heads, capacity, dim) with its rows at (B, heads) replaced by rows (B, heads, 1, "
         "dim) float32, rounded to the buffer's type (CPU; in place where MLX holds the buffer nowhere else).");

@@ -38,6 +38,16 @@ void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
   swiglu_span(gate, up, out, n);
 }
 
+}  // namespace
+
+void add_norm_rows(const float* h, float* total, const float* weight, float* normed, int64_t rows, int64_t D,
+                   float eps) {
+  add_rows(h, total, total, rows * D);
+  norm_rows(total, weight, normed, rows, D, eps);
+}
+
+namespace {
+
 struct Rope {
   const float* x;          // (B * L, heads * D)
   const int32_t* offsets;  // (B,), or one for all
@@ -86,6 +96,11 @@ void rope_rows_run(const Rope& p) {
 mx::Stream cpu_stream() { return mx::default_stream(mx::Device::cpu); }
 
 }  // namespace
+
+void rope_rows_into(const float* x, const int32_t* offsets, bool one_offset, const float* inverse, int64_t dims,
+                    float* out, int64_t B, int64_t L, int64_t heads, int64_t D, bool traditional, float scale) {
+  rope_rows_run({x, offsets, inverse, out, B, L, heads, D, dims, one_offset, traditional, scale});
+}
 
 template <>
 void Swiglu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {

@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <tuple>
 
+#include "layer_ops.h"
 #include "matmul_tasks.h"
 #include "pool.h"
 
@@ -105,12 +107,15 @@ template <>
 void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   auto& encoder = begin(inputs, outputs);
   const auto& x = inputs[0];
-  const auto& [format, swiglu, threads, int8] = params_;
+  const MatmulParams& params = params_;
+  const auto [format, swiglu, threads, int8] = std::tuple{params.format, params.swiglu, params.threads, params.int8};
   const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
-  Problem p{nullptr, x.shape(0), x.shape(1), kind_of(format, inputs[per == 1 ? 1 : 2].dtype()), format.group_size,
+  // (then h and the norm's weight, or the offsets and inverse frequencies)
+  const size_t weights_end = inputs.size() - (params.add_norm || params.batch > 0 ? 2 : 0);
+  Problem p{nullptr, x.shape(0), static_cast<int64_t>(x.size()) / x.shape(0), kind_of(format, inputs[per == 1 ? 1 : 2].dtype()), format.group_size,
             swiglu, {}, {0}};
-  for (size_t i = 0; per * i + 1 < inputs.size(); ++i) {
-    float* out = i < outputs.size() ? outputs[i].data<float>() : nullptr;
+  for (size_t i = 0; per * i + 1 < weights_end; ++i) {
+    float* out = i < outputs.size() && params.batch == 0 ? outputs[i].data<float>() : nullptr;
     const auto& values = inputs[1 + per * i];
     const void* scales = per == 3 ? inputs[2 + per * i].data<void>() : nullptr;
     const void* biases = per == 3 ? inputs[3 + per * i].data<void>() : nullptr;
@@ -122,16 +127,59 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
                      : is_q4(p.kind)                        ? "matmul, 4-bit weights"
                      : is_q8(p.kind)                        ? "matmul, 8-bit weights"
                                                             : "matmul, 16-bit weights";
-  dispatch(encoder, part, [p = std::move(p), x, threads, int8]() { run(p, x, threads, int8); });
+  if (params.add_norm) {
+    // The product goes to the sum's memory, which then takes h in place.
+    dispatch(encoder, part, [p = std::move(p), x, threads, int8, h = inputs[weights_end], w = inputs[weights_end + 1],
+                             total = outputs[0].data<float>(), normed = outputs[1].data<float>(), params]() {
+      run(p, x, threads, int8);
+      std::vector<float> copy;
+      add_norm_rows(row_major(h, copy), total, w.data<float>(), normed, p.M, p.matrices[0].N, params.eps);
+    });
+  } else if (params.batch > 0) {
+    // The products go to memory of the stream's own, then to the outputs as heads, turned or only moved.
+    std::vector<float*> outs;
+    for (auto& out : outputs) outs.push_back(out.data<float>());
+    dispatch(encoder, part, [p = std::move(p), x, offsets = inputs[weights_end], inverse = inputs[weights_end + 1],
+                             outs, params]() mutable {
+      thread_local std::vector<float> products;
+      int64_t columns = 0;
+      for (const auto& m : p.matrices) columns += m.N;
+      products.resize(p.M * columns);
+      float* at = products.data();
+      for (auto& m : p.matrices) {
+        m.out = at;
+        at += p.M * m.N;
+      }
+      run(p, x, params.threads, params.int8);
+      const int64_t pairs = static_cast<int64_t>(inverse.size()), L = p.M / params.batch;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const Matrix& m = p.matrices[i];
+        rope_rows_into(m.out, offsets.data<int32_t>(), offsets.size() == 1, inverse.data<float>(),
+                       static_cast<int>(i) < params.rotated ? 2 * pairs : 0, outs[i], params.batch, L,
+                       m.N / params.head_dim, params.head_dim, params.traditional, params.scale);
+      }
+    });
+  } else {
+    dispatch(encoder, part, [p = std::move(p), x, threads, int8]() { run(p, x, threads, int8); });
+  }
 }
 
-std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
-                                      bool swiglu, int threads, int int8) {
-  auto fail = [](const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); };
-  if (x.ndim() != 2 || x.dtype() != mx::float32) fail("x must be (M, K) float32");
+namespace {
+
+[[noreturn]] void fail(const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); }
+
+// The inputs of a call (x, then each weight's arrays), checked, and its products' shapes (M, N_i).
+std::pair<std::vector<mx::array>, std::vector<mx::Shape>> checked(const mx::array& x,
+                                                                  const std::vector<mx::array>& weights,
+                                                                  WeightFormat format, bool swiglu, int int8,
+                                                                  mx::Stream stream) {
+  // Attention's output for one token a sequence, (M, heads, 1, dim), is its rows (M, heads * dim) in row-major
+  // order: taken as they are, without a reshape in every layer of a step's graph.
+  const bool heads = x.ndim() == 4 && x.shape(2) == 1;
+  if ((x.ndim() != 2 && !heads) || x.dtype() != mx::float32) fail("x must be (M, K) float32");
   // (M = 0 once sent one row's work into an empty output: a heap overflow under ASan)
-  if (x.shape(0) < 1 || x.shape(1) < 1) fail("x must have rows and columns (M, K >= 1)");
-  const int64_t K = x.shape(1);
+  if (x.shape(0) < 1 || x.size() < 1) fail("x must have rows and columns (M, K >= 1)");
+  const int64_t K = static_cast<int64_t>(x.size()) / x.shape(0);
   if (format.bits != 4 && format.bits != 8 && format.bits != 16) fail("bits must be 4, 8 or 16");
   const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: W itself, or values, scales and biases
   if (per == 1 && K % 8 != 0) fail("float weights need K a multiple of 8");
@@ -144,7 +192,6 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
   if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
   const size_t count = weights.size() / per;
   if (swiglu && (count != 2 || weights[0].shape(0) != weights[per].shape(0))) fail("swiglu takes gate and up alike");
-  auto stream = mx::default_stream(mx::Device::cpu);
   std::vector<mx::array> inputs{x};
   std::vector<mx::Shape> shapes;
   for (size_t i = 0; i < count; ++i) {
@@ -171,9 +218,75 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
     }
     if (!swiglu || i == 0) shapes.push_back({x.shape(0), static_cast<int>(N)});
   }
-  return mx::array::make_arrays(std::move(shapes), std::vector<mx::Dtype>(shapes.size(), mx::float32),
-                                std::make_shared<WeightsMatmul>(stream, MatmulParams{format, swiglu, threads, int8}),
-                                inputs);
+  return {std::move(inputs), std::move(shapes)};
+}
+
+std::vector<mx::array> made(std::vector<mx::Shape> shapes, std::vector<mx::array> inputs, MatmulParams params,
+                            mx::Stream stream) {
+  const std::vector<mx::Dtype> dtypes(shapes.size(), mx::float32);
+  return mx::array::make_arrays(std::move(shapes), dtypes, std::make_shared<WeightsMatmul>(stream, params),
+                                std::move(inputs));
+}
+
+}  // namespace
+
+std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
+                                      bool swiglu, int threads, int int8) {
+  auto stream = mx::default_stream(mx::Device::cpu);
+  auto [inputs, shapes] = checked(x, weights, format, swiglu, int8, stream);
+  return made(std::move(shapes), std::move(inputs), {format, swiglu, threads, int8}, stream);
+}
+
+std::vector<mx::array> weights_matmul_add_norm(const mx::array& x, const std::vector<mx::array>& weights,
+                                               WeightFormat format, int threads, int int8, const mx::array& h,
+                                               const mx::array& norm_weight, float eps) {
+  auto stream = mx::default_stream(mx::Device::cpu);
+  auto [inputs, shapes] = checked(x, weights, format, false, int8, stream);
+  if (shapes.size() != 1) fail("add_norm takes one weight");
+  if (h.dtype() != mx::float32 || h.shape() != shapes[0]) fail("h must be (M, N) float32, as the product");
+  if (norm_weight.dtype() != mx::float32 || norm_weight.ndim() != 1 || norm_weight.shape(0) != shapes[0][1]) {
+    fail("the norm's weight must be (N,) float32");
+  }
+  inputs.push_back(h);
+  inputs.push_back(contiguous_input(norm_weight, stream));
+  shapes.push_back(shapes[0]);
+  MatmulParams params{format, false, threads, int8};
+  params.add_norm = true;
+  params.eps = eps;
+  return made(std::move(shapes), std::move(inputs), params, stream);
+}
+
+std::vector<mx::array> weights_matmul_rope(const mx::array& x, const std::vector<mx::array>& weights,
+                                           WeightFormat format, int threads, int int8, int batch, int head_dim,
+                                           int rotated, const mx::array& offsets, const mx::array& inverse,
+                                           bool traditional, float scale) {
+  auto stream = mx::default_stream(mx::Device::cpu);
+  auto [inputs, shapes] = checked(x, weights, format, false, int8, stream);
+  const int M = x.shape(0);
+  if (batch < 1 || M % batch != 0) fail("rope: the rows must be batch sequences of one length");
+  if (head_dim < 1 || rotated < 0 || rotated > static_cast<int>(shapes.size())) {
+    fail("rope: a head dim of at least 1, and no more weights rotated than given");
+  }
+  if (inverse.dtype() != mx::float32 || inverse.ndim() != 1 || inverse.size() == 0 ||
+      2 * static_cast<int>(inverse.size()) > head_dim) {
+    fail("rope: inverse frequencies (pairs,) float32, two per pair within a head");
+  }
+  if (offsets.dtype() != mx::int32 || (offsets.size() != 1 && offsets.size() != static_cast<size_t>(batch))) {
+    fail("rope: int32 offsets, one or one per sequence");
+  }
+  for (auto& shape : shapes) {
+    if (shape[1] % head_dim != 0) fail("rope: each weight's outputs must be whole heads");
+    shape = {batch, shape[1] / head_dim, M / batch, head_dim};
+  }
+  inputs.push_back(contiguous_input(offsets, stream));
+  inputs.push_back(contiguous_input(inverse, stream));
+  MatmulParams params{format, false, threads, int8};
+  params.batch = batch;
+  params.head_dim = head_dim;
+  params.rotated = rotated;
+  params.traditional = traditional;
+  params.scale = scale;
+  return made(std::move(shapes), std::move(inputs), params, stream);
 }
 
 }  // namespace mlxchat
