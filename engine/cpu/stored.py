@@ -270,10 +270,6 @@ class StoredEmbedding(_KernelEmbedding, nn.QuantizedEmbedding):
     def __call__(self, x: mx.array) -> mx.array:
         if self.widen_to is None:
             return super().__call__(x)
-        if self.widen_to == mx.float32:  # one operation, where MLX's gathers and dequantizing are some 35
-            rows: mx.array = kernels.status().module.embed_rows(
-                x, self["weight"], self["scales"], self["biases"], self.group_size, self.bits)
-            return rows
         # Scales and biases widened before, not after: the rows then equal float32 dequantizing exactly.
         return mx.dequantize(self["weight"][x], self["scales"][x].astype(self.widen_to),
                              self["biases"][x].astype(self.widen_to), self.group_size, self.bits)

@@ -37,9 +37,9 @@ class PassLayout:
     def scatter_index(self, heads: int, capacity: int) -> mx.array:
         """Flat (slot, head, position) indices of each row's new token, for one scatter per layer."""
         if self._scatter_index is None:
-            # Made in Python: one array, not a dozen operations in every decode step's graph.
-            self._scatter_index = mx.array([[(row * heads + head) * capacity + start for head in range(heads)]
-                                            for row, start in zip(self.rows, self.starts)], mx.int32)
+            rows = mx.array(self.rows)[:, None]
+            starts = mx.array(self.starts)[:, None]
+            self._scatter_index = (rows * heads + mx.arange(heads)[None]) * capacity + starts
         return self._scatter_index
 
     def slot_arrays(self, part: slice) -> tuple[mx.array, mx.array]:

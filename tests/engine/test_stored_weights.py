@@ -148,31 +148,6 @@ def test_a_rope_that_does_not_fit_the_products_is_refused(batch, head_dim, rotat
                                   mx.array(offsets, dtype=mx.int32), mx.ones((pairs,)), False, 1.0)
 
 
-@pytest.mark.parametrize("bits, group", [(4, 32), (4, 128), (8, 64)])
-@pytest.mark.parametrize("scales", [mx.float16, mx.bfloat16, mx.float32])
-def test_embedding_rows_are_the_bits_of_mlx_dequantizing_them(bits, group, scales):
-    # One operation for the rows of a pass's tokens: the same bits as gathering and dequantizing them with the
-    # scales widened first (each value's product rounded before its bias is added, as MLX's two operations do).
-    weight, s, b = quantized(50, 256, bits, group, scales, seed=30)
-    ids = mx.array([[3, 49, 0], [17, 17, 2]], dtype=mx.uint32)
-    want = mx.dequantize(weight[ids], s[ids].astype(mx.float32), b[ids].astype(mx.float32), group, bits)
-    got = ext().embed_rows(ids, weight, s, b, group, bits)
-    assert got.shape == (2, 3, 256) and got.dtype == mx.float32 and mx.array_equal(got, want).item()
-    outside = ext().embed_rows(mx.array([50, -1, 3]), weight, s, b, group, bits)
-    assert mx.array_equal(outside[:2], mx.zeros((2, 256))).item() and mx.array_equal(outside[2], want[0, 0]).item()
-
-
-@pytest.mark.parametrize("args, message", [
-    ((mx.array([1.0]), *quantized(8, 64, 4, 32, mx.float16), 32, 4), "ids must be integers"),
-    ((mx.array([1]), *quantized(8, 64, 4, 32, mx.float16), 32, 3), "bits must be 4 or 8"),
-    ((mx.array([1]), *quantized(8, 64, 4, 32, mx.float16), 48, 4), "group size must divide"),
-    ((mx.array([1]), *quantized(8, 64, 4, 32, mx.float16)[:2], mx.zeros((8, 1)), 32, 4), "scales and biases must be"),
-])
-def test_embedding_rows_that_do_not_fit_the_weight_are_refused(args, message):
-    with pytest.raises(ValueError, match=message):
-        ext().embed_rows(*args)
-
-
 @pytest.mark.parametrize("args, message", [
     ((quantized(8, 64, 4, 32, mx.float16) * 2, mx.zeros((2, 8)), mx.ones((8,))), "add_norm takes one weight"),
     ((quantized(8, 64, 4, 32, mx.float16), mx.zeros((2, 9)), mx.ones((8,))), r"h must be \(M, N\) float32"),

@@ -5,7 +5,6 @@
 #include <nanobind/stl/vector.h>
 
 #include "attention.h"
-#include "embed.h"
 #include "kv_write.h"
 #include "layer_ops.h"
 #include "matmul.h"
@@ -81,10 +80,6 @@ MLXCHAT_NB_MODULE(MLXCHAT_MODULE, m) {
       "x (batch * length, K) @ W.T for each weight W as weights_matmul takes it, each product as heads (batch, "
       "N / head_dim, length, head_dim), the first `rotated` turned as rope_rows turns them: a layer's q, k and v "
       "and their RoPE in one operation, the same bits as the two apart.");
-  m.def("embed_rows", &mlxchat::embed_rows, "ids"_a, "weight"_a, "scales"_a, "biases"_a, "group_size"_a, "bits"_a,
-        "The rows ids (any shape) of an embedding stored as MLX's affine 4 or 8 bits: float32 (*ids.shape, dim), as "
-        "mx.dequantize of the gathered rows with float32 scales and biases gives them (CPU), in one operation; an id "
-        "out of range gives zeros.");
   m.def("kv_write", &mlxchat::kv_write, "buffer"_a, "rows"_a, "at"_a,
         "The K or V buffer (slots, heads, capacity, dim) with its rows at (B, heads) replaced by rows (B, heads, 1, "
         "dim) float32, rounded to the buffer's type (CPU; in place where MLX holds the buffer nowhere else).");
