@@ -4,8 +4,8 @@ MLX's CPU backend has no kernel of its own for mx.fast.rms_norm and mx.fast.rope
 fallbacks, about ten and thirty operations each. With two norms and two RoPEs a layer, they were
 most of the some 4,000 operations of a SmolLM2 decode step, each with its own scheduling cost.
 Other norms and RoPE variants (scaled ones, other dtypes) keep the model's own modules. Where a llama layer's
-weights are kept as stored, the RoPE and the residual adds with their norms run inside its matmuls' operations
-instead (`Rope.epilogue`, `AddNorm.epilogue`; engine.cpu.llama).
+weights are kept as stored, a decode step's RoPE runs inside the q, k and v matmul's operation instead
+(`Rope.epilogue`; engine.cpu.llama).
 """
 
 from __future__ import annotations
@@ -28,27 +28,26 @@ def norm(module: Any) -> Callable[[mx.array], mx.array]:
     return lambda x: ext.rms_norm(x, weight, eps) if x.dtype == mx.float32 else module(x)
 
 
-class AddNorm:
+def add_norm(module: Any) -> Callable[[mx.array, mx.array], tuple[mx.array, mx.array]]:
     """(h, delta) -> (h + delta, module(h + delta)): a layer's residual add and the next norm, one compiled operation
     where `norm` would compile the norm (one fewer in each of the two per layer of every step's graph)."""
+    compiled = _compiled_norm(module)
 
-    def __init__(self, module: Any) -> None:
-        self.module = module
-        compiled = _compiled_norm(module)
-        self._ext = None if compiled is None else compiled[0]
-        self._compiled = None if compiled is None else compiled[1:]
+    def apart(h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
+        h = h + delta
+        return h, module(h)
 
-    def __call__(self, h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
-        if self._compiled is None or h.dtype != mx.float32 or delta.dtype != mx.float32 or h.shape != delta.shape:
-            h = h + delta
-            return h, self.module(h)
-        total, normed = self._ext.add_rms_norm(h, delta, *self._compiled)
+    if compiled is None:
+        return apart
+    ext, weight, eps = compiled
+
+    def fused(h: mx.array, delta: mx.array) -> tuple[mx.array, mx.array]:
+        if h.dtype != mx.float32 or delta.dtype != mx.float32 or h.shape != delta.shape:
+            return apart(h, delta)
+        total, normed = ext.add_rms_norm(h, delta, weight, eps)
         return total, normed
 
-    def epilogue(self, h: mx.array) -> tuple[mx.array, float] | None:
-        """The compiled norm's (weight, eps), for a matmul that adds h to its product and norms the sum in its own
-        operation (stored.Call.rows_add_norm); None where the norm is not compiled or h is not float32."""
-        return self._compiled if h.dtype == mx.float32 else None
+    return fused
 
 
 def _compiled_norm(module: Any) -> tuple[Any, mx.array, float] | None:

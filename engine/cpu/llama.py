@@ -11,13 +11,11 @@ same layers, same weights, its own way to cut them:
 - the SwiGLU's exp, which MLX's CPU backend evaluates one element at a time (engine.cpu.layer_ops).
 
 Quantized layers kept as stored (engine.cpu.stored) go to the compiled kernel instead, which uses
-every core in each call: q, k and v in one call with their RoPE, gate and up with the SwiGLU in
-another, o and down each with the residual add and the next norm. A layer is then 7 operations of a
-decode step's graph, not 13: each costs the engine's thread and MLX's stream thread a few
-microseconds, and SmolLM2's step at one slot took 13.4 ms instead of 14.2 with the AVX2 path forced,
-10.75 instead of 11.27 on AVX-512 (medians of eight alternated blocks of 100 steps in one process, AMD
-EPYC, 2 cores). Either way the pass holds its tokens as rows (tokens, hidden), so no reshape is
-built around each matmul.
+every core in each call: q, k and v in one call, gate and up with the SwiGLU in another. In a decode
+step (one group of rows) the q, k and v call also turns q and k by RoPE and hands them out as heads,
+and the o projection reads attention's heads as its rows: a layer is 9 operations of the step's graph,
+not 12 (each costs the engine's thread and MLX's stream thread a few microseconds). Either way the
+pass holds its tokens as rows (tokens, hidden), so no reshape is built around each matmul.
 
 mlx-lm's model is left untouched, so anything else in the process that runs it (mlx-lm's own
 generators) is unaffected.
@@ -117,15 +115,15 @@ class _FloatLayer:
         """None: float weights' q, k and v come from the BLAS, turned by RoPE apart."""
         return None
 
-    def out(self, x: mx.array, other: mx.Stream, h: mx.array, after: layer_ops.AddNorm) -> tuple[mx.array, mx.array]:
-        return after(h, self.o.spread(x, other, self.spread))
+    def out(self, x: mx.array, other: mx.Stream) -> mx.array:
+        return self.o.spread(x, other, self.spread)
 
-    def mlp(self, x: mx.array, other: mx.Stream, h: mx.array, after: layer_ops.AddNorm) -> tuple[mx.array, mx.array]:
+    def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
         gate = self.gate(x)
         with mx.stream(other):
             up = self.up(x)
         hidden = layer_ops.swiglu(gate, up)
-        return after(h, self.down.spread(hidden, other, self.spread))
+        return self.down.spread(hidden, other, self.spread)
 
 
 class _StoredLayer:
@@ -152,21 +150,12 @@ class _StoredLayer:
             return None
         return self._qkv[0].rows_rope(x, batch, attn.head_dim, 2, offsets(), turned)
 
-    def out(self, x: mx.array, other: mx.Stream, h: mx.array, after: layer_ops.AddNorm) -> tuple[mx.array, mx.array]:
-        return self._then(self._o, x, h, after)
+    def out(self, x: mx.array, other: mx.Stream) -> mx.array:
+        return self._o.rows(x)[0]
 
-    def mlp(self, x: mx.array, other: mx.Stream, h: mx.array, after: layer_ops.AddNorm) -> tuple[mx.array, mx.array]:
+    def mlp(self, x: mx.array, other: mx.Stream) -> mx.array:
         hidden = [out for call in self._mlp for out in call.rows(x)]
-        return self._then(self._down, hidden[0] if len(hidden) == 1 else layer_ops.swiglu(*hidden), h, after)
-
-    @staticmethod
-    def _then(call: stored.Call, x: mx.array, h: mx.array, after: layer_ops.AddNorm) -> tuple[mx.array, mx.array]:
-        """after(h, call's product of x): in the matmul's own operation where it can (a decode step's graph then
-        holds two operations fewer a layer)."""
-        norm = after.epilogue(h)
-        if norm is not None and call.bare():
-            return call.rows_add_norm(x, h, norm)
-        return after(h, call.rows(x)[0])
+        return self._down.rows(hidden[0] if len(hidden) == 1 else layer_ops.swiglu(*hidden))[0]
 
 
 class CpuLlama:
@@ -192,7 +181,7 @@ class CpuLlama:
         layers = self.inner.layers
         self._first_norm = layer_ops.norm(layers[0].input_layernorm)
         nexts = [layer.input_layernorm for layer in layers[1:]] + [self.inner.norm]
-        self._adds = [(layer_ops.AddNorm(layer.post_attention_layernorm), layer_ops.AddNorm(after))
+        self._adds = [(layer_ops.add_norm(layer.post_attention_layernorm), layer_ops.add_norm(after))
                       for layer, after in zip(layers, nexts)]
         self._ropes = [layer_ops.Rope(layer.self_attn.rope) for layer in layers]
 
@@ -216,8 +205,8 @@ class CpuLlama:
         for i, (layer, weights, (after_attention, after_mlp)) in enumerate(zip(inner.layers, self._layers, self._adds)):
             caches = [layer_caches[i] for _, layer_caches in groups]
             attended = self._attend(layer.self_attn, self._ropes[i], normed, caches, shapes, weights)
-            h, normed = weights.out(attended, self._other, h, after_attention)
-            h, normed = weights.mlp(normed, self._other, h, after_mlp)
+            h, normed = after_attention(h, weights.out(attended, self._other))
+            h, normed = after_mlp(h, weights.mlp(normed, self._other))
         out, start = [], 0
         for b, n in shapes:  # the final norm's output
             out.append(normed[start : start + b * n].reshape(b, n, -1))

@@ -176,17 +176,8 @@ class Call:
         return [out if bias is None else out + bias for out, bias in zip(outs, self._biases)]
 
     def bare(self) -> bool:
-        """Whether its products are the outputs as they are (no bias added, no SwiGLU): what rows_add_norm and
-        rows_rope take."""
+        """Whether its products are the outputs as they are (no bias added, no SwiGLU): what rows_rope takes."""
         return all(bias is None for bias in self._biases) and not self._format[2]
-
-    def rows_add_norm(self, x: mx.array, h: mx.array, norm: tuple[mx.array, float]) -> tuple[mx.array, mx.array]:
-        """For float32 rows x (M, K) and h (M, N): (h + x @ W.T, its RMSNorm with `norm`'s (weight, eps)), one
-        operation: a layer's output projection, residual add and next norm (where bare())."""
-        total, normed = kernels.status().module.weights_matmul_add_norm(
-            x, self._arrays, *self._format[:2], *self._how(x), h, *norm
-        )
-        return total, normed
 
     def rows_rope(self, x: mx.array, batch: int, head_dim: int, rotated: int, offsets: mx.array,
                   rope: tuple[mx.array, bool, float]) -> list[mx.array]:

@@ -84,22 +84,6 @@ def test_several_weights_and_the_swiglu_in_one_call():
     assert mx.allclose(fused[0], g * mx.sigmoid(g) * u, rtol=1e-4, atol=1e-3).item()
 
 
-@pytest.mark.parametrize("bits", [4, 8, 16])
-@pytest.mark.parametrize("int8", [0, 1])
-def test_the_add_and_norm_after_a_matmul_give_the_bits_of_the_three_apart(bits, int8):
-    # A layer's output projection, residual add and next norm as one operation (a decode step's graph is two
-    # operations a layer shorter): the same bits, from 1 row (x86_columns) to 9 (outer products on AVX2).
-    weight = quantized(96, 128, bits, 32, mx.float16, 8) if bits < 16 else [mx.random.normal((96, 128)).astype(mx.float16)]
-    norm = mx.random.normal((96,), key=mx.random.key(9))
-    for rows in (1, 3, 9):
-        x, h = mx.random.normal((rows, 128), key=mx.random.key(rows)), mx.random.normal((rows, 96), key=mx.random.key(10))
-        group = 32 if bits < 16 else 0
-        product = ext().weights_matmul(x, weight, bits, group, False, 2, int8 and bits < 16)[0]
-        total, normed = ext().weights_matmul_add_norm(x, weight, bits, group, 2, int8 and bits < 16, h, norm, 1e-5)
-        want_total, want_normed = ext().add_rms_norm(h, product, norm, 1e-5)
-        assert mx.array_equal(total, want_total).item() and mx.array_equal(normed, want_normed).item(), rows
-
-
 @pytest.mark.parametrize("bits", [4, 16])
 @pytest.mark.parametrize("batch, length, offsets, traditional", [
     (1, 1, [37], False), (3, 1, [0, 5, 900], True), (2, 3, [4, 11], False), (2, 4, [6], True),
@@ -146,17 +130,6 @@ def test_a_rope_that_does_not_fit_the_products_is_refused(batch, head_dim, rotat
     with pytest.raises(ValueError, match=message):
         ext().weights_matmul_rope(mx.zeros((4, 64)), weights, 4, 32, 1, 0, batch, head_dim, rotated,
                                   mx.array(offsets, dtype=mx.int32), mx.ones((pairs,)), False, 1.0)
-
-
-@pytest.mark.parametrize("args, message", [
-    ((quantized(8, 64, 4, 32, mx.float16) * 2, mx.zeros((2, 8)), mx.ones((8,))), "add_norm takes one weight"),
-    ((quantized(8, 64, 4, 32, mx.float16), mx.zeros((2, 9)), mx.ones((8,))), r"h must be \(M, N\) float32"),
-    ((quantized(8, 64, 4, 32, mx.float16), mx.zeros((2, 8)), mx.ones((9,))), r"norm's weight must be \(N,\)"),
-])
-def test_an_add_and_norm_that_does_not_fit_the_product_is_refused(args, message):
-    weights, h, norm = args
-    with pytest.raises(ValueError, match=message):
-        ext().weights_matmul_add_norm(mx.zeros((2, 64)), weights, 4, 32, 1, 0, h, norm, 1e-5)
 
 
 @pytest.mark.parametrize("args, message", [

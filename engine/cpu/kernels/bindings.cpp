@@ -59,15 +59,6 @@ MLXCHAT_NB_MODULE(MLXCHAT_MODULE, m) {
       "int8 1, quantized weights multiply x rounded to int8 in blocks of 32 (2: the same on the portable loops, "
       "3: on AVX2's, whatever else the CPU has).");
   m.def(
-      "weights_matmul_add_norm",
-      [](const mx::array& x, const std::vector<mx::array>& weights, int bits, int group_size, int threads, int int8,
-         const mx::array& h, const mx::array& norm_weight, float eps) {
-        return mlxchat::weights_matmul_add_norm(x, weights, {bits, group_size}, threads, int8, h, norm_weight, eps);
-      },
-      "x"_a, "weights"_a, "bits"_a, "group_size"_a, "threads"_a, "int8"_a, "h"_a, "norm_weight"_a, "eps"_a,
-      "[h + x @ W.T, rms_norm(h + x @ W.T, norm_weight, eps)] for one weight W as weights_matmul takes it: a layer's "
-      "output projection, residual add and next norm in one operation, the same bits as the three apart.");
-  m.def(
       "weights_matmul_rope",
       [](const mx::array& x, const std::vector<mx::array>& weights, int bits, int group_size, int threads, int int8,
          int batch, int head_dim, int rotated, const mx::array& offsets, const mx::array& inverse, bool traditional,

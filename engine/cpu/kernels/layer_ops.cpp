@@ -38,16 +38,6 @@ void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
   swiglu_span(gate, up, out, n);
 }
 
-}  // namespace
-
-void add_norm_rows(const float* h, float* total, const float* weight, float* normed, int64_t rows, int64_t D,
-                   float eps) {
-  add_rows(h, total, total, rows * D);
-  norm_rows(total, weight, normed, rows, D, eps);
-}
-
-namespace {
-
 struct Rope {
   const float* x;          // (B * L, heads * D)
   const int32_t* offsets;  // (B,), or one for all

@@ -22,11 +22,6 @@ std::vector<mx::array> add_rms_norm(const mx::array& h, const mx::array& delta, 
 std::vector<mx::array> rope_rows(const std::vector<mx::array>& xs, int batch, const std::vector<int>& heads,
                                  const mx::array& offsets, const mx::array& inverse, bool traditional, float scale);
 
-// total = h + total in place, then normed = rms_norm(total, weight, eps): add_rms_norm's work over rows already
-// computed (a matmul's output: kernels/matmul.cpp), the same bits. Rows of D values.
-void add_norm_rows(const float* h, float* total, const float* weight, float* normed, int64_t rows, int64_t D,
-                   float eps);
-
 // rope_rows' work for one input's rows x (B * L, heads * D) into out (B, heads, L, D): the first `dims` of each head
 // rotated (0: the rows only moved), offsets (B,) or with `one_offset` one for all, inverse (dims / 2,).
 void rope_rows_into(const float* x, const int32_t* offsets, bool one_offset, const float* inverse, int64_t dims,

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
-#include <tuple>
 
 #include "layer_ops.h"
 #include "matmul_tasks.h"
@@ -108,12 +107,12 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   auto& encoder = begin(inputs, outputs);
   const auto& x = inputs[0];
   const MatmulParams& params = params_;
-  const auto [format, swiglu, threads, int8] = std::tuple{params.format, params.swiglu, params.threads, params.int8};
+  const WeightFormat format = params.format;
+  const bool swiglu = params.swiglu;
   const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
-  // (then h and the norm's weight, or the offsets and inverse frequencies)
-  const size_t weights_end = inputs.size() - (params.add_norm || params.batch > 0 ? 2 : 0);
-  Problem p{nullptr, x.shape(0), static_cast<int64_t>(x.size()) / x.shape(0), kind_of(format, inputs[per == 1 ? 1 : 2].dtype()), format.group_size,
-            swiglu, {}, {0}};
+  const size_t weights_end = inputs.size() - (params.batch > 0 ? 2 : 0);  // (then the offsets and inverse frequencies)
+  const int64_t K = static_cast<int64_t>(x.size()) / x.shape(0);  // (x may be heads of one token: its rows)
+  Problem p{nullptr, x.shape(0), K, kind_of(format, inputs[per == 1 ? 1 : 2].dtype()), format.group_size, swiglu, {}, {0}};
   for (size_t i = 0; per * i + 1 < weights_end; ++i) {
     float* out = i < outputs.size() && params.batch == 0 ? outputs[i].data<float>() : nullptr;
     const auto& values = inputs[1 + per * i];
@@ -123,19 +122,11 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
     if (swiglu && i == 1) break;  // the up projection shares the gate's tasks
     p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
   }
-  const char* part = int8 != INT8_OFF && !is_float(p.kind) ? "matmul, int8 rows"
+  const char* part = params.int8 != INT8_OFF && !is_float(p.kind) ? "matmul, int8 rows"
                      : is_q4(p.kind)                        ? "matmul, 4-bit weights"
                      : is_q8(p.kind)                        ? "matmul, 8-bit weights"
                                                             : "matmul, 16-bit weights";
-  if (params.add_norm) {
-    // The product goes to the sum's memory, which then takes h in place.
-    dispatch(encoder, part, [p = std::move(p), x, threads, int8, h = inputs[weights_end], w = inputs[weights_end + 1],
-                             total = outputs[0].data<float>(), normed = outputs[1].data<float>(), params]() {
-      run(p, x, threads, int8);
-      std::vector<float> copy;
-      add_norm_rows(row_major(h, copy), total, w.data<float>(), normed, p.M, p.matrices[0].N, params.eps);
-    });
-  } else if (params.batch > 0) {
+  if (params.batch > 0) {
     // The products go to memory of the stream's own, then to the outputs as heads, turned or only moved.
     std::vector<float*> outs;
     for (auto& out : outputs) outs.push_back(out.data<float>());
@@ -160,7 +151,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
       }
     });
   } else {
-    dispatch(encoder, part, [p = std::move(p), x, threads, int8]() { run(p, x, threads, int8); });
+    dispatch(encoder, part, [p = std::move(p), x, params]() { run(p, x, params.threads, params.int8); });
   }
 }
 
@@ -235,25 +226,6 @@ std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::
   auto stream = mx::default_stream(mx::Device::cpu);
   auto [inputs, shapes] = checked(x, weights, format, swiglu, int8, stream);
   return made(std::move(shapes), std::move(inputs), {format, swiglu, threads, int8}, stream);
-}
-
-std::vector<mx::array> weights_matmul_add_norm(const mx::array& x, const std::vector<mx::array>& weights,
-                                               WeightFormat format, int threads, int int8, const mx::array& h,
-                                               const mx::array& norm_weight, float eps) {
-  auto stream = mx::default_stream(mx::Device::cpu);
-  auto [inputs, shapes] = checked(x, weights, format, false, int8, stream);
-  if (shapes.size() != 1) fail("add_norm takes one weight");
-  if (h.dtype() != mx::float32 || h.shape() != shapes[0]) fail("h must be (M, N) float32, as the product");
-  if (norm_weight.dtype() != mx::float32 || norm_weight.ndim() != 1 || norm_weight.shape(0) != shapes[0][1]) {
-    fail("the norm's weight must be (N,) float32");
-  }
-  inputs.push_back(h);
-  inputs.push_back(contiguous_input(norm_weight, stream));
-  shapes.push_back(shapes[0]);
-  MatmulParams params{format, false, threads, int8};
-  params.add_norm = true;
-  params.eps = eps;
-  return made(std::move(shapes), std::move(inputs), params, stream);
 }
 
 std::vector<mx::array> weights_matmul_rope(const mx::array& x, const std::vector<mx::array>& weights,

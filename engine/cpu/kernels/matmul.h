@@ -30,13 +30,6 @@ enum Int8Rows { INT8_OFF = 0, INT8_ON = 1, INT8_PORTABLE = 2, INT8_AVX2 = 3 };
 std::vector<mx::array> weights_matmul(const mx::array& x, const std::vector<mx::array>& weights, WeightFormat format,
                                       bool swiglu, int threads, int int8 = INT8_OFF);
 
-// x @ W.T for one weight (as weights_matmul gives it), then {h + that, rms_norm(h + that, norm_weight, eps)}: a
-// layer's output projection, its residual add and the next norm as one operation, the same bits as
-// weights_matmul and add_rms_norm apart. h (M, N) and norm_weight (N,) float32.
-std::vector<mx::array> weights_matmul_add_norm(const mx::array& x, const std::vector<mx::array>& weights,
-                                               WeightFormat format, int threads, int int8, const mx::array& h,
-                                               const mx::array& norm_weight, float eps);
-
 // x @ W_i.T for weights as weights_matmul takes them (x: B sequences' L tokens as rows, (B * L, K)), each product's
 // rows then as heads (B, N_i / head_dim, L, head_dim), the first `rotated` by RoPE as rope_rows turns them (offsets,
 // inverse, traditional, scale): a layer's q, k and v projections and their RoPE as one operation, the same bits as
@@ -52,8 +45,6 @@ struct MatmulParams {
   bool swiglu;
   int threads;
   int int8;
-  bool add_norm = false;  // weights_matmul_add_norm: h and the norm's weight follow the weights in the inputs
-  float eps = 0.0f;
   // weights_matmul_rope (a batch of 0: not): the offsets and inverse frequencies follow the weights in the inputs
   int batch = 0;
   int head_dim = 0;
