@@ -4,8 +4,8 @@ MLX's CPU backend has no kernel of its own for mx.fast.rms_norm and mx.fast.rope
 fallbacks, about ten and thirty operations each. With two norms and two RoPEs a layer, they were
 most of the some 4,000 operations of a SmolLM2 decode step, each with its own scheduling cost.
 Other norms and RoPE variants (scaled ones, other dtypes) keep the model's own modules. Where a llama layer's
-weights are kept as stored, a decode step's RoPE runs inside the q, k and v matmul's operation instead
-(`Rope.epilogue`; engine.cpu.llama).
+weights are kept as stored, the RoPE of a pass of one group (a decode step, or a prompt's chunk alone) runs inside
+the q, k and v matmul's operation instead (`Rope.epilogue`; engine.cpu.llama).
 """
 
 from __future__ import annotations

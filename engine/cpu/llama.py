@@ -11,8 +11,9 @@ same layers, same weights, its own way to cut them:
 - the SwiGLU's exp, which MLX's CPU backend evaluates one element at a time (engine.cpu.layer_ops).
 
 Quantized layers kept as stored (engine.cpu.stored) go to the compiled kernel instead, which uses
-every core in each call: q, k and v in one call, gate and up with the SwiGLU in another. In a decode
-step (one group of rows) the q, k and v call also turns q and k by RoPE and hands them out as heads,
+every core in each call: q, k and v in one call, gate and up with the SwiGLU in another. In a pass of
+one group (a decode step, or a prompt's chunk alone) the q, k and v call also turns q and k by RoPE
+and hands them out as heads,
 and the o projection reads attention's heads as its rows: a layer is 9 operations of the step's graph,
 not 12 (each costs the engine's thread and MLX's stream thread a few microseconds). Either way the
 pass holds its tokens as rows (tokens, hidden), so no reshape is built around each matmul.
@@ -143,8 +144,8 @@ class _StoredLayer:
     def qkv_heads(self, x: mx.array, rope: layer_ops.Rope, batch: int, attn: Any,
                   offsets: Callable[[], mx.array]) -> list[mx.array] | None:
         """q, k and v of one group's rows x as heads (batch, heads, L, dim), q and k turned by `rope`, in the
-        matmul's own operation (a decode step's graph then holds two operations fewer a layer); None where that
-        cannot serve (the RoPE not compiled, q, k and v in calls apart or with biases)."""
+        matmul's own operation (a pass of one group, a decode step's among them, then holds two operations fewer a
+        layer); None where that cannot serve (the RoPE not compiled, q, k and v in calls apart or with biases)."""
         turned = rope.epilogue()
         if turned is None or len(self._qkv) != 1 or not self._qkv[0].bare():
             return None

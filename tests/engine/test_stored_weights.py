@@ -84,12 +84,12 @@ def test_several_weights_and_the_swiglu_in_one_call():
     assert mx.allclose(fused[0], g * mx.sigmoid(g) * u, rtol=1e-4, atol=1e-3).item()
 
 
-@pytest.mark.parametrize("bits", [4, 16])
+@pytest.mark.parametrize("bits, int8", [(4, 0), (8, 1), (16, 0)])
 @pytest.mark.parametrize("batch, length, offsets, traditional", [
     (1, 1, [37], False), (3, 1, [0, 5, 900], True), (2, 3, [4, 11], False), (2, 4, [6], True),
 ])
-def test_q_k_and_v_as_heads_turned_by_rope_give_the_bits_of_the_matmul_and_rope_apart(bits, batch, length, offsets,
-                                                                                       traditional):
+def test_q_k_and_v_as_heads_turned_by_rope_give_the_bits_of_the_matmul_and_rope_apart(bits, int8, batch, length,
+                                                                                       offsets, traditional):
     # A layer's q, k and v and their RoPE as one operation: q and k turned, v only moved into heads; one token a
     # sequence (a decode step) and several (a chunk, whose heads are a transpose of the rows).
     head_dim, weights = 16, []
@@ -97,13 +97,13 @@ def test_q_k_and_v_as_heads_turned_by_rope_give_the_bits_of_the_matmul_and_rope_
         weights += quantized(n, 128, bits, 32, mx.float16, seed) if bits < 16 else [
             mx.random.normal((n, 128), key=mx.random.key(seed)).astype(mx.float16)]
     group = 32 if bits < 16 else 0
-    x = mx.random.normal((batch * length, 128), key=mx.random.key(23))
+    x = mx.random.normal((128, batch * length), key=mx.random.key(23)).T  # a view: its rows gathered
     inverse = mx.exp(mx.arange(0.0, -6.0, -1.0) * 1.3)  # 6 pairs: 12 of each head's 16 turned
     at = mx.array(offsets, dtype=mx.int32)
-    q, k, v = ext().weights_matmul(x, weights, bits, group, False, 2)
+    q, k, v = ext().weights_matmul(x, weights, bits, group, False, 2, int8)
     want = [*ext().rope_rows([q, k], batch, [4, 2], at, inverse, traditional, 0.5),
             v.reshape(batch, length, 2, head_dim).transpose(0, 2, 1, 3)]
-    got = ext().weights_matmul_rope(x, weights, bits, group, 2, 0, batch, head_dim, 2, at, inverse, traditional, 0.5)
+    got = ext().weights_matmul_rope(x, weights, bits, group, 2, int8, batch, head_dim, 2, at, inverse, traditional, 0.5)
     assert [a.shape for a in got] == [a.shape for a in want]
     assert all(mx.array_equal(a, b).item() for a, b in zip(got, want))
 
@@ -112,9 +112,11 @@ def test_heads_of_one_token_are_read_as_their_rows():
     # Attention's output (M, heads, 1, dim) goes to the o projection without a reshape: the same bits as its rows.
     q = quantized(24, 64, 4, 32, mx.float16, 24)
     heads = mx.random.normal((3, 4, 1, 16), key=mx.random.key(25))
-    got, want = (ext().weights_matmul(a, q, 4, 32, False, 2)[0] for a in (heads, heads.reshape(3, 64)))
-    assert got.shape == (3, 24) and mx.array_equal(got, want).item()
-    with pytest.raises(ValueError, match=r"x must be \(M, K\) float32"):
+    for a in (heads, mx.random.normal((4, 3, 1, 16), key=mx.random.key(26)).transpose(1, 0, 2, 3)):  # and a view
+        got, want = ext().weights_matmul(a, q, 4, 32, False, 2)[0], ext().weights_matmul(a.reshape(3, 64), q, 4, 32,
+                                                                                         False, 2)[0]
+        assert got.shape == (3, 24) and mx.array_equal(got, want).item()
+    with pytest.raises(ValueError, match=r"or heads of one token"):
         ext().weights_matmul(mx.zeros((3, 4, 2, 8)), q, 4, 32, False, 2)  # two tokens: not rows in that order
 
 
@@ -124,12 +126,16 @@ def test_heads_of_one_token_are_read_as_their_rows():
     (2, 16, 2, [0], 9, "two per pair within a head"),
     (2, 16, 2, [0, 1, 2], 6, "one or one per sequence"),
     (2, 12, 2, [0], 6, "whole heads"),  # 64 and 32 outputs
+    (2, 0, 2, [0], 6, "a head dim of at least 1"),
+    (2, 16, -1, [0], 6, "no more weights rotated than given"),
+    (2, 16, 2, [0.0], 6, "int32 offsets"),
 ])
 def test_a_rope_that_does_not_fit_the_products_is_refused(batch, head_dim, rotated, offsets, pairs, message):
     weights = quantized(64, 64, 4, 32, mx.float16) + quantized(32, 64, 4, 32, mx.float16, 1)
     with pytest.raises(ValueError, match=message):
         ext().weights_matmul_rope(mx.zeros((4, 64)), weights, 4, 32, 1, 0, batch, head_dim, rotated,
-                                  mx.array(offsets, dtype=mx.int32), mx.ones((pairs,)), False, 1.0)
+                                  mx.array(offsets, dtype=mx.int32 if isinstance(offsets[0], int) else mx.float32),
+                                  mx.ones((pairs,)), False, 1.0)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -54,7 +54,8 @@ MLXCHAT_NB_MODULE(MLXCHAT_MODULE, m) {
       [](const mx::array& x, const std::vector<mx::array>& weights, int bits, int group_size, bool swiglu, int threads,
          int int8) { return mlxchat::weights_matmul(x, weights, {bits, group_size}, swiglu, threads, int8); },
       "x"_a, "weights"_a, "bits"_a, "group_size"_a, "swiglu"_a, "threads"_a, "int8"_a = 0,
-      "x (M, K) @ W.T for each weight W as stored: 4- or 8-bit, given as (values, scales, biases), or float16 "
+      "x (M, K), or heads of one token (M, heads, 1, dim) read as its rows, @ W.T for each weight W as stored: 4- or "
+      "8-bit, given as (values, scales, biases), or float16 "
       "or bfloat16 (bits 16), given alone. With swiglu, gate and up give silu(x @ gate.T) * (x @ up.T). With "
       "int8 1, quantized weights multiply x rounded to int8 in blocks of 32 (2: the same on the portable loops, "
       "3: on AVX2's, whatever else the CPU has).");

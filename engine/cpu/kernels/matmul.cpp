@@ -132,7 +132,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
     for (auto& out : outputs) outs.push_back(out.data<float>());
     dispatch(encoder, part, [p = std::move(p), x, offsets = inputs[weights_end], inverse = inputs[weights_end + 1],
                              outs, params]() mutable {
-      thread_local std::vector<float> products;
+      thread_local std::vector<float> products;  // kept from call to call, as run()'s rows are
       int64_t columns = 0;
       for (const auto& m : p.matrices) columns += m.N;
       products.resize(p.M * columns);
@@ -167,7 +167,9 @@ std::pair<std::vector<mx::array>, std::vector<mx::Shape>> checked(const mx::arra
   // Attention's output for one token a sequence, (M, heads, 1, dim), is its rows (M, heads * dim) in row-major
   // order: taken as they are, without a reshape in every layer of a step's graph.
   const bool heads = x.ndim() == 4 && x.shape(2) == 1;
-  if ((x.ndim() != 2 && !heads) || x.dtype() != mx::float32) fail("x must be (M, K) float32");
+  if ((x.ndim() != 2 && !heads) || x.dtype() != mx::float32) {
+    fail("x must be (M, K) float32, or heads of one token (M, heads, 1, dim)");
+  }
   // (M = 0 once sent one row's work into an empty output: a heap overflow under ASan)
   if (x.shape(0) < 1 || x.size() < 1) fail("x must have rows and columns (M, K >= 1)");
   const int64_t K = static_cast<int64_t>(x.size()) / x.shape(0);
