@@ -254,13 +254,10 @@ std::vector<mx::array> weights_matmul_rope(const mx::array& x, const std::vector
   }
   inputs.push_back(contiguous_input(offsets, stream));
   inputs.push_back(contiguous_input(inverse, stream));
-  MatmulParams params{format, false, threads, int8};
-  params.batch = batch;
-  params.head_dim = head_dim;
-  params.rotated = rotated;
-  params.traditional = traditional;
-  params.scale = scale;
-  return made(std::move(shapes), std::move(inputs), params, stream);
+  return made(std::move(shapes), std::move(inputs),
+              {.format = format, .swiglu = false, .threads = threads, .int8 = int8, .batch = batch,
+               .head_dim = head_dim, .rotated = rotated, .traditional = traditional, .scale = scale},
+              stream);
 }
 
 }  // namespace mlxchat
