@@ -130,7 +130,33 @@ Kind kind_of(mx::Dtype t) {
   return t == mx::float16 ? Kind::f16 : t == mx::bfloat16 ? Kind::bf16 : t == mx::uint32 ? Kind::q8 : Kind::f32;
 }
 
+// K and V's arrays (parts each, from kv) as the loops read them: strides, and copies where the last axis is not contiguous.
+void read_stored(Problem& p, const mx::array* kv, size_t parts, std::vector<uint8_t> (&copies)[6]) {
+  for (int which = 0; which < 2; ++which) {
+    Stored& st = which == 0 ? p.k : p.v;
+    const mx::array* at = kv + which * parts;
+    st.data = last_axis_contiguous(at[0], copies[3 * which], st.s);
+    if (parts == 3) {
+      int64_t bytes[3];
+      st.scales = reinterpret_cast<const float*>(last_axis_contiguous(at[1], copies[3 * which + 1], bytes));
+      for (int i = 0; i < 3; ++i) st.gs[i] = bytes[i] / 4;
+      st.biases = reinterpret_cast<const float*>(last_axis_contiguous(at[2], copies[3 * which + 2], bytes));
+      st.group = at[0].shape(3) * 4 / at[1].shape(3);
+    }
+  }
+}
+
 }  // namespace
+
+void attend_heads(const float* q, const mx::array& k, const mx::array& v, const int32_t* rows, const int32_t* lengths,
+                  float* out, int64_t B, int64_t H, float scale, int threads) {
+  Problem p{q, {kind_of(k.dtype())}, {kind_of(k.dtype())}, rows, lengths, out, B, H, k.shape(1), 1, k.shape(2),
+            k.shape(3), v.shape(3), k.shape(0), {H * k.shape(3), k.shape(3), k.shape(3)}, scale};
+  std::vector<uint8_t> copies[6];
+  const mx::array kv[2] = {k, v};
+  read_stored(p, kv, 1, copies);
+  run(p, threads);
+}
 
 template <>
 void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
@@ -150,18 +176,7 @@ void SlotAttention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
       p.qs[0] = q.shape(1) * q.shape(2) * q.shape(3), p.qs[1] = q.shape(2) * q.shape(3), p.qs[2] = q.shape(3);
     }
     std::vector<uint8_t> copies[6];
-    for (int which = 0; which < 2; ++which) {
-      Stored& st = which == 0 ? p.k : p.v;
-      const size_t first = 3 + which * parts;
-      st.data = last_axis_contiguous(inputs[first], copies[3 * which], st.s);
-      if (parts == 3) {
-        int64_t bytes[3];
-        st.scales = reinterpret_cast<const float*>(last_axis_contiguous(inputs[first + 1], copies[3 * which + 1], bytes));
-        for (int i = 0; i < 3; ++i) st.gs[i] = bytes[i] / 4;
-        st.biases = reinterpret_cast<const float*>(last_axis_contiguous(inputs[first + 2], copies[3 * which + 2], bytes));
-        st.group = inputs[first].shape(3) * 4 / inputs[first + 1].shape(3);
-      }
-    }
+    read_stored(p, inputs.data() + 3, parts, copies);
     run(p, threads);
   });
 }

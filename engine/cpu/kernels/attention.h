@@ -13,6 +13,11 @@ namespace mlxchat {
 mx::array slot_attention(const mx::array& q, const std::vector<mx::array>& k, const std::vector<mx::array>& v,
                          const mx::array& rows, const mx::array& lengths, float scale, int threads);
 
+// slot_attention's work for one token a row, q (B, H, 1, D) row-major, over evaluated float K and V buffers (one
+// array each), into out (B, H, 1, Dv): the layer stack's (layer_stack.cpp).
+void attend_heads(const float* q, const mx::array& k, const mx::array& v, const int32_t* rows, const int32_t* lengths,
+                  float* out, int64_t B, int64_t H, float scale, int threads);
+
 struct AttentionParams {
   static constexpr const char* name = "SlotAttention";
   float scale;

@@ -82,6 +82,28 @@ void copy_row_major(const mx::array& buffer, mx::array& out) {
 
 }  // namespace
 
+void write_heads_in_place(const mx::array& buffer, const float* rows, const int32_t* slots, const int32_t* positions,
+                          int64_t B) {
+  const int64_t heads = buffer.shape(1), dim = buffer.shape(3), size = buffer.itemsize();
+  const auto& st = buffer.strides();
+  // (The stack's caller keeps the buffer as it is: its memory, not a copy, is what the next pass reads.)
+  uint8_t* base = const_cast<uint8_t*>(buffer.data<uint8_t>());
+  std::vector<uint8_t> row(dim * size);
+  for (int64_t b = 0; b < B; ++b) {
+    if (slots[b] < 0 || slots[b] >= buffer.shape(0) || positions[b] < 0 || positions[b] >= buffer.shape(2)) continue;
+    for (int64_t h = 0; h < heads; ++h) {
+      uint8_t* at = base + (slots[b] * st[0] + h * st[1] + positions[b] * st[2]) * size;
+      const float* src = rows + (b * heads + h) * dim;
+      if (st[3] == 1) {
+        write_row(buffer.dtype(), src, at, dim);
+        continue;
+      }
+      write_row(buffer.dtype(), src, row.data(), dim);
+      for (int64_t d = 0; d < dim; ++d) std::memcpy(at + d * st[3] * size, row.data() + d * size, size);
+    }
+  }
+}
+
 template <>
 void KVWrite::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   const auto& buffer = inputs[0];

@@ -12,8 +12,6 @@
 
 namespace mlxchat {
 
-namespace {
-
 void norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
   for (int64_t r = 0; r < rows; ++r, x += D, out += D) {
     // Eight lanes in a fixed order: an `omp simd` reduction summed in the order of the vector width and of the
@@ -33,6 +31,8 @@ void add_rows(const float* h, const float* delta, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = h[i] + delta[i];
 }
+
+namespace {
 
 void swiglu_run(const float* gate, const float* up, float* out, int64_t n) {
   swiglu_span(gate, up, out, n);

@@ -27,6 +27,10 @@ std::vector<mx::array> rope_rows(const std::vector<mx::array>& xs, int batch, co
 void rope_rows_into(const float* x, const int32_t* offsets, bool one_offset, const float* inverse, int64_t dims,
                     float* out, int64_t B, int64_t L, int64_t heads, int64_t D, bool traditional, float scale);
 
+// rms_norm's and add_rms_norm's work on rows: out (rows, D) from x, and out[i] = h[i] + delta[i].
+void norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps);
+void add_rows(const float* h, const float* delta, float* out, int64_t n);
+
 // silu(gate) * up = gate * up / (1 + exp(-gate)), float32.
 mx::array swiglu(const mx::array& gate, const mx::array& up);
 

@@ -59,9 +59,8 @@ void run_int8(const Problem& p, int threads, Int8Path path) {
   });
 }
 
-void run(Problem p, const mx::array& x, int threads, int int8) {
-  std::vector<float> gathered;
-  p.x = row_major(x, gathered);
+// The products of p (its rows p.x set).
+void run_rows(const Problem& p, int threads, int int8) {
   if (int8 != INT8_OFF && !is_float(p.kind)) {
     return run_int8(p, threads, int8_path(int8 == INT8_PORTABLE ? Int8Path::portable
                                           : int8 == INT8_AVX2   ? Int8Path::avx2
@@ -92,6 +91,12 @@ void run(Problem p, const mx::array& x, int threads, int int8) {
   });
 }
 
+void run(Problem p, const mx::array& x, int threads, int int8) {
+  std::vector<float> gathered;
+  p.x = row_major(x, gathered);
+  run_rows(p, threads, int8);
+}
+
 // `dtype`: of the values for float weights, else of the scales and biases.
 Kind kind_of(WeightFormat format, mx::Dtype dtype) {
   if (format.bits == 16) return dtype == mx::float16 ? Kind::f16 : Kind::bf16;
@@ -100,7 +105,31 @@ Kind kind_of(WeightFormat format, mx::Dtype dtype) {
                           : std::array{Kind::q8, Kind::q8_f16, Kind::q8_bf16}[f];
 }
 
+// The problem of rows (M, K) times `count` weights as stored (weights[per * i...]), product i into outs[i] (for
+// swiglu, the gate's output alone; null outs: set later).
+Problem problem_of(int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format, bool swiglu,
+                   float* const* outs) {
+  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
+  Problem p{nullptr, M, K, kind_of(format, weights[per == 1 ? 0 : 1].dtype()), format.group_size, swiglu, {}, {0}};
+  for (size_t i = 0; i < count; ++i) {
+    const auto& values = weights[per * i];
+    const void* scales = per == 3 ? weights[per * i + 1].data<void>() : nullptr;
+    const void* biases = per == 3 ? weights[per * i + 2].data<void>() : nullptr;
+    p.matrices.push_back({values.data<void>(), scales, biases, values.shape(0), outs ? outs[i] : nullptr});
+    if (swiglu && i == 1) break;  // the up projection shares the gate's tasks
+    p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
+  }
+  return p;
+}
+
 }  // namespace
+
+void matmul_rows(const float* x, int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format,
+                 bool swiglu, float* const* outs, int threads, int int8) {
+  Problem p = problem_of(M, K, weights, count, format, swiglu, outs);
+  p.x = x;
+  run_rows(p, threads, int8);
+}
 
 template <>
 void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
@@ -112,23 +141,17 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
   const size_t weights_end = inputs.size() - (params.batch > 0 ? 2 : 0);  // (then the offsets and inverse frequencies)
   const int64_t K = static_cast<int64_t>(x.size()) / x.shape(0);  // (x may be heads of one token: its rows)
-  Problem p{nullptr, x.shape(0), K, kind_of(format, inputs[per == 1 ? 1 : 2].dtype()), format.group_size, swiglu, {}, {0}};
-  for (size_t i = 0; per * i + 1 < weights_end; ++i) {
-    float* out = i < outputs.size() && params.batch == 0 ? outputs[i].data<float>() : nullptr;
-    const auto& values = inputs[1 + per * i];
-    const void* scales = per == 3 ? inputs[2 + per * i].data<void>() : nullptr;
-    const void* biases = per == 3 ? inputs[3 + per * i].data<void>() : nullptr;
-    p.matrices.push_back({values.data<void>(), scales, biases, values.shape(0), out});
-    if (swiglu && i == 1) break;  // the up projection shares the gate's tasks
-    p.first_task.push_back(p.first_task.back() + (values.shape(0) + COLUMNS - 1) / COLUMNS);
-  }
+  std::vector<float*> outs;
+  for (auto& out : outputs) outs.push_back(params.batch == 0 ? out.data<float>() : nullptr);
+  outs.resize((weights_end - 1) / per, nullptr);
+  Problem p = problem_of(x.shape(0), K, inputs.data() + 1, (weights_end - 1) / per, format, swiglu, outs.data());
   const char* part = params.int8 != INT8_OFF && !is_float(p.kind) ? "matmul, int8 rows"
                      : is_q4(p.kind)                        ? "matmul, 4-bit weights"
                      : is_q8(p.kind)                        ? "matmul, 8-bit weights"
                                                             : "matmul, 16-bit weights";
   if (params.batch > 0) {
     // The products go to memory of the stream's own, then to the outputs as heads, turned or only moved.
-    std::vector<float*> outs;
+    outs.clear();
     for (auto& out : outputs) outs.push_back(out.data<float>());
     dispatch(encoder, part, [p = std::move(p), x, offsets = inputs[weights_end], inverse = inputs[weights_end + 1],
                              outs, params]() mutable {

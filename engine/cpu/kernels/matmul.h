@@ -39,6 +39,11 @@ std::vector<mx::array> weights_matmul_rope(const mx::array& x, const std::vector
                                            int rotated, const mx::array& offsets, const mx::array& inverse,
                                            bool traditional, float scale);
 
+// weights_matmul's work on rows x (M, K) and evaluated weights (`count` of them, as weights_matmul takes them), product
+// i into outs[i] (M, N_i): the layer stack's (layer_stack.cpp).
+void matmul_rows(const float* x, int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format,
+                 bool swiglu, float* const* outs, int threads, int int8);
+
 struct MatmulParams {
   static constexpr const char* name = "WeightsMatmul";
   WeightFormat format;
