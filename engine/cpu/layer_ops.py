@@ -50,6 +50,12 @@ def add_norm(module: Any) -> Callable[[mx.array, mx.array], tuple[mx.array, mx.a
     return fused
 
 
+def norm_weight(module: Any) -> tuple[mx.array, float] | None:
+    """(weight, eps) where the compiled RMSNorm computes what `module` does, else None."""
+    compiled = _compiled_norm(module)
+    return None if compiled is None else compiled[1:]
+
+
 def _compiled_norm(module: Any) -> tuple[Any, mx.array, float] | None:
     """(the kernels' module, weight, eps) where the compiled RMSNorm computes what `module` does, else None."""
     ext = kernels.status().module

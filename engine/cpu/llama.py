@@ -31,6 +31,7 @@ import mlx.nn as nn
 
 from mlxchat.engine.cpu import layer_ops, stored
 from mlxchat.engine.cpu.blas import SingleThreadedBlas
+from mlxchat.engine.cpu.layer_stack import LayerStack
 
 LLAMA_MODULE = "mlx_lm.models.llama"
 # Below this many weights in a layer's MLP (hidden x intermediate), a second stream costs more than it
@@ -158,6 +159,14 @@ class _StoredLayer:
         hidden = [out for call in self._mlp for out in call.rows(x)]
         return self._down.rows(hidden[0] if len(hidden) == 1 else layer_ops.swiglu(*hidden))[0]
 
+    def stack_parts(self) -> list[tuple[list[mx.array], list[int]]] | None:
+        """Its q/k/v, o, gate/up and down calls as the layer stack takes them (engine.cpu.layer_stack), or None where
+        q, k and v or gate and up are calls apart, or a call adds biases."""
+        if len(self._qkv) != 1 or len(self._mlp) != 1:
+            return None
+        parts = [call.stack_part() for call in (self._qkv[0], self._o, self._mlp[0], self._down)]
+        return None if any(part is None for part in parts) else parts  # type: ignore[return-value]
+
 
 class CpuLlama:
     """The model's body (inputs, caches) -> final hidden states, and its head, run split across two cores."""
@@ -185,6 +194,7 @@ class CpuLlama:
         self._adds = [(layer_ops.add_norm(layer.post_attention_layernorm), layer_ops.add_norm(after))
                       for layer, after in zip(layers, nexts)]
         self._ropes = [layer_ops.Rope(layer.self_attn.rope) for layer in layers]
+        self._stack = LayerStack.of(self.inner, self._layers, self._ropes) if as_stored else None
 
     def body(self, inputs: mx.array, caches: list[Any]) -> mx.array:
         """What `model.model(inputs, caches)` returns; `caches` are the engine's slot caches."""
@@ -199,6 +209,11 @@ class CpuLlama:
             self._other = mx.new_stream(mx.cpu) if self._spread else mx.default_stream(mx.cpu)
         inner = self.inner
         shapes = [inputs.shape for inputs, _ in groups]
+        if self._stack is not None and len(groups) == 1 and shapes[0][1] == 1:  # a decode step
+            inputs, caches = groups[0]
+            states = self._stack(inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size), caches)
+            if states is not None:
+                return [states.reshape(shapes[0][0], 1, -1)]
         # Every group's tokens as rows (tokens, hidden): what the matmuls take, with no reshape around them.
         h = mx.concatenate([inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size)
                             for inputs, _ in groups], axis=0)

@@ -189,6 +189,14 @@ class Call:
         )
         return outs
 
+    def stack_part(self) -> tuple[list[mx.array], list[int]] | None:
+        """Its weights' arrays and (bits, group size, int8) as the layer stack takes a call (engine.cpu.layer_stack);
+        None where the call adds biases."""
+        if any(bias is not None for bias in self._biases):
+            return None
+        bits, group_size, _ = self._format
+        return self._arrays, [bits, group_size, int(self._first.int8_rows)]
+
     def _how(self, x: mx.array) -> tuple[int, int]:
         """(threads, int8) for a call over rows x."""
         work = x.size * self._columns

@@ -6,6 +6,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from mlxchat.engine.cpu.layer_stack import float_buffers
 from mlxchat.engine.kv.attention import attend_per_slot, rows_upto
 from mlxchat.engine.kv.kv_types import KVType
 from mlxchat.engine.kv.layout import PassLayout
@@ -48,6 +49,14 @@ class FullAttentionPass:
     @property
     def offset(self) -> int | mx.array:
         return self.layout.offset
+
+    def stack_buffers(self) -> tuple[mx.array, mx.array] | None:
+        """The layer's K and V buffers for the layer stack to write a decode step's rows in and attend over
+        (engine.cpu.layer_stack), or None where the pass is not one token a row or they are not one float array each."""
+        lay = self.layout
+        if lay.n_new != 1:
+            return None
+        return float_buffers(self.store.keys, self.store.values)
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> Any:
         """"causal"/None for the per-slot dispatcher; an exact array over the padded rows where asked."""

@@ -182,6 +182,50 @@ namespace {
 
 [[noreturn]] void fail(const std::string& why) { throw std::invalid_argument("weights_matmul: " + why); }
 
+}  // namespace
+
+std::vector<int64_t> checked_weights(int64_t K, const std::vector<mx::array>& weights, WeightFormat format, bool swiglu,
+                                     int int8) {
+  if (format.bits != 4 && format.bits != 8 && format.bits != 16) fail("bits must be 4, 8 or 16");
+  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: W itself, or values, scales and biases
+  if (per == 1 && K % 8 != 0) fail("float weights need K a multiple of 8");
+  if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
+    fail("the group size must be a multiple of 8 that divides K");
+  }
+  if (int8 < INT8_OFF || int8 > INT8_AVX2) fail("int8 must be 0, 1, 2 or 3");
+  if (int8 == INT8_AVX2 && int8_path(Int8Path::fastest) == Int8Path::portable) fail("int8 3 needs the kernels built for AVX2 (x86-64-v3 or v4)");
+  if (weights.empty()) fail("no weights given");
+  if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
+  const size_t count = weights.size() / per;
+  if (swiglu && (count != 2 || weights[0].shape(0) != weights[per].shape(0))) fail("swiglu takes gate and up alike");
+  std::vector<int64_t> widths;
+  for (size_t i = 0; i < count; ++i) {
+    const auto& values = weights[per * i];
+    if (values.ndim() < 1 || values.shape(0) < 1) fail("each weight must have rows (N >= 1)");
+    const int64_t N = values.shape(0);
+    if (per == 1) {
+      if (values.ndim() != 2 || values.shape(1) != K || values.dtype() != weights[0].dtype() ||
+          (values.dtype() != mx::float16 && values.dtype() != mx::bfloat16)) {
+        fail("float weights must be (N, K), all float16 or all bfloat16");
+      }
+    } else {
+      const auto &scales = weights[per * i + 1], &biases = weights[per * i + 2];
+      if (values.ndim() != 2 || values.dtype() != mx::uint32 || values.shape(1) * 32 != K * format.bits) {
+        fail("packed weights do not match K");
+      }
+      if (scales.shape() != mx::Shape{static_cast<int>(N), static_cast<int>(K / format.group_size)} ||
+          biases.shape() != scales.shape() || biases.dtype() != scales.dtype() || scales.dtype() != weights[1].dtype() ||
+          (scales.dtype() != mx::float32 && scales.dtype() != mx::float16 && scales.dtype() != mx::bfloat16)) {
+        fail("scales and biases must be (N, K / group_size), all float32, float16 or bfloat16");
+      }
+    }
+    if (!swiglu || i == 0) widths.push_back(N);
+  }
+  return widths;
+}
+
+namespace {
+
 // The inputs of a call (x, then each weight's arrays), checked, and its products' shapes (M, N_i).
 std::pair<std::vector<mx::array>, std::vector<mx::Shape>> checked(const mx::array& x,
                                                                   const std::vector<mx::array>& weights,
@@ -196,44 +240,10 @@ std::pair<std::vector<mx::array>, std::vector<mx::Shape>> checked(const mx::arra
   // (M = 0 once sent one row's work into an empty output: a heap overflow under ASan)
   if (x.shape(0) < 1 || x.size() < 1) fail("x must have rows and columns (M, K >= 1)");
   const int64_t K = static_cast<int64_t>(x.size()) / x.shape(0);
-  if (format.bits != 4 && format.bits != 8 && format.bits != 16) fail("bits must be 4, 8 or 16");
-  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: W itself, or values, scales and biases
-  if (per == 1 && K % 8 != 0) fail("float weights need K a multiple of 8");
-  if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
-    fail("the group size must be a multiple of 8 that divides K");
-  }
-  if (int8 < INT8_OFF || int8 > INT8_AVX2) fail("int8 must be 0, 1, 2 or 3");
-  if (int8 == INT8_AVX2 && int8_path(Int8Path::fastest) == Int8Path::portable) fail("int8 3 needs the kernels built for AVX2 (x86-64-v3 or v4)");
-  if (weights.empty()) fail("no weights given");
-  if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
-  const size_t count = weights.size() / per;
-  if (swiglu && (count != 2 || weights[0].shape(0) != weights[per].shape(0))) fail("swiglu takes gate and up alike");
   std::vector<mx::array> inputs{x};
   std::vector<mx::Shape> shapes;
-  for (size_t i = 0; i < count; ++i) {
-    const auto& values = weights[per * i];
-    if (values.ndim() < 1 || values.shape(0) < 1) fail("each weight must have rows (N >= 1)");
-    const int64_t N = values.shape(0);
-    if (per == 1) {
-      if (values.ndim() != 2 || values.shape(1) != K || values.dtype() != weights[0].dtype() ||
-          (values.dtype() != mx::float16 && values.dtype() != mx::bfloat16)) {
-        fail("float weights must be (N, K), all float16 or all bfloat16");
-      }
-      inputs.push_back(contiguous_input(values, stream));
-    } else {
-      const auto &scales = weights[per * i + 1], &biases = weights[per * i + 2];
-      if (values.ndim() != 2 || values.dtype() != mx::uint32 || values.shape(1) * 32 != K * format.bits) {
-        fail("packed weights do not match K");
-      }
-      if (scales.shape() != mx::Shape{static_cast<int>(N), static_cast<int>(K / format.group_size)} ||
-          biases.shape() != scales.shape() || biases.dtype() != scales.dtype() || scales.dtype() != weights[1].dtype() ||
-          (scales.dtype() != mx::float32 && scales.dtype() != mx::float16 && scales.dtype() != mx::bfloat16)) {
-        fail("scales and biases must be (N, K / group_size), all float32, float16 or bfloat16");
-      }
-      for (const auto& a : {values, scales, biases}) inputs.push_back(contiguous_input(a, stream));
-    }
-    if (!swiglu || i == 0) shapes.push_back({x.shape(0), static_cast<int>(N)});
-  }
+  for (const int64_t N : checked_weights(K, weights, format, swiglu, int8)) shapes.push_back({x.shape(0), static_cast<int>(N)});
+  for (const auto& a : weights) inputs.push_back(contiguous_input(a, stream));
   return {std::move(inputs), std::move(shapes)};
 }
 

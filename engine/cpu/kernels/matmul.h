@@ -44,6 +44,11 @@ std::vector<mx::array> weights_matmul_rope(const mx::array& x, const std::vector
 void matmul_rows(const float* x, int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format,
                  bool swiglu, float* const* outs, int threads, int int8);
 
+// weights_matmul's checks of `weights` for rows of width K (std::invalid_argument where they fail); the widths N_i
+// of its products (one for swiglu).
+std::vector<int64_t> checked_weights(int64_t K, const std::vector<mx::array>& weights, WeightFormat format, bool swiglu,
+                                     int int8);
+
 struct MatmulParams {
   static constexpr const char* name = "WeightsMatmul";
   WeightFormat format;
