@@ -96,20 +96,22 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
         w += CALL_WEIGHTS[c] * per_weight(format[3 * c]);
       }
       at += w;
-      auto matmul = [&](int c, const float* x, int64_t K, bool swiglu, float* const* outs) {
+      // Call c's products of rows x (M, K), then `after` (timed with it, as the matmul's own epilogue is).
+      auto matmul = [&](int c, const float* x, int64_t K, bool swiglu, float* const* outs, auto after) {
         const int bits = format[3 * c], int8 = format[3 * c + 2];
         int64_t columns = 0;
         for (int i = 0; i < CALL_WEIGHTS[c]; ++i) columns += weights[c][per_weight(bits) * i].shape(0);
         const int threads = M * K * columns >= THREADED_MATMUL ? params.threads : 1;
         timed(matmul_part(bits, int8), [&] {
           matmul_rows(x, M, K, weights[c], CALL_WEIGHTS[c], {bits, format[3 * c + 1]}, swiglu, outs, threads, int8);
+          after();
         });
       };
+      auto nothing = [] {};
       // q, k and v, each turned by RoPE (v only moved) into heads of one token: (M, heads, 1, D).
       s.products.resize(M * (H + 2 * Hkv) * D);
       float* products[3] = {s.products.data(), s.products.data() + M * H * D, s.products.data() + M * (H + Hkv) * D};
-      matmul(0, s.normed.data(), Dm, false, products);
-      timed(matmul_part(format[0], format[2]), [&] {
+      matmul(0, s.normed.data(), Dm, false, products, [&] {
         const int64_t pairs = static_cast<int64_t>(inverse.size());
         float* heads_of[3] = {s.q.data(), s.k.data(), s.v.data()};
         const int64_t count[3] = {H, Hkv, Hkv};
@@ -118,10 +120,8 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
                          count[i], D, params.traditional, params.rope_scale);
         }
       });
-      timed("K/V write", [&] {
-        write_heads_in_place(keys, s.k.data(), slots, starts, M);
-        write_heads_in_place(values, s.v.data(), slots, starts, M);
-      });
+      timed("K/V write", [&] { write_heads_in_place(keys, s.k.data(), slots, starts, M); });
+      timed("K/V write", [&] { write_heads_in_place(values, s.v.data(), slots, starts, M); });
       timed("attention", [&] {
         int64_t seen = 0;
         for (int64_t m = 0; m < M; ++m) seen += lengths[m];
@@ -130,13 +130,13 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
                      threads);
       });
       float* projected[1] = {s.projected.data()};
-      matmul(1, s.attended.data(), H * D, false, projected);
+      matmul(1, s.attended.data(), H * D, false, projected, nothing);
       add_norm(post_norm);
       const int64_t inner = weights[2][0].shape(0);
       s.hidden.resize(M * inner);
       float* hidden[2] = {s.hidden.data(), nullptr};
-      matmul(2, s.normed.data(), Dm, true, hidden);
-      matmul(3, s.hidden.data(), inner, false, projected);
+      matmul(2, s.normed.data(), Dm, true, hidden, nothing);
+      matmul(3, s.hidden.data(), inner, false, projected, nothing);
       add_norm(next_norm);
     }
     std::memcpy(out, s.normed.data(), sizeof(float) * M * Dm);

@@ -1,0 +1,115 @@
+"""A decode step's llama layers as one compiled operation (engine/cpu/layer_stack.py): the bits of the layers one
+operation each, for each way the weights and the K/V are held; passes it cannot serve take the layers apart; and
+every argument the kernel cannot serve is refused in words."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from mlxchat.app.paths import models_cache_dir
+from mlxchat.engine.bench.step_profile import count_operations
+from mlxchat.engine.cpu import kernels
+from mlxchat.engine.loading.models import LoadOptions, load_model
+from mlxchat.engine.plan import SlotRequest
+from mlxchat.engine.scheduler import SlotScheduler
+from tests.tiny_gguf import write_tiny_gguf
+
+pytestmark = pytest.mark.skipif(not kernels.active_here(), reason="the compiled kernels do not run here")
+
+PROMPTS = ([3, 9, 4, 7, 1, 8, 2], [5, 6], list(range(1, 40)))  # three slots, three lengths
+
+
+def scheduler(model: Path, kv_dtype: str, int8: bool = False) -> SlotScheduler:
+    """The model loaded as the app loads it (on a worker thread, a fresh object), its slots each holding a prompt."""
+    options = LoadOptions(kv_dtype=kv_dtype, int8_activations=int8, cache_dir=models_cache_dir())
+    with ThreadPoolExecutor(1) as pool:
+        loaded = pool.submit(load_model, str(model), options).result()
+    core = SlotScheduler(loaded.ready, loaded.facts.evaluate(SlotRequest(parallel=3, ctx_size=3 * 256)))
+    for slot, prompt in enumerate(PROMPTS):
+        core.forward.states(mx.array([prompt]), core.store.batch([slot], len(prompt)))
+        mx.eval(core.store.arrays)
+        core.store.commit([slot], [len(prompt)])
+    return core
+
+
+def decode(core: SlotScheduler, stacked: bool, steps: int = 3) -> tuple[list[mx.array], list[mx.array]]:
+    """`steps` decode passes over the three slots, the layers as one operation or one operation each: each pass's
+    logits and the K/V they left; the slots back where they were."""
+    body = core.forward._bodies.__self__  # type: ignore[union-attr]
+    stack, body._stack = body._stack, body._stack if stacked else None
+    try:
+        logits, ids = [], [0, 1, 2]
+        for step in range(steps):
+            (out,) = core.forward.every_logits([(mx.array([[11 + step], [12], [13 + 2 * step]]),
+                                                 core.store.batch(ids, 1))])
+            if step == 0:
+                assert ("LayerStack" in count_operations(out)) == stacked
+            mx.eval(out, core.store.arrays)
+            logits.append(out)
+            core.store.commit(ids, [1] * 3)
+        written = [mx.array(a) for a in core.store.arrays]
+        mx.eval(written)
+        for slot, prompt in enumerate(PROMPTS):
+            core.store.rollback(slot, len(prompt))
+        return logits, written
+    finally:
+        body._stack = stack
+
+
+@pytest.mark.parametrize("form, kv_dtype, int8", [
+    ("Q4_1", "float16", False), ("Q4_1", "bfloat16", False), ("Q4_1", "float32", False), ("Q8_0", "float16", False),
+    ("Q4_1", "float16", True), ("F16", "float16", False)])
+def test_a_decode_steps_layers_as_one_operation_give_the_bits_of_one_operation_each(
+        tiny_model_dir: Path, tmp_path: Path, form: str, kv_dtype: str, int8: bool) -> None:
+    core = scheduler(write_tiny_gguf(tiny_model_dir, tmp_path / f"tiny-{form}.gguf", form), kv_dtype, int8)
+    stacked, written = decode(core, True)
+    apart, written_apart = decode(core, False)
+    assert all(mx.array_equal(a, b).item() for a, b in zip(stacked, apart))
+    # The K/V each left, every slot's every position (what the steps wrote, and what they left as it was).
+    assert len(written) == len(written_apart) and all(mx.array_equal(a, b).item() for a, b in zip(written, written_apart))
+
+
+def test_a_prompts_chunk_takes_the_layers_one_operation_each(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """(K/V stored as q8, in values, scales and biases, do too: test_kv_types runs the llama family so.)"""
+    core = scheduler(write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1"), "float16")
+    chunk = core.forward.every_logits([(mx.array([[1, 2], [3, 4], [5, 6]]), core.store.batch([0, 1, 2], 2))])
+    assert "LayerStack" not in count_operations(chunk[0]) and "SlotAttention" in count_operations(chunk[0])
+
+
+def test_arguments_the_stack_cannot_serve_are_refused_in_words() -> None:
+    ext = kernels.status().module
+    h, slots, starts, norm = mx.zeros((1, 32)), mx.array([0], mx.int32), mx.array([0], mx.int32), mx.ones((32,))
+    quantized = lambda rows, columns: list(mx.quantize(mx.zeros((rows, columns)), 32, 4))  # noqa: E731
+    buffer = mx.zeros((1, 1, 8, 16), mx.float16)  # one slot, one K/V head of 16 dims, 8 positions
+    # Two heads of 16: q (32 x 32), k and v (16 x 32), o (32 x 32), gate and up (64 x 32), down (32 x 64).
+    layer = [norm, norm, mx.ones((2,)), buffer, buffer, *quantized(32, 32), *quantized(16, 32), *quantized(16, 32),
+             *quantized(32, 32), *quantized(64, 32), *quantized(64, 32), *quantized(32, 64)]
+    formats = [4, 32, 0] * 4
+    good = dict(heads=2, kv_heads=1, head_dim=16, eps=1e-5, attention_scale=0.25, traditional=False, rope_scale=1.0,
+                threads=2, formats=formats)
+    mx.eval(ext.layer_stack(h, slots, starts, norm, layer, **good))  # (the cases below are this one but for one thing)
+    bad = [
+        ((mx.zeros((1, 16), mx.float16), slots, starts, norm, layer), {}, "h must be"),
+        ((h, mx.array([0, 1], mx.int32), starts, norm, layer), {}, "slots and starts"),
+        ((h, slots, starts, mx.ones((8,)), layer), {}, "first_norm"),
+        ((h, slots, starts, norm, layer), {"kv_heads": 3}, "heads a multiple of kv_heads"),
+        ((h, slots, starts, norm, layer), {"kv_heads": 0}, "at least 1"),
+        ((h, slots, starts, norm, layer), {"formats": formats[:-1]}, "formats"),
+        ((h, slots, starts, norm, layer[:-1]), {}, "fewer arrays"),
+        ((h, slots, starts, norm, layer + [norm]), {}, "more arrays"),
+        ((h, slots, starts, norm, [norm, norm, mx.ones((9,)), *layer[3:]]), {}, "inverse frequencies"),
+        ((h, slots, starts, norm, [*layer[:3], mx.zeros((1, 1, 8, 16), mx.int32), *layer[4:]]), {}, "K and V"),
+        ((h, slots, starts, norm, [*layer[:3], buffer, mx.zeros((1, 1, 9, 16), mx.float16), *layer[5:]]), {}, "alike"),
+        ((h, slots, starts, norm, layer), {"formats": [5, 16, 0] + formats[3:]}, "bits"),
+        ((h, slots, starts, norm, [*layer[:5], *quantized(48, 32), *layer[8:]]), {}, "q, k and v give"),
+        ((h, slots, starts, norm, [*layer[:-3], *quantized(16, 64)]), {}, "o and down"),
+        ((h, slots, starts, norm, layer), {"formats": [4, 64, 0] + formats[3:]}, "group size"),
+    ]
+    for args, changed, says in bad:
+        with pytest.raises(ValueError, match=says):
+            ext.layer_stack(*args, **{**good, **changed})
+    mx.eval(ext.layer_stack(h, slots, starts, norm, layer, **good))  # (and the process goes on)
