@@ -20,7 +20,7 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 assert s.active and kernels.__path__[0] == '$OUT', 'the sanitized kernels did not load'"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/engine/test_kernels.py tests/engine/test_stored_weights.py \
     tests/engine/test_sampling.py tests/engine/test_engine.py tests/engine/test_scheduler.py tests/engine/test_reasoning.py \
-    tests/engine/test_kv_types.py tests/engine/test_int8_rows.py
+    tests/engine/test_kv_types.py tests/engine/test_int8_rows.py tests/engine/test_layer_stack.py
 # End to end: the tiny model's replies at 1 and 3 slots, greedy and sampled, in the engine as the app runs it.
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/engine/test_families.py -k "llama and not quantized"
 echo "test-sanitize: no report"
