@@ -42,7 +42,7 @@ class KVRegions:
 
     def save(self, slot: int, length: int) -> tuple[tuple[mx.array, ...], tuple[mx.array, ...]] | None:
         """A copy of what the slot holds at `length` tokens, K's parts and V's in their stored type (for the parked
-        store and the disk)."""
+        store and the disk): not a view, since a decode step writes the buffers in place (engine.cpu.layer_stack)."""
         if self.keys is None or self.values is None:
             return None
         held = min(length, self.size)

@@ -67,8 +67,7 @@ void write_row(mx::Dtype stored, const float* src, uint8_t* dst, int64_t n) {
   }
 }
 
-}  // namespace
-
+// `buffer`'s elements in row-major order into `out` (which holds nothing yet).
 void copy_row_major(const mx::array& buffer, mx::array& out) {
   const size_t size = buffer.itemsize();
   if (buffer.flags().row_contiguous) {
@@ -80,6 +79,8 @@ void copy_row_major(const mx::array& buffer, mx::array& out) {
                 buffer.data<uint8_t>() + mx::elem_to_loc(static_cast<int64_t>(i), buffer) * size, size);
   }
 }
+
+}  // namespace
 
 void write_heads_in_place(const mx::array& buffer, const float* rows, const int32_t* slots, const int32_t* positions,
                           int64_t B) {

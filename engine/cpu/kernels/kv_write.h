@@ -16,11 +16,10 @@ namespace mlxchat {
 // it). A row outside the buffer is not written.
 mx::array kv_write(const mx::array& buffer, const mx::array& rows, const mx::array& at);
 
-// `buffer`'s elements in row-major order into `out` (of its shape and type, which holds nothing yet).
-void copy_row_major(const mx::array& buffer, mx::array& out);
-
 // The layer stack's write (layer_stack.cpp): rows (B, heads, dim) float32 into an evaluated buffer's own memory at
-// (slots[b], head, positions[b]), as kv_write rounds them; rows outside the buffer are not written.
+// (slots[b], head, positions[b]), as kv_write rounds them; rows outside the buffer are not written. Unlike kv_write,
+// it writes there even where another array shares that memory: the slots' buffers are the store's alone (what it
+// keeps of a slot, engine.kv.regions.save, is a copy).
 void write_heads_in_place(const mx::array& buffer, const float* rows, const int32_t* slots, const int32_t* positions,
                           int64_t B);
 

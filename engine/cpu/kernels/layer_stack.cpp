@@ -50,17 +50,6 @@ void timed(const char* part, F&& work) {
   profile_add(part, (std::chrono::steady_clock::now() - started).count());
 }
 
-// Makes the slots' K or V `buffer` memory of its own before the stack writes in it: where another array shares that
-// memory (a slot's state saved as a view of it, for the parked store), the buffer moves to a copy, which every holder
-// of the slots' array then reads, and the sharer keeps what it saw (as kv_write copies a buffer it cannot take over).
-void own_memory(const mx::array& buffer) {
-  if (buffer.data_shared_ptr().use_count() == 1) return;
-  mx::array& slots_buffer = const_cast<mx::array&>(buffer);
-  mx::array copy(mx::allocator::malloc(buffer.nbytes()), buffer.shape(), buffer.dtype());
-  copy_row_major(buffer, copy);
-  slots_buffer.copy_shared_buffer(copy);
-}
-
 // The stream thread's memory for the pass's intermediate rows, kept from call to call.
 struct Scratch {
   std::vector<float> h, normed, products, q, k, v, attended, projected, hidden;
@@ -131,14 +120,8 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
                          count[i], D, params.traditional, params.rope_scale);
         }
       });
-      timed("K/V write", [&] {
-        own_memory(keys);
-        write_heads_in_place(keys, s.k.data(), slots, starts, M);
-      });
-      timed("K/V write", [&] {
-        own_memory(values);
-        write_heads_in_place(values, s.v.data(), slots, starts, M);
-      });
+      timed("K/V write", [&] { write_heads_in_place(keys, s.k.data(), slots, starts, M); });
+      timed("K/V write", [&] { write_heads_in_place(values, s.v.data(), slots, starts, M); });
       timed("attention", [&] {
         int64_t seen = 0;
         for (int64_t m = 0; m < M; ++m) seen += lengths[m];
