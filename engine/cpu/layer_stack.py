@@ -5,7 +5,8 @@ bits, in one operation of the step's graph instead of some three hundred (each c
 stream thread a few microseconds).
 
 It serves passes of one token a row in one group (decode steps) where every layer's K/V is one float buffer; any
-other pass takes the layers one operation each.
+other pass takes the layers one operation each. The K/V are written in the slots' buffers in place, which the layers'
+caches then hold as the operation's outputs (engine.kv.full.FullAttentionPass.stack_buffers, stack_wrote).
 """
 
 from __future__ import annotations
@@ -15,29 +16,24 @@ from typing import Any
 import mlx.core as mx
 
 from mlxchat.engine.cpu import kernels, layer_ops
-from mlxchat.engine.cpu.attention import KERNEL_DTYPES
 
 
 class LayerStack:
     """The stack's arrays for one model, gathered once: each layer's norms, RoPE and weights."""
 
-    def __init__(self, inner: Any, parts: list[list[tuple[list[mx.array], list[int]]]], ropes: list[Any]) -> None:
-        """(LayerStack.of checks that every norm, RoPE and call serves.)"""
-        layers = inner.layers
-        attn = layers[0].self_attn
-        first, eps = layer_ops.norm_weight(layers[0].input_layernorm)  # type: ignore[misc]
-        nexts = [layer.input_layernorm for layer in layers[1:]] + [inner.norm]
-        turns = [rope.epilogue() for rope in ropes]
-        self._first, self._eps = first, eps
+    def __init__(self, inner: Any, calls: list[list[Any]], norms: list[tuple[mx.array, float]],
+                 turns: list[tuple[mx.array, bool, float]]) -> None:
+        """`calls`: each layer's q/k/v, o, gate/up and down stored.Call; `norms`: (weight, eps) of the first norm, then
+        each layer's after attention and after its MLP; `turns`: each layer's RoPE (inverse, traditional, scale)."""
+        attn = inner.layers[0].self_attn
+        self._first, self._eps = norms[0]
         self._shape = (attn.n_heads, attn.n_kv_heads, attn.head_dim)
         self._scale = attn.scale
         self._rope = turns[0][1:]  # (traditional, scale): alike in every layer
-        self._formats = [n for layer in parts for _, format in layer for n in format]
+        self._calls = [call for layer in calls for call in layer]
         # Each layer's arrays before its K and V buffers (its two norms' weights, its inverse frequencies), and after.
-        self._before = [[layer_ops.norm_weight(layer.post_attention_layernorm)[0],  # type: ignore[index]
-                         layer_ops.norm_weight(after)[0], turn[0]]  # type: ignore[index]
-                        for layer, after, turn in zip(layers, nexts, turns)]
-        self._after = [[array for arrays, _ in layer for array in arrays] for layer in parts]
+        self._before = [[norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0]] for i, turn in enumerate(turns)]
+        self._after = [[array for call in layer for array in call.stack_part()[0]] for layer in calls]
 
     @classmethod
     def of(cls, inner: Any, layers: list[Any], ropes: list[Any]) -> LayerStack | None:
@@ -46,37 +42,33 @@ class LayerStack:
         compute, RoPEs or norms' eps unlike from layer to layer."""
         if kernels.status().module is None:
             return None
-        parts = [layer.stack_parts() if hasattr(layer, "stack_parts") else None for layer in layers]
-        modules = [m for layer in inner.layers for m in (layer.input_layernorm, layer.post_attention_layernorm)]
-        norms = [layer_ops.norm_weight(m) for m in modules + [inner.norm]]
+        calls = [layer.stack_calls() if hasattr(layer, "stack_calls") else None for layer in layers]
+        modules = [inner.layers[0].input_layernorm]
+        for i, layer in enumerate(inner.layers):
+            after = inner.layers[i + 1].input_layernorm if i + 1 < len(inner.layers) else inner.norm
+            modules += [layer.post_attention_layernorm, after]
+        norms = [layer_ops.norm_weight(m) for m in modules]
         turns = [rope.epilogue() for rope in ropes]
-        if (any(p is None for p in parts) or any(n is None for n in norms) or any(t is None for t in turns)
+        if (any(c is None for c in calls) or any(n is None for n in norms) or any(t is None for t in turns)
                 or len({n[1] for n in norms if n}) != 1 or len({t[1:] for t in turns if t}) != 1):
             return None
-        return cls(inner, parts, ropes)  # type: ignore[arg-type]
+        return cls(inner, calls, norms, turns)  # type: ignore[arg-type]
 
     def __call__(self, h: mx.array, caches: list[Any]) -> mx.array | None:
         """The final norm's output for a decode pass's embedded tokens h (rows, hidden) over the layers' `caches`,
-        the K/V written in their buffers; None where a cache is not one float buffer (then the layers go one
-        operation each)."""
-        buffers = []
-        for cache in caches:
-            kv = getattr(cache, "stack_buffers", None)
-            pair = kv() if kv else None
-            if pair is None:
-                return None
-            buffers.append(pair)
+        the K/V written in their buffers; None where h is not float32 (weights_dtype "keep": half-precision
+        embeddings) or a cache is not one float buffer (then the layers go one operation each)."""
+        buffers = [getattr(cache, "stack_buffers", lambda: None)() for cache in caches]
+        if h.dtype != mx.float32 or any(pair is None for pair in buffers):
+            return None
         lay = caches[0].layout
         arrays = [a for before, (k, v), after in zip(self._before, buffers, self._after) for a in (*before, k, v, *after)]
+        # Read at every call: whether a call rounds its rows to int8 can change after the stack was made.
+        formats = [n for call in self._calls for n in call.stack_format()]
         heads, kv_heads, head_dim = self._shape
-        return kernels.status().module.layer_stack(
+        normed, *written = kernels.status().module.layer_stack(
             h, lay.slot_arrays(slice(None))[0], lay.offsets(), self._first, arrays, heads, kv_heads, head_dim,
-            self._eps, self._scale, *self._rope, kernels.THREADS, self._formats)
-
-
-def float_buffers(keys: Any, values: Any) -> tuple[mx.array, mx.array] | None:
-    """K and V's buffers where each is one array of a type the stack writes (engine.kv: StoredKV), else None."""
-    if keys is None or values is None or len(keys.parts) != 1 or len(values.parts) != 1:
-        return None
-    k, v = keys.parts[0], values.parts[0]
-    return (k, v) if k.dtype in KERNEL_DTYPES and v.dtype == k.dtype else None
+            self._eps, self._scale, *self._rope, kernels.THREADS, formats)
+        for cache, i in zip(caches, range(0, len(written), 2)):
+            cache.stack_wrote(written[i], written[i + 1])
+        return normed

@@ -160,13 +160,13 @@ class _StoredLayer:
         hidden = [out for call in self._mlp for out in call.rows(x)]
         return self._down.rows(hidden[0] if len(hidden) == 1 else layer_ops.swiglu(*hidden))[0]
 
-    def stack_parts(self) -> list[tuple[list[mx.array], list[int]]] | None:
-        """Its q/k/v, o, gate/up and down calls as the layer stack takes them (engine.cpu.layer_stack), or None where
-        q, k and v or gate and up are calls apart, or a call adds biases."""
+    def stack_calls(self) -> list[stored.Call] | None:
+        """Its q/k/v, o, gate/up and down calls for the layer stack (engine.cpu.layer_stack), or None where q, k and v
+        or gate and up are calls apart, or a call adds biases."""
         if len(self._qkv) != 1 or len(self._mlp) != 1:
             return None
-        parts = [call.stack_part() for call in (self._qkv[0], self._o, self._mlp[0], self._down)]
-        return None if any(part is None for part in parts) else parts  # type: ignore[return-value]
+        calls = [self._qkv[0], self._o, self._mlp[0], self._down]
+        return None if any(call.stack_part() is None for call in calls) else calls
 
 
 class CpuLlama:
@@ -210,14 +210,13 @@ class CpuLlama:
             self._other = mx.new_stream(mx.cpu) if self._spread else mx.default_stream(mx.cpu)
         inner = self.inner
         shapes = [inputs.shape for inputs, _ in groups]
-        if self._stack is not None and len(groups) == 1 and shapes[0][1] == 1:  # a decode step
-            inputs, caches = groups[0]
-            states = self._stack(inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size), caches)
-            if states is not None:
-                return [states.reshape(shapes[0][0], 1, -1)]
         # Every group's tokens as rows (tokens, hidden): what the matmuls take, with no reshape around them.
         h = mx.concatenate([inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size)
                             for inputs, _ in groups], axis=0)
+        if self._stack is not None and len(groups) == 1 and shapes[0][1] == 1:  # a decode step
+            states = self._stack(h, groups[0][1])
+            if states is not None:
+                return [states.reshape(shapes[0][0], 1, -1)]
         normed = self._first_norm(h)
         for i, (layer, weights, (after_attention, after_mlp)) in enumerate(zip(inner.layers, self._layers, self._adds)):
             caches = [layer_caches[i] for _, layer_caches in groups]

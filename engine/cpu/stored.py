@@ -194,8 +194,11 @@ class Call:
         None where the call adds biases."""
         if any(bias is not None for bias in self._biases):
             return None
-        bits, group_size, _ = self._format
-        return self._arrays, [bits, group_size, int(self._first.int8_rows)]
+        return self._arrays, self.stack_format()
+
+    def stack_format(self) -> list[int]:
+        """(bits, group size, int8) of the call as the layer stack takes it, int8 as the call's rows are now."""
+        return [self._format[0], self._format[1], int(self._first.int8_rows)]
 
     def _how(self, x: mx.array) -> tuple[int, int]:
         """(threads, int8) for a call over rows x."""

@@ -6,9 +6,9 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlxchat.engine.cpu.layer_stack import float_buffers
+from mlxchat.engine.cpu.attention import KERNEL_DTYPES
 from mlxchat.engine.kv.attention import attend_per_slot, rows_upto
-from mlxchat.engine.kv.kv_types import KVType
+from mlxchat.engine.kv.kv_types import KVType, StoredKV
 from mlxchat.engine.kv.layout import PassLayout
 from mlxchat.engine.kv.regions import KVRegions
 
@@ -52,11 +52,19 @@ class FullAttentionPass:
 
     def stack_buffers(self) -> tuple[mx.array, mx.array] | None:
         """The layer's K and V buffers for the layer stack to write a decode step's rows in and attend over
-        (engine.cpu.layer_stack), or None where the pass is not one token a row or they are not one float array each."""
-        lay = self.layout
-        if lay.n_new != 1:
+        (engine.cpu.layer_stack), or None where the pass is not one token a row or they are not one float array each
+        (not allocated yet, or q8's values, scales and biases)."""
+        store = self.store
+        if self.layout.n_new != 1 or store.keys is None or store.values is None:
             return None
-        return float_buffers(self.store.keys, self.store.values)
+        if len(store.keys.parts) != 1 or len(store.values.parts) != 1:
+            return None
+        k, v = store.keys.parts[0], store.values.parts[0]
+        return (k, v) if k.dtype in KERNEL_DTYPES and v.dtype == k.dtype else None
+
+    def stack_wrote(self, keys: mx.array, values: mx.array) -> None:
+        """Holds the layer stack's outputs as the layer's K and V buffers (their memory, with the step's rows in it)."""
+        self.store.keys, self.store.values = StoredKV((keys,)), StoredKV((values,))
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> Any:
         """"causal"/None for the per-slot dispatcher; an exact array over the padded rows where asked."""

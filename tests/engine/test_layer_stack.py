@@ -24,9 +24,9 @@ pytestmark = pytest.mark.skipif(not kernels.active_here(), reason="the compiled 
 PROMPTS = ([3, 9, 4, 7, 1, 8, 2], [5, 6], list(range(1, 40)))  # three slots, three lengths
 
 
-def scheduler(model: Path, kv_dtype: str, int8: bool = False) -> SlotScheduler:
+def scheduler(model: Path, kv_dtype: str, int8: bool = False, weights: str = "auto") -> SlotScheduler:
     """The model loaded as the app loads it (on a worker thread, a fresh object), its slots each holding a prompt."""
-    options = LoadOptions(kv_dtype=kv_dtype, int8_activations=int8, cache_dir=models_cache_dir())
+    options = LoadOptions(weights_dtype=weights, kv_dtype=kv_dtype, int8_activations=int8, cache_dir=models_cache_dir())
     with ThreadPoolExecutor(1) as pool:
         loaded = pool.submit(load_model, str(model), options).result()
     core = SlotScheduler(loaded.ready, loaded.facts.evaluate(SlotRequest(parallel=3, ctx_size=3 * 256)))
@@ -37,28 +37,42 @@ def scheduler(model: Path, kv_dtype: str, int8: bool = False) -> SlotScheduler:
     return core
 
 
-def decode(core: SlotScheduler, stacked: bool, steps: int = 3) -> tuple[list[mx.array], list[mx.array]]:
-    """`steps` decode passes over the three slots, the layers as one operation or one operation each: each pass's
-    logits and the K/V they left; the slots back where they were."""
+def stacked(core: SlotScheduler, on: bool) -> SlotScheduler:
+    """The core with its layer stack kept (on) or set aside: each decode step then takes the layers apart."""
     body = core.forward._bodies.__self__  # type: ignore[union-attr]
-    stack, body._stack = body._stack, body._stack if stacked else None
-    try:
-        logits, ids = [], [0, 1, 2]
-        for step in range(steps):
-            (out,) = core.forward.every_logits([(mx.array([[11 + step], [12], [13 + 2 * step]]),
-                                                 core.store.batch(ids, 1))])
-            if step == 0:
-                assert ("LayerStack" in count_operations(out)) == stacked
+    if not on:
+        body._stack = None
+    return core
+
+
+def decode(core: SlotScheduler, ids: list[int], steps: int = 3) -> tuple[list[mx.array], list[mx.array]]:
+    """`steps` decode passes over slots `ids`: each pass's logits and the K/V they left; the slots back where they
+    were. The second pass's K/V go in by evaluating the store alone (as a draft model's catch-up does)."""
+    logits = []
+    for step in range(steps):
+        tokens = mx.array([[11 + step + 2 * i] for i in range(len(ids))])
+        if step == 1:
+            core.forward.states(tokens, core.store.batch(ids, 1))
+            mx.eval(core.store.arrays)
+        else:
+            (out,) = core.forward.every_logits([(tokens, core.store.batch(ids, 1))])
             mx.eval(out, core.store.arrays)
             logits.append(out)
-            core.store.commit(ids, [1] * 3)
-        written = [mx.array(a) for a in core.store.arrays]
-        mx.eval(written)
-        for slot, prompt in enumerate(PROMPTS):
-            core.store.rollback(slot, len(prompt))
-        return logits, written
-    finally:
-        body._stack = stack
+        core.store.commit(ids, [1] * len(ids))
+    written = [bits(a) for a in core.store.arrays]
+    for slot, prompt in enumerate(PROMPTS):
+        core.store.rollback(slot, len(prompt))
+    return logits, written
+
+
+def bits(a: mx.array) -> np.ndarray:
+    """A copy of an array's bits (numpy reads no bfloat16)."""
+    return np.array(a.view({2: mx.uint16, 4: mx.uint32, 1: mx.uint8}[a.itemsize]))
+
+
+def uses_stack(core: SlotScheduler, ids: list[int]) -> bool:
+    (out,) = core.forward.every_logits([(mx.array([[1]] * len(ids)), core.store.batch(ids, 1))])
+    return "LayerStack" in count_operations(out)
 
 
 @pytest.mark.parametrize("form, kv_dtype, int8", [
@@ -66,12 +80,24 @@ def decode(core: SlotScheduler, stacked: bool, steps: int = 3) -> tuple[list[mx.
     ("Q4_1", "float16", True), ("F16", "float16", False)])
 def test_a_decode_steps_layers_as_one_operation_give_the_bits_of_one_operation_each(
         tiny_model_dir: Path, tmp_path: Path, form: str, kv_dtype: str, int8: bool) -> None:
-    core = scheduler(write_tiny_gguf(tiny_model_dir, tmp_path / f"tiny-{form}.gguf", form), kv_dtype, int8)
-    stacked, written = decode(core, True)
-    apart, written_apart = decode(core, False)
-    assert all(mx.array_equal(a, b).item() for a, b in zip(stacked, apart))
-    # The K/V each left, every slot's every position (what the steps wrote, and what they left as it was).
-    assert len(written) == len(written_apart) and all(mx.array_equal(a, b).item() for a, b in zip(written, written_apart))
+    """Each way apart in a core of its own: a stray write of either would show in its K/V. Three slots, then one."""
+    model = write_tiny_gguf(tiny_model_dir, tmp_path / f"tiny-{form}.gguf", form)
+    on, off = stacked(scheduler(model, kv_dtype, int8), True), stacked(scheduler(model, kv_dtype, int8), False)
+    assert uses_stack(on, [0]) and not uses_stack(off, [0])
+    for ids in ([0, 1, 2], [1]):
+        (logits, written), (logits_apart, written_apart) = decode(on, ids), decode(off, ids)
+        assert all(mx.array_equal(a, b).item() for a, b in zip(logits, logits_apart))
+        # Every slot's every position: what the steps wrote (the second by the store's evaluation alone) and the rest.
+        assert len(written) == len(written_apart)
+        assert all(np.array_equal(a, b) for a, b in zip(written, written_apart))
+
+
+def test_half_precision_embeddings_take_the_layers_one_operation_each(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """weights_dtype "keep" holds a GGUF's embeddings in float16: the stack takes float32 rows only."""
+    core = scheduler(write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1"), "float16", weights="keep")
+    assert not uses_stack(core, [0, 1, 2])
+    logits, _ = decode(core, [0, 1, 2])
+    assert all(mx.isfinite(lg).all().item() for lg in logits)
 
 
 def test_a_slots_saved_state_keeps_what_it_held_while_steps_write_in_its_range(tiny_model_dir: Path,
@@ -81,17 +107,22 @@ def test_a_slots_saved_state_keeps_what_it_held_while_steps_write_in_its_range(t
     core = scheduler(write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1"), "float16")
     saved, _ = core.store.save(2)
     arrays = [a for layer in saved for part in layer for a in part]
-    held = [mx.array(np.array(a)) for a in arrays]
+    held = [bits(a) for a in arrays]
     core.store.rollback(2, 5)  # (the next steps write at position 5 on: inside what was saved)
-    decode(core, True)
-    assert all(mx.array_equal(a, h).item() for a, h in zip(arrays, held))
+    assert uses_stack(core, [2])
+    decode(core, [0, 1, 2])
+    assert all(np.array_equal(bits(a), h) for a, h in zip(arrays, held))
 
 
 def test_a_prompts_chunk_takes_the_layers_one_operation_each(tiny_model_dir: Path, tmp_path: Path) -> None:
     """(K/V stored as q8, in values, scales and biases, do too: test_kv_types runs the llama family so.)"""
     core = scheduler(write_tiny_gguf(tiny_model_dir, tmp_path / "tiny-Q4_1.gguf", "Q4_1"), "float16")
     chunk = core.forward.every_logits([(mx.array([[1, 2], [3, 4], [5, 6]]), core.store.batch([0, 1, 2], 2))])
-    assert "LayerStack" not in count_operations(chunk[0]) and "SlotAttention" in count_operations(chunk[0])
+    kinds, layers = count_operations(chunk[0]), 2
+    # A layer a time, 9 operations each: q, k and v with their RoPE, the K and V writes, attention, o, the residual
+    # add with the next norm, gate and up with the SwiGLU, down, the add and norm.
+    assert "LayerStack" not in kinds and "RopeRows" not in kinds
+    assert (kinds["WeightsMatmul"], kinds["SlotAttention"], kinds["AddRmsNorm"]) == (4 * layers + 1, layers, 2 * layers)
 
 
 def test_arguments_the_stack_cannot_serve_are_refused_in_words() -> None:
@@ -123,7 +154,14 @@ def test_arguments_the_stack_cannot_serve_are_refused_in_words() -> None:
         ((h, slots, starts, norm, [*layer[:-3], *quantized(16, 64)]), {}, "o and down"),
         ((h, slots, starts, norm, layer), {"formats": [4, 64, 0] + formats[3:]}, "group size"),
     ]
+    bad.append(((h, slots, starts, norm, [*layer[:4], mx.zeros((1, 1, 8, 16), mx.float32), *layer[5:]]), {}, "alike"))
     for args, changed, says in bad:
         with pytest.raises(ValueError, match=says):
             ext.layer_stack(*args, **{**good, **changed})
-    mx.eval(ext.layer_stack(h, slots, starts, norm, layer, **good))  # (and the process goes on)
+    # Views (a broadcast h, strided slots) are read as their values, as their contiguous copies are.
+    rows = mx.random.normal((1, 32), key=mx.random.key(1))
+    wide, two = mx.broadcast_to(rows, (2, 32)), mx.array([0, 0, 0, 0], mx.int32)[::2]
+    out = ext.layer_stack(wide, two, mx.array([1, 2], mx.int32), norm, layer, **good)[0]
+    want = ext.layer_stack(mx.array(np.array(wide)), mx.array([0, 0], mx.int32), mx.array([1, 2], mx.int32), norm,
+                           layer, **good)[0]
+    assert mx.array_equal(out, want).item()

@@ -150,7 +150,7 @@ void read_stored(Problem& p, const mx::array* kv, size_t parts, std::vector<uint
 
 void attend_heads(const float* q, const mx::array& k, const mx::array& v, const int32_t* rows, const int32_t* lengths,
                   float* out, int64_t B, int64_t H, float scale, int threads) {
-  Problem p{q, {kind_of(k.dtype())}, {kind_of(k.dtype())}, rows, lengths, out, B, H, k.shape(1), 1, k.shape(2),
+  Problem p{q, {kind_of(k.dtype())}, {kind_of(v.dtype())}, rows, lengths, out, B, H, k.shape(1), 1, k.shape(2),
             k.shape(3), v.shape(3), k.shape(0), {H * k.shape(3), k.shape(3), k.shape(3)}, scale};
   std::vector<uint8_t> copies[6];
   const mx::array kv[2] = {k, v};

@@ -59,7 +59,7 @@ MLXCHAT_NB_MODULE(MLXCHAT_MODULE, m) {
       "h"_a, "slots"_a, "starts"_a, "first_norm"_a, "layers"_a, "heads"_a, "kv_heads"_a, "head_dim"_a, "eps"_a,
       "attention_scale"_a, "traditional"_a, "rope_scale"_a, "threads"_a, "formats"_a,
       "A decode pass's llama decoder layers as one operation (rows of one token, each of slot slots[m] at "
-      "position starts[m]): the final norm's output; each layer's K and V buffers written in place.");
+      "position starts[m]): [the final norm's output, then each layer's K and V buffers, written in place].");
   m.def("slot_attention", &mlxchat::slot_attention, "q"_a, "k"_a, "v"_a, "rows"_a, "lengths"_a, "scale"_a, "threads"_a,
         "Causal attention of row b's new queries over the first lengths[b] keys of slot rows[b] (CPU): q float32, "
         "k and v each [float32 | float16 | bfloat16 array] or [uint32 values, float32 scales, float32 biases] (8-bit).");

@@ -36,11 +36,6 @@ size_t layer_arrays(const int* format) {
   return n;
 }
 
-const char* matmul_part(int bits, int int8) {
-  if (int8 != INT8_OFF && bits != 16) return "matmul, int8 rows";
-  return bits == 4 ? "matmul, 4-bit weights" : bits == 8 ? "matmul, 8-bit weights" : "matmul, 16-bit weights";
-}
-
 // Runs `work`, timed as `part` while profiling (as each primitive's own dispatch times it).
 template <class F>
 void timed(const char* part, F&& work) {
@@ -59,15 +54,28 @@ struct Scratch {
 
 template <>
 void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
-  auto& encoder = begin(inputs, outputs);
+  // The final norm's output in memory of its own; each layer's K and V as its input buffer, written in place (the
+  // slots' buffers are the store's alone: engine/kv/regions.py), which the store then holds as the pass's outputs.
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  outputs[0].set_data(mx::allocator::malloc(outputs[0].nbytes()));
+  size_t at = 4, out = 1;
+  for (size_t layer = 0; at < inputs.size(); ++layer) {
+    outputs[out++].copy_shared_buffer(inputs[at + 3]);
+    outputs[out++].copy_shared_buffer(inputs[at + 4]);
+    at += layer_arrays(params_.formats.data() + 12 * layer);
+  }
   encoder.dispatch([inputs, out = outputs[0].data<float>(), params = params_]() {
     thread_local Scratch s;
     const int64_t M = inputs[0].shape(0), Dm = inputs[0].shape(1), H = params.heads, Hkv = params.kv_heads,
                   D = params.head_dim;
     const int32_t* slots = inputs[1].data<int32_t>();
     const int32_t* starts = inputs[2].data<int32_t>();
+    // Each row sees its keys up to its new one (a position outside the buffer writes nothing, and attends to what
+    // the buffer holds).
     std::vector<int32_t> lengths(M);
-    for (int64_t m = 0; m < M; ++m) lengths[m] = starts[m] + 1;
+    for (int64_t m = 0; m < M; ++m) {
+      lengths[m] = static_cast<int32_t>(std::clamp<int64_t>(int64_t{starts[m]} + 1, 0, inputs[7].shape(2)));
+    }
     s.h.assign(inputs[0].data<float>(), inputs[0].data<float>() + M * Dm);
     s.normed.resize(M * Dm);
     s.q.resize(M * H * D);
@@ -102,7 +110,7 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
         int64_t columns = 0;
         for (int i = 0; i < CALL_WEIGHTS[c]; ++i) columns += weights[c][per_weight(bits) * i].shape(0);
         const int threads = M * K * columns >= THREADED_MATMUL ? params.threads : 1;
-        timed(matmul_part(bits, int8), [&] {
+        timed(matmul_part({bits, format[3 * c + 1]}, int8), [&] {
           matmul_rows(x, M, K, weights[c], CALL_WEIGHTS[c], {bits, format[3 * c + 1]}, swiglu, outs, threads, int8);
           after();
         });
@@ -143,7 +151,7 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
   });
 }
 
-mx::array layer_stack(const mx::array& h, const mx::array& slots, const mx::array& starts, const mx::array& first_norm,
+std::vector<mx::array> layer_stack(const mx::array& h, const mx::array& slots, const mx::array& starts, const mx::array& first_norm,
                       const std::vector<mx::array>& layers, const StackParams& params) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("layer_stack: " + why); };
   if (h.ndim() != 2 || h.dtype() != mx::float32 || h.shape(0) < 1 || h.shape(1) < 1) fail("h must be (M, hidden) float32");
@@ -162,7 +170,10 @@ mx::array layer_stack(const mx::array& h, const mx::array& slots, const mx::arra
   const size_t count = params.formats.size() / 12;
   const int H = params.heads, Hkv = params.kv_heads, D = params.head_dim;
   auto stream = mx::default_stream(mx::Device::cpu);
-  std::vector<mx::array> inputs = {h, slots, starts, contiguous_input(first_norm, stream)};
+  std::vector<mx::array> inputs = {contiguous_input(h, stream), contiguous_input(slots, stream),
+                                   contiguous_input(starts, stream), contiguous_input(first_norm, stream)};
+  std::vector<mx::Shape> shapes = {{M, Dm}};
+  std::vector<mx::Dtype> dtypes = {mx::float32};
   size_t at = 0;
   for (size_t layer = 0; layer < count; ++layer) {
     const int* format = params.formats.data() + 12 * layer;
@@ -182,9 +193,12 @@ mx::array layer_stack(const mx::array& h, const mx::array& slots, const mx::arra
       const auto& buffer = arrays[n];
       if (buffer.ndim() != 4 || buffer.shape(1) != Hkv || buffer.shape(3) != D ||
           (buffer.dtype() != mx::float32 && buffer.dtype() != mx::float16 && buffer.dtype() != mx::bfloat16) ||
-          buffer.shape() != arrays[3].shape()) {
-        fail("K and V are (slots, kv_heads, capacity, head_dim) float32, float16 or bfloat16, alike");
+          buffer.shape() != arrays[3].shape() || buffer.dtype() != arrays[3].dtype() ||
+          (layer > 0 && buffer.shape() != shapes[1])) {
+        fail("K and V are (slots, kv_heads, capacity, head_dim) float32, float16 or bfloat16, alike in every layer");
       }
+      shapes.push_back(buffer.shape());
+      dtypes.push_back(buffer.dtype());
     }
     for (int n = 0; n < LAYER_ARRAYS; ++n) inputs.push_back(n < 3 ? contiguous_input(arrays[n], stream) : arrays[n]);
     // Each call's weights checked as weights_matmul checks them, on rows of the width it takes.
@@ -208,7 +222,8 @@ mx::array layer_stack(const mx::array& h, const mx::array& slots, const mx::arra
     at += w;
   }
   if (at != layers.size()) fail("more arrays than the formats name");
-  return mx::array({M, Dm}, mx::float32, std::make_shared<LayerStack>(stream, params), std::move(inputs));
+  return mx::array::make_arrays(std::move(shapes), std::move(dtypes), std::make_shared<LayerStack>(stream, params),
+                                std::move(inputs));
 }
 
 }  // namespace mlxchat

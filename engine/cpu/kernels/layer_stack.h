@@ -10,13 +10,14 @@
 
 namespace mlxchat {
 
-// The final norm's output (M, hidden) for a pass of M rows of one token each: h (M, hidden) float32 (the embedded
+// {the final norm's output (M, hidden), then each layer's K and V} for a pass of M rows of one token each: h (M, hidden) float32 (the embedded
 // tokens), row m of slot slots[m] at position starts[m] (int32), first_norm the first layer's norm weight. Each layer
 // takes, in `layers`, its norm weight after attention, the norm weight after its MLP (the next layer's first norm or
 // the model's final), its RoPE's inverse frequencies, its K and V buffers (slots, kv_heads, capacity, head_dim;
 // float32, float16 or bfloat16), then the weights of its q, k and v, o, gate and up, and down products as
-// weights_matmul takes them; `formats` holds (bits, group size, int8) of its four calls. The K/V buffers are written
-// in place, at each row's position: the caller keeps them as they are.
+// weights_matmul takes them; `formats` holds (bits, group size, int8) of its four calls. Then each layer's K and V
+// buffers, written in place at each row's position: the slots' buffers are the caller's alone (no other array may
+// share their memory), and the caller holds these outputs as them from then on (evaluating them runs the pass).
 struct StackParams {
   static constexpr const char* name = "LayerStack";
   int heads, kv_heads, head_dim;
@@ -28,7 +29,7 @@ struct StackParams {
   bool operator==(const StackParams&) const = default;
 };
 
-mx::array layer_stack(const mx::array& h, const mx::array& slots, const mx::array& starts, const mx::array& first_norm,
+std::vector<mx::array> layer_stack(const mx::array& h, const mx::array& slots, const mx::array& starts, const mx::array& first_norm,
                       const std::vector<mx::array>& layers, const StackParams& params);
 
 using LayerStack = CpuPrimitive<StackParams>;

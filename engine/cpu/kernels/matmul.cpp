@@ -124,6 +124,11 @@ Problem problem_of(int64_t M, int64_t K, const mx::array* weights, size_t count,
 
 }  // namespace
 
+const char* matmul_part(WeightFormat format, int int8) {
+  if (int8 != INT8_OFF && format.bits != 16) return "matmul, int8 rows";
+  return format.bits == 4 ? "matmul, 4-bit weights" : format.bits == 8 ? "matmul, 8-bit weights" : "matmul, 16-bit weights";
+}
+
 void matmul_rows(const float* x, int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format,
                  bool swiglu, float* const* outs, int threads, int int8) {
   Problem p = problem_of(M, K, weights, count, format, swiglu, outs);
@@ -145,10 +150,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   for (auto& out : outputs) outs.push_back(params.batch == 0 ? out.data<float>() : nullptr);
   outs.resize((weights_end - 1) / per, nullptr);
   Problem p = problem_of(x.shape(0), K, inputs.data() + 1, (weights_end - 1) / per, format, swiglu, outs.data());
-  const char* part = params.int8 != INT8_OFF && !is_float(p.kind) ? "matmul, int8 rows"
-                     : is_q4(p.kind)                        ? "matmul, 4-bit weights"
-                     : is_q8(p.kind)                        ? "matmul, 8-bit weights"
-                                                            : "matmul, 16-bit weights";
+  const char* part = matmul_part(format, params.int8);
   if (params.batch > 0) {
     // The products go to memory of the stream's own, then to the outputs as heads, turned or only moved.
     outs.clear();

@@ -39,6 +39,9 @@ std::vector<mx::array> weights_matmul_rope(const mx::array& x, const std::vector
                                            int rotated, const mx::array& offsets, const mx::array& inverse,
                                            bool traditional, float scale);
 
+// What the profile calls a matmul's time over weights in `format` (rows rounded to int8 or not).
+const char* matmul_part(WeightFormat format, int int8);
+
 // weights_matmul's work on rows x (M, K) and evaluated weights (`count` of them, as weights_matmul takes them), product
 // i into outs[i] (M, N_i): the layer stack's (layer_stack.cpp).
 void matmul_rows(const float* x, int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format,
