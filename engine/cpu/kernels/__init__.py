@@ -56,7 +56,8 @@ def status() -> KernelStatus:
     problem = _self_test(ext)
     if problem:
         return KernelStatus(False, f"failed their self-test ({problem}): MLX's own operations run")
-    return KernelStatus(True, f"compiled attention, norms, RoPE, matmul over stored weights and top-k sampling, "
+    return KernelStatus(True, f"compiled attention, norms, RoPE, matmul over stored weights, a stored llama's "
+                              f"decode layers as one operation and top-k sampling, "
                               f"{ext.isa()} code path{_levels_note(name)}; int8 activations on the "
                               f"{ext.int8_path()} path", ext)
 
