@@ -5,7 +5,6 @@
 #include "layer_stack.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -34,15 +33,6 @@ size_t layer_arrays(const int* format) {
   size_t n = LAYER_ARRAYS;
   for (int c = 0; c < 4; ++c) n += CALL_WEIGHTS[c] * per_weight(format[3 * c]);
   return n;
-}
-
-// Runs `work`, timed as `part` while profiling (as each primitive's own dispatch times it).
-template <class F>
-void timed(const char* part, F&& work) {
-  if (!profiling()) return work();
-  const auto started = std::chrono::steady_clock::now();
-  work();
-  profile_add(part, (std::chrono::steady_clock::now() - started).count());
 }
 
 // The stream thread's memory for the pass's intermediate rows, kept from call to call.

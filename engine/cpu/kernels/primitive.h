@@ -1,7 +1,6 @@
 // What the kernels' MLX primitives share: they run on the CPU only.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,12 +47,7 @@ class CpuPrimitive : public mx::Primitive {
   // Queues `work` on the stream, timed as `part` while profiling.
   template <class F>
   void dispatch(mx::cpu::CommandEncoder& encoder, const char* part, F&& work) {
-    encoder.dispatch([part, work = std::forward<F>(work)]() mutable {
-      if (!profiling()) return work();
-      const auto started = std::chrono::steady_clock::now();
-      work();
-      profile_add(part, (std::chrono::steady_clock::now() - started).count());
-    });
+    encoder.dispatch([part, work = std::forward<F>(work)]() mutable { timed(part, work); });
   }
 
   Params params_;
