@@ -5,6 +5,7 @@
 #include "layer_stack.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -21,18 +22,16 @@ namespace {
 constexpr int64_t THREADED_MATMUL = int64_t{1} << 18;
 constexpr int64_t THREADED_ATTENTION = int64_t{1} << 16;
 
-// Arrays of each weight of a call in `format`: the values alone (16 bits), or values, scales and biases.
-size_t per_weight(int bits) { return bits == 16 ? 1 : 3; }
-
 // The matrices of each call of a layer, in order: q, k and v; o; gate and up; down.
 constexpr int CALL_WEIGHTS[4] = {3, 1, 2, 1};
 constexpr int LAYER_ARRAYS = 5;  // the two norms, the inverse frequencies, K and V, before the weights
 
-// How many of `layers` one layer takes, from its calls' formats.
-size_t layer_arrays(const int* format) {
-  size_t n = LAYER_ARRAYS;
-  for (int c = 0; c < 4; ++c) n += CALL_WEIGHTS[c] * per_weight(format[3 * c]);
-  return n;
+// Where each call's weights start among a layer's arrays, and (at [4]) how many arrays the layer takes, from its
+// calls' formats.
+std::array<size_t, 5> layer_split(const int* format) {
+  std::array<size_t, 5> at{LAYER_ARRAYS};
+  for (int c = 0; c < 4; ++c) at[c + 1] = at[c] + CALL_WEIGHTS[c] * arrays_per_weight(format[3 * c]);
+  return at;
 }
 
 // The stream thread's memory for the pass's intermediate rows, kept from call to call.
@@ -52,7 +51,7 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
   for (size_t layer = 0; at < inputs.size(); ++layer) {
     outputs[out++].copy_shared_buffer(inputs[at + 3]);
     outputs[out++].copy_shared_buffer(inputs[at + 4]);
-    at += layer_arrays(params_.formats.data() + 12 * layer);
+    at += layer_split(params_.formats.data() + 12 * layer)[4];
   }
   encoder.dispatch([inputs, out = outputs[0].data<float>(), params = params_]() {
     thread_local Scratch s;
@@ -87,18 +86,14 @@ void LayerStack::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
       const mx::array* arrays = inputs.data() + at;
       const mx::array &post_norm = arrays[0], &next_norm = arrays[1], &inverse = arrays[2], &keys = arrays[3],
                       &values = arrays[4];
-      const mx::array* weights[4];
-      size_t w = LAYER_ARRAYS;
-      for (int c = 0; c < 4; ++c) {
-        weights[c] = arrays + w;
-        w += CALL_WEIGHTS[c] * per_weight(format[3 * c]);
-      }
-      at += w;
+      const auto split = layer_split(format);
+      const mx::array* weights[4] = {arrays + split[0], arrays + split[1], arrays + split[2], arrays + split[3]};
+      at += split[4];
       // Call c's products of rows x (M, K), then `after` (timed with it, as the matmul's own epilogue is).
       auto matmul = [&](int c, const float* x, int64_t K, bool swiglu, float* const* outs, auto after) {
         const int bits = format[3 * c], int8 = format[3 * c + 2];
         int64_t columns = 0;
-        for (int i = 0; i < CALL_WEIGHTS[c]; ++i) columns += weights[c][per_weight(bits) * i].shape(0);
+        for (int i = 0; i < CALL_WEIGHTS[c]; ++i) columns += weights[c][arrays_per_weight(bits) * i].shape(0);
         const int threads = M * K * columns >= THREADED_MATMUL ? params.threads : 1;
         timed(matmul_part({bits, format[3 * c + 1]}, int8), [&] {
           matmul_rows(x, M, K, weights[c], CALL_WEIGHTS[c], {bits, format[3 * c + 1]}, swiglu, outs, threads, int8);
@@ -167,7 +162,8 @@ std::vector<mx::array> layer_stack(const mx::array& h, const mx::array& slots, c
   size_t at = 0;
   for (size_t layer = 0; layer < count; ++layer) {
     const int* format = params.formats.data() + 12 * layer;
-    if (at + layer_arrays(format) > layers.size()) fail("fewer arrays than the formats name");
+    const auto split = layer_split(format);
+    if (at + split[4] > layers.size()) fail("fewer arrays than the formats name");
     const mx::array* arrays = layers.data() + at;
     for (int n = 0; n < 2; ++n) {
       if (arrays[n].ndim() != 1 || arrays[n].shape(0) != Dm || arrays[n].dtype() != mx::float32) {
@@ -192,13 +188,11 @@ std::vector<mx::array> layer_stack(const mx::array& h, const mx::array& slots, c
     }
     for (int n = 0; n < LAYER_ARRAYS; ++n) inputs.push_back(n < 3 ? contiguous_input(arrays[n], stream) : arrays[n]);
     // Each call's weights checked as weights_matmul checks them, on rows of the width it takes.
-    size_t w = LAYER_ARRAYS;
     int64_t inner = 0;
     for (int c = 0; c < 4; ++c) {
       const int bits = format[3 * c];
       if (bits != 4 && bits != 8 && bits != 16) fail("bits must be 4, 8 or 16");
-      const size_t per = per_weight(bits), n = CALL_WEIGHTS[c] * per;
-      const std::vector<mx::array> weights(arrays + w, arrays + w + n);
+      const std::vector<mx::array> weights(arrays + split[c], arrays + split[c + 1]);
       const int64_t width = c == 0 || c == 2 ? Dm : c == 1 ? H * D : inner;
       const auto outs = checked_weights(width, weights, {bits, format[3 * c + 1]}, c == 2, format[3 * c + 2]);
       if (c == 0 && outs != std::vector<int64_t>{H * D, Hkv * D, Hkv * D}) {
@@ -207,9 +201,8 @@ std::vector<mx::array> layer_stack(const mx::array& h, const mx::array& slots, c
       if ((c == 1 || c == 3) && outs[0] != Dm) fail("o and down give rows of the hidden width");
       inner = c == 2 ? outs[0] : inner;
       for (const auto& a : weights) inputs.push_back(contiguous_input(a, stream));
-      w += n;
     }
-    at += w;
+    at += split[4];
   }
   if (at != layers.size()) fail("more arrays than the formats name");
   return mx::array::make_arrays(std::move(shapes), std::move(dtypes), std::make_shared<LayerStack>(stream, params),

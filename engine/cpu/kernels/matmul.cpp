@@ -109,7 +109,7 @@ Kind kind_of(WeightFormat format, mx::Dtype dtype) {
 // swiglu, the gate's output alone; null outs: set later).
 Problem problem_of(int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format, bool swiglu,
                    float* const* outs) {
-  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
+  const size_t per = arrays_per_weight(format.bits);
   Problem p{nullptr, M, K, kind_of(format, weights[per == 1 ? 0 : 1].dtype()), format.group_size, swiglu, {}, {0}};
   for (size_t i = 0; i < count; ++i) {
     const auto& values = weights[per * i];
@@ -143,7 +143,7 @@ void WeightsMatmul::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   const MatmulParams& params = params_;
   const WeightFormat format = params.format;
   const bool swiglu = params.swiglu;
-  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: values, or values, scales and biases
+  const size_t per = arrays_per_weight(format.bits);
   const size_t weights_end = inputs.size() - (params.batch > 0 ? 2 : 0);  // (then the offsets and inverse frequencies)
   const int64_t K = static_cast<int64_t>(x.size()) / x.shape(0);  // (x may be heads of one token: its rows)
   std::vector<float*> outs;
@@ -189,7 +189,7 @@ namespace {
 std::vector<int64_t> checked_weights(int64_t K, const std::vector<mx::array>& weights, WeightFormat format, bool swiglu,
                                      int int8) {
   if (format.bits != 4 && format.bits != 8 && format.bits != 16) fail("bits must be 4, 8 or 16");
-  const size_t per = format.bits == 16 ? 1 : 3;  // arrays of each weight: W itself, or values, scales and biases
+  const size_t per = arrays_per_weight(format.bits);
   if (per == 1 && K % 8 != 0) fail("float weights need K a multiple of 8");
   if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
     fail("the group size must be a multiple of 8 that divides K");

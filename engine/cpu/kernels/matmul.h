@@ -39,6 +39,9 @@ std::vector<mx::array> weights_matmul_rope(const mx::array& x, const std::vector
                                            int rotated, const mx::array& offsets, const mx::array& inverse,
                                            bool traditional, float scale);
 
+// How many arrays each weight of `bits` comes as: W itself (16 bits), or packed values, scales and biases.
+inline size_t arrays_per_weight(int bits) { return bits == 16 ? 1 : 3; }
+
 // What the profile calls a matmul's time over weights in `format` (rows rounded to int8 or not).
 const char* matmul_part(WeightFormat format, int int8);
 
