@@ -33,7 +33,7 @@ class LayerStack:
         self._calls = [call for layer in calls for call in layer]
         # Each layer's arrays before its K and V buffers (its two norms' weights, its inverse frequencies), and after.
         self._before = [[norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0]] for i, turn in enumerate(turns)]
-        self._after = [[array for call in layer for array in call.stack_part()[0]] for layer in calls]
+        self._after = [[array for call in layer for array in call.stack_arrays()] for layer in calls]
 
     @classmethod
     def of(cls, inner: Any, layers: list[Any], ropes: list[Any]) -> LayerStack | None:
@@ -42,7 +42,7 @@ class LayerStack:
         compute, RoPEs or norms' eps unlike from layer to layer."""
         if kernels.status().module is None:
             return None
-        calls = [layer.stack_calls() if hasattr(layer, "stack_calls") else None for layer in layers]
+        calls = [layer.stack_calls() for layer in layers]
         modules = [inner.layers[0].input_layernorm]
         for i, layer in enumerate(inner.layers):
             after = inner.layers[i + 1].input_layernorm if i + 1 < len(inner.layers) else inner.norm

@@ -166,7 +166,7 @@ class _StoredLayer:
         if len(self._qkv) != 1 or len(self._mlp) != 1:
             return None
         calls = [self._qkv[0], self._o, self._mlp[0], self._down]
-        return None if any(call.stack_part() is None for call in calls) else calls
+        return None if any(call.stack_arrays() is None for call in calls) else calls
 
 
 class CpuLlama:

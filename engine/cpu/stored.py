@@ -189,12 +189,10 @@ class Call:
         )
         return outs
 
-    def stack_part(self) -> tuple[list[mx.array], list[int]] | None:
-        """Its weights' arrays and (bits, group size, int8) as the layer stack takes a call (engine.cpu.layer_stack);
-        None where the call adds biases."""
-        if any(bias is not None for bias in self._biases):
-            return None
-        return self._arrays, self.stack_format()
+    def stack_arrays(self) -> list[mx.array] | None:
+        """Its weights' arrays as the layer stack takes a call (engine.cpu.layer_stack); None where the call adds
+        biases."""
+        return None if any(bias is not None for bias in self._biases) else self._arrays
 
     def stack_format(self) -> list[int]:
         """(bits, group size, int8) of the call as the layer stack takes it, int8 as the call's rows are now."""
