@@ -4,8 +4,8 @@ gate and up matmul with the SwiGLU, down and the next add and norm would run the
 bits, in one operation of the step's graph instead of some three hundred (each costs the engine's thread and MLX's
 stream thread a few microseconds).
 
-It serves passes of one token a row in one group (decode steps) where every layer's K/V is one float buffer; any
-other pass takes the layers one operation each. The K/V are written in the slots' buffers in place, which the layers'
+It serves passes whose every token attends as a decode row of its own (decode steps, and the checking passes of
+speculative decoding) where every layer's K/V is one float buffer; any other pass takes the layers one operation each. The K/V are written in the slots' buffers in place, which the layers'
 caches then hold as the operation's outputs (engine.kv.full.FullAttentionPass.stack_buffers, stack_wrote).
 """
 
@@ -54,21 +54,27 @@ class LayerStack:
             return None
         return cls(inner, calls, norms, turns)  # type: ignore[arg-type]
 
-    def __call__(self, h: mx.array, caches: list[Any]) -> mx.array | None:
-        """The final norm's output for a decode pass's embedded tokens h (rows, hidden) over the layers' `caches`,
+    def __call__(self, h: mx.array, groups: list[list[Any]]) -> mx.array | None:
+        """The final norm's output for a pass's embedded tokens h (tokens, hidden) over each group's layer caches,
         the K/V written in their buffers; None where h is not float32 (weights_dtype "keep": half-precision
-        embeddings) or a cache is not one float buffer (then the layers go one operation each)."""
-        buffers = [getattr(cache, "stack_buffers", lambda: None)() for cache in caches]
+        embeddings), a group's tokens do not each attend as a decode row (a prompt's chunk), or a cache is not one
+        float buffer (then the layers go one operation each). A checking pass's chunks (engine.speculation.verify)
+        qualify: each token is a row of its own at its position, as the decode steps it stands for."""
+        buffers = [getattr(cache, "stack_buffers", lambda: None)() for caches in groups for cache in caches]
         if h.dtype != mx.float32 or any(pair is None for pair in buffers):
             return None
-        lay = caches[0].layout
+        slots: list[int] = []
+        positions: list[int] = []
+        for caches in groups:
+            s, p = caches[0].layout.token_positions()
+            slots, positions = slots + s, positions + p
         arrays = [a for before, (k, v), after in zip(self._before, buffers, self._after) for a in (*before, k, v, *after)]
         # Read at every call: whether a call rounds its rows to int8 can change after the stack was made.
         formats = [n for call in self._calls for n in call.stack_format()]
         heads, kv_heads, head_dim = self._shape
         normed, *written = kernels.status().module.layer_stack(
-            h, lay.slot_arrays(slice(None))[0], lay.offsets(), self._first, arrays, heads, kv_heads, head_dim,
-            self._eps, self._scale, *self._rope, kernels.THREADS, formats)
-        for cache, i in zip(caches, range(0, len(written), 2)):
+            h, mx.array(slots, mx.int32), mx.array(positions, mx.int32), self._first, arrays, heads, kv_heads,
+            head_dim, self._eps, self._scale, *self._rope, kernels.THREADS, formats)
+        for cache, i in zip(groups[0], range(0, len(written), 2)):  # (every group's caches share the layers' stores)
             cache.stack_wrote(written[i], written[i + 1])
         return normed

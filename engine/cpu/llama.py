@@ -15,8 +15,8 @@ every core in each call: q, k and v in one call, gate and up with the SwiGLU in 
 one group (a decode step, or a prompt's chunk alone) the q, k and v call also turns q and k by RoPE
 and hands them out as heads, and the o projection reads attention's heads as its rows: a layer is 9
 operations of the step's graph, not 12 (each costs the engine's thread and MLX's stream thread a few
-microseconds). A decode step goes further: every layer in one operation (engine.cpu.layer_stack), the
-same work by the same functions. Either way the pass holds its tokens as rows (tokens, hidden), so no
+microseconds). A decode step, or speculative decoding's checking pass, goes further: every layer in one
+operation (engine.cpu.layer_stack), the same work by the same functions. Either way the pass holds its tokens as rows (tokens, hidden), so no
 reshape is built around each matmul.
 
 mlx-lm's model is left untouched, so anything else in the process that runs it (mlx-lm's own
@@ -213,18 +213,24 @@ class CpuLlama:
         # Every group's tokens as rows (tokens, hidden): what the matmuls take, with no reshape around them.
         h = mx.concatenate([inner.embed_tokens(inputs).reshape(-1, inner.args.hidden_size)
                             for inputs, _ in groups], axis=0)
-        if self._stack is not None and len(groups) == 1 and shapes[0][1] == 1:  # a decode step
-            states = self._stack(h, groups[0][1])
-            if states is not None:
-                return [states.reshape(shapes[0][0], 1, -1)]
+        normed = self._stack(h, [caches for _, caches in groups]) if self._stack is not None else None
+        if normed is not None:
+            return self._by_group(normed, shapes)
         normed = self._first_norm(h)
         for i, (layer, weights, (after_attention, after_mlp)) in enumerate(zip(inner.layers, self._layers, self._adds)):
             caches = [layer_caches[i] for _, layer_caches in groups]
             attended = self._attend(layer.self_attn, self._ropes[i], normed, caches, shapes, weights)
             h, normed = after_attention(h, weights.out(attended, self._other))
             h, normed = after_mlp(h, weights.mlp(normed, self._other))
+        return self._by_group(normed, shapes)
+
+    @staticmethod
+    def _by_group(normed: mx.array, shapes: list[tuple[int, int]]) -> list[mx.array]:
+        """The final norm's output (tokens, hidden) as each group's (B, L, hidden)."""
+        if len(shapes) == 1:
+            return [normed.reshape(*shapes[0], -1)]
         out, start = [], 0
-        for b, n in shapes:  # the final norm's output
+        for b, n in shapes:
             out.append(normed[start : start + b * n].reshape(b, n, -1))
             start += b * n
         return out

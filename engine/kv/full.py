@@ -51,11 +51,11 @@ class FullAttentionPass:
         return self.layout.offset
 
     def stack_buffers(self) -> tuple[mx.array, mx.array] | None:
-        """The layer's K and V buffers for the layer stack to write a decode step's rows in and attend over
-        (engine.cpu.layer_stack), or None where the pass is not one token a row or they are not one float array each
-        (not allocated yet, or q8's values, scales and biases)."""
-        store = self.store
-        if self.layout.n_new != 1 or store.keys is None or store.values is None:
+        """The layer's K and V buffers for the layer stack to write a pass's tokens in and attend over
+        (engine.cpu.layer_stack), or None where the pass's tokens do not each attend as a decode row (a prompt's
+        chunk) or the buffers are not one float array each (not allocated yet, or q8's values, scales and biases)."""
+        store, lay = self.store, self.layout
+        if not (lay.n_new == 1 or lay.per_token) or store.keys is None or store.values is None:
             return None
         if len(store.keys.parts) != 1 or len(store.values.parts) != 1:
             return None

@@ -54,11 +54,16 @@ class PassLayout:
         valid mask (rows, 1, 1, longest) and the two as int32 arrays, made once for all layers."""
         key = ("tokens", part.start, part.stop)
         if key not in self._masks:
-            slots = [r for r in self.rows[part] for _ in range(self.n_new)]
-            lengths = [s + i + 1 for s in self.starts[part] for i in range(self.n_new)]
+            slots, positions = self.token_positions(part)
+            lengths = [p + 1 for p in positions]
             valid = (mx.arange(max(lengths))[None] < mx.array(lengths)[:, None])[:, None, None, :]
             self._masks[key] = slots, lengths, valid, (mx.array(slots, mx.int32), mx.array(lengths, mx.int32))
         return self._masks[key]
+
+    def token_positions(self, part: slice = slice(None)) -> tuple[list[int], list[int]]:
+        """Each new token of rows `part` as a row of its own: its slot and its position there."""
+        return ([r for r in self.rows[part] for _ in range(self.n_new)],
+                [s + i for s in self.starts[part] for i in range(self.n_new)])
 
     def offsets(self) -> mx.array:
         """Each row's start as an int32 array (B,), made once for all layers."""

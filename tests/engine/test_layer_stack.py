@@ -17,6 +17,7 @@ from mlxchat.engine.cpu import kernels
 from mlxchat.engine.loading.models import LoadOptions, load_model
 from mlxchat.engine.plan import SlotRequest
 from mlxchat.engine.scheduler import SlotScheduler
+from tests.tiny_configs import VOCAB
 from tests.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.skipif(not kernels.active_here(), reason="the compiled kernels do not run here")
@@ -90,6 +91,41 @@ def test_a_decode_steps_layers_as_one_operation_give_the_bits_of_one_operation_e
         # Every slot's every position: what the steps wrote (the second by the store's evaluation alone) and the rest.
         assert len(written) == len(written_apart)
         assert all(np.array_equal(a, b) for a, b in zip(written, written_apart))
+
+
+def check(core: SlotScheduler, steps: int = 2) -> tuple[list[mx.array], list[mx.array]]:
+    """`steps` checking passes as speculative decoding runs them (engine.speculation.verify): slot 1's decode row in
+    a group of its own, slots 0 and 2 with drafts of 3 and 1 tokens after their last, right-padded, as chunks whose
+    tokens attend one by one. Each pass's logits and the K/V they left; the slots back where they were."""
+    logits = []
+    for step in range(steps):
+        groups = [(mx.array([[11 + step]]), core.store.batch([1], 1)),
+                  (mx.array([[3 + step, 4, 5, 6], [7, 8 + step, 8, 8]]), core.store.batch([0, 2], 4, [4, 2], True))]
+        out = core.forward.every_logits(groups)
+        mx.eval(out, core.store.arrays)
+        logits += out
+        core.store.commit([1, 0, 2], [1, 4, 2])
+    written = [bits(a) for a in core.store.arrays]
+    for slot, prompt in enumerate(PROMPTS):
+        core.store.rollback(slot, len(prompt))
+    return logits, written
+
+
+@pytest.mark.parametrize("form, kv_dtype", [("Q4_1", "float16"), ("Q8_0", "bfloat16")])
+def test_a_checking_pass_of_drafts_goes_through_the_stack_with_the_bits_of_one_operation_each(
+        tiny_model_dir: Path, tmp_path: Path, form: str, kv_dtype: str) -> None:
+    """A checked draft's tokens are rows of their own at their positions, in the pass beside another slot's decode
+    row: the stack takes them all, and gives the bits the layers apart give (speculation's exactness rests on
+    those: test_speculation)."""
+    model = write_tiny_gguf(tiny_model_dir, tmp_path / f"tiny-{form}.gguf", form)
+    on, off = stacked(scheduler(model, kv_dtype), True), stacked(scheduler(model, kv_dtype), False)
+    (logits, written), (logits_apart, written_apart) = check(on), check(off)
+    assert [lg.shape for lg in logits] == [lg.shape for lg in logits_apart] == [(1, 1, VOCAB), (2, 4, VOCAB)] * 2
+    assert all(mx.array_equal(a, b).item() for a, b in zip(logits, logits_apart))
+    assert len(written) == len(written_apart)
+    assert all(np.array_equal(a, b) for a, b in zip(written, written_apart))
+    groups = [(mx.array([[1]]), on.store.batch([1], 1)), (mx.array([[1, 2]]), on.store.batch([0], 2, None, True))]
+    assert all(count_operations(out)["LayerStack"] == 1 for out in on.forward.every_logits(groups))
 
 
 def test_half_precision_embeddings_take_the_layers_one_operation_each(tiny_model_dir: Path, tmp_path: Path) -> None:
