@@ -19,21 +19,20 @@ from mlxchat.engine.cpu import kernels, layer_ops
 
 
 class LayerStack:
-    """The stack's arrays for one model, gathered once: each layer's norms, RoPE and weights."""
+    """The stack's weights for one model, checked and handed to the kernel once: each layer's norms, RoPE and
+    weights (a pass then passes only its rows, the K/V buffers and how each call multiplies)."""
 
     def __init__(self, inner: Any, calls: list[list[Any]], norms: list[tuple[mx.array, float]],
                  turns: list[tuple[mx.array, bool, float]]) -> None:
         """`calls`: each layer's q/k/v, o, gate/up and down stored.Call; `norms`: (weight, eps) of the first norm, then
         each layer's after attention and after its MLP; `turns`: each layer's RoPE (inverse, traditional, scale)."""
         attn = inner.layers[0].self_attn
-        self._first, self._eps = norms[0]
-        self._shape = (attn.n_heads, attn.n_kv_heads, attn.head_dim)
-        self._scale = attn.scale
-        self._rope = turns[0][1:]  # (traditional, scale): alike in every layer
         self._calls = [call for layer in calls for call in layer]
-        # Each layer's arrays before its K and V buffers (its two norms' weights, its inverse frequencies), and after.
-        self._before = [[norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0]] for i, turn in enumerate(turns)]
-        self._after = [[array for call in layer for array in call.stack_arrays()] for layer in calls]
+        arrays = [a for i, (turn, layer) in enumerate(zip(turns, calls))
+                  for a in (norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0], *(w for c in layer for w in c.stack_arrays()))]
+        self._weights = kernels.status().module.layer_stack_weights(
+            norms[0][0], arrays, attn.n_heads, attn.n_kv_heads, attn.head_dim, norms[0][1], attn.scale, *turns[0][1:],
+            [n for call in self._calls for n in call.stack_format()])
 
     @classmethod
     def of(cls, inner: Any, layers: list[Any], ropes: list[Any]) -> LayerStack | None:
@@ -68,13 +67,12 @@ class LayerStack:
         for caches in groups:
             s, p = caches[0].layout.token_positions()
             slots, positions = slots + s, positions + p
-        arrays = [a for before, (k, v), after in zip(self._before, buffers, self._after) for a in (*before, k, v, *after)]
-        # Read at every call: whether a call rounds its rows to int8 can change after the stack was made.
-        formats = [n for call in self._calls for n in call.stack_format()]
-        heads, kv_heads, head_dim = self._shape
+        layers = len(groups[0])
         normed, *written = kernels.status().module.layer_stack(
-            h, mx.array(slots, mx.int32), mx.array(positions, mx.int32), self._first, arrays, heads, kv_heads,
-            head_dim, self._eps, self._scale, *self._rope, kernels.THREADS, formats)
+            h, mx.array(slots, mx.int32), mx.array(positions, mx.int32), self._weights,
+            [a for pair in buffers[:layers] for a in pair],  # type: ignore[union-attr]
+            # Read at every call: whether a call rounds its rows to int8 can change after the stack was made.
+            [call.int8 for call in self._calls], kernels.THREADS)
         for cache, i in zip(groups[0], range(0, len(written), 2)):  # (every group's caches share the layers' stores)
             cache.stack_wrote(written[i], written[i + 1])
         return normed

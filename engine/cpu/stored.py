@@ -195,13 +195,18 @@ class Call:
         return None if any(bias is not None for bias in self._biases) else self._arrays
 
     def stack_format(self) -> list[int]:
-        """(bits, group size, int8) of the call as the layer stack takes it, int8 as the call's rows are now."""
-        return [self._format[0], self._format[1], int(self._first.int8_rows)]
+        """(bits, group size) of the call as the layer stack takes it."""
+        return [self._format[0], self._format[1]]
+
+    @property
+    def int8(self) -> int:
+        """Whether the call's rows are now rounded to int8 (the kernel's int8)."""
+        return int(self._first.int8_rows)
 
     def _how(self, x: mx.array) -> tuple[int, int]:
         """(threads, int8) for a call over rows x."""
         work = x.size * self._columns
-        return kernels.THREADS if work >= THREADED_WORK else 1, int(self._first.int8_rows)
+        return kernels.THREADS if work >= THREADED_WORK else 1, self.int8
 
     def __call__(self, x: mx.array) -> list[mx.array]:
         """For x of any shape (..., K) and dtype: the outputs, of x's shape and dtype but the last axis."""

@@ -167,37 +167,53 @@ def test_arguments_the_stack_cannot_serve_are_refused_in_words() -> None:
     quantized = lambda rows, columns: list(mx.quantize(mx.zeros((rows, columns)), 32, 4))  # noqa: E731
     buffer = mx.zeros((1, 1, 8, 16), mx.float16)  # one slot, one K/V head of 16 dims, 8 positions
     # Two heads of 16: q (32 x 32), k and v (16 x 32), o (32 x 32), gate and up (64 x 32), down (32 x 64).
-    layer = [norm, norm, mx.ones((2,)), buffer, buffer, *quantized(32, 32), *quantized(16, 32), *quantized(16, 32),
+    layer = [norm, norm, mx.ones((2,)), *quantized(32, 32), *quantized(16, 32), *quantized(16, 32),
              *quantized(32, 32), *quantized(64, 32), *quantized(64, 32), *quantized(32, 64)]
-    formats = [4, 32, 0] * 4
-    good = dict(heads=2, kv_heads=1, head_dim=16, eps=1e-5, attention_scale=0.25, traditional=False, rope_scale=1.0,
-                threads=2, formats=formats)
-    mx.eval(ext.layer_stack(h, slots, starts, norm, layer, **good))  # (the cases below are this one but for one thing)
-    bad = [
-        ((mx.zeros((1, 16), mx.float16), slots, starts, norm, layer), {}, "h must be"),
-        ((h, mx.array([0, 1], mx.int32), starts, norm, layer), {}, "slots and starts"),
-        ((h, slots, starts, mx.ones((8,)), layer), {}, "first_norm"),
-        ((h, slots, starts, norm, layer), {"kv_heads": 3}, "heads a multiple of kv_heads"),
-        ((h, slots, starts, norm, layer), {"kv_heads": 0}, "at least 1"),
-        ((h, slots, starts, norm, layer), {"formats": formats[:-1]}, "formats"),
-        ((h, slots, starts, norm, layer[:-1]), {}, "fewer arrays"),
-        ((h, slots, starts, norm, layer + [norm]), {}, "more arrays"),
-        ((h, slots, starts, norm, [norm, norm, mx.ones((9,)), *layer[3:]]), {}, "inverse frequencies"),
-        ((h, slots, starts, norm, [*layer[:3], mx.zeros((1, 1, 8, 16), mx.int32), *layer[4:]]), {}, "K and V"),
-        ((h, slots, starts, norm, [*layer[:3], buffer, mx.zeros((1, 1, 9, 16), mx.float16), *layer[5:]]), {}, "alike"),
-        ((h, slots, starts, norm, layer), {"formats": [5, 16, 0] + formats[3:]}, "bits"),
-        ((h, slots, starts, norm, [*layer[:5], *quantized(48, 32), *layer[8:]]), {}, "q, k and v give"),
-        ((h, slots, starts, norm, [*layer[:-3], *quantized(16, 64)]), {}, "o and down"),
-        ((h, slots, starts, norm, layer), {"formats": [4, 64, 0] + formats[3:]}, "group size"),
+    transposed = mx.zeros((4, 32), mx.uint32).T  # q's packed values as a strided view
+    mx.eval(norm, layer, buffer, transposed)
+    formats = [4, 32] * 4
+    shape = dict(heads=2, kv_heads=1, head_dim=16, eps=1e-5, attention_scale=0.25, traditional=False, rope_scale=1.0)
+    weights = ext.layer_stack_weights(norm, layer, **shape, formats=formats)
+    kv, int8 = [buffer, buffer], [0] * 4
+    mx.eval(ext.layer_stack(h, slots, starts, weights, kv, int8, 2))  # (the cases below are this one but for one thing)
+    refused_weights = [
+        ((mx.ones((32,), mx.float16), layer), {}, "first_norm"),
+        ((norm, layer), {"kv_heads": 3}, "heads a multiple of kv_heads"),
+        ((norm, layer), {"kv_heads": 0}, "at least 1"),
+        ((norm, layer), {"formats": formats[:-1]}, "formats"),
+        ((norm, layer[:-1]), {}, "fewer arrays"),
+        ((norm, layer + [norm]), {}, "more arrays"),
+        ((norm, [mx.ones((8,)), *layer[1:]]), {}, "norm weights"),
+        ((norm, [norm, norm, mx.ones((9,)), *layer[3:]]), {}, "inverse frequencies"),
+        ((norm, layer), {"formats": [5, 16] + formats[2:]}, "bits"),
+        ((norm, [*layer[:3], *quantized(48, 32), *layer[6:]]), {}, "q, k and v give"),
+        ((norm, [*layer[:-3], *quantized(16, 64)]), {}, "o and down"),
+        ((norm, layer), {"formats": [4, 64] + formats[2:]}, "group size"),
+        ((norm, [*layer[:3], transposed, *layer[4:]]), {}, "row-contiguous"),
+        ((norm + 1, layer), {}, "evaluated"),
     ]
-    bad.append(((h, slots, starts, norm, [*layer[:4], mx.zeros((1, 1, 8, 16), mx.float32), *layer[5:]]), {}, "alike"))
-    for args, changed, says in bad:
+    for (first, arrays), changed, says in refused_weights:
+        mx.eval(arrays)
         with pytest.raises(ValueError, match=says):
-            ext.layer_stack(*args, **{**good, **changed})
+            ext.layer_stack_weights(first, arrays, **{**shape, "formats": formats, **changed})
+    refused_passes = [
+        ((mx.zeros((1, 16)), slots, starts, weights, kv, int8), "h must be"),
+        ((mx.zeros((1, 32), mx.float16), slots, starts, weights, kv, int8), "h must be"),
+        ((h, mx.array([0, 1], mx.int32), starts, weights, kv, int8), "slots and starts"),
+        ((h, slots, starts, weights, kv[:1], int8), "a K and a V buffer for each layer"),
+        ((h, slots, starts, weights, kv, int8[:3]), "int8: one for each"),
+        ((h, slots, starts, weights, kv, [0, 0, 0, 7]), "int8 must be"),
+        ((h, slots, starts, weights, [mx.zeros((1, 1, 8, 16), mx.int32)] * 2, int8), "K and V"),
+        ((h, slots, starts, weights, [buffer, mx.zeros((1, 1, 9, 16), mx.float16)], int8), "alike"),
+        ((h, slots, starts, weights, [buffer, mx.zeros((1, 1, 8, 16), mx.float32)], int8), "alike"),
+    ]
+    for args, says in refused_passes:
+        with pytest.raises(ValueError, match=says):
+            ext.layer_stack(*args, 2)
     # Views (a broadcast h, strided slots) are read as their values, as their contiguous copies are.
     rows = mx.random.normal((1, 32), key=mx.random.key(1))
     wide, two = mx.broadcast_to(rows, (2, 32)), mx.array([0, 0, 0, 0], mx.int32)[::2]
-    out = ext.layer_stack(wide, two, mx.array([1, 2], mx.int32), norm, layer, **good)[0]
-    want = ext.layer_stack(mx.array(np.array(wide)), mx.array([0, 0], mx.int32), mx.array([1, 2], mx.int32), norm,
-                           layer, **good)[0]
+    out = ext.layer_stack(wide, two, mx.array([1, 2], mx.int32), weights, kv, int8, 2)[0]
+    want = ext.layer_stack(mx.array(np.array(wide)), mx.array([0, 0], mx.int32), mx.array([1, 2], mx.int32), weights,
+                           kv, int8, 2)[0]
     assert mx.array_equal(out, want).item()

@@ -1,5 +1,6 @@
 // The Python module mlxchat.engine.cpu.kernels._ext: MLX ops in the domain "mlx", so they take and return mx.array.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -47,19 +48,18 @@ std::string int8_path() {
 #define MLXCHAT_NB_MODULE(name, m) NB_MODULE(name, m)
 MLXCHAT_NB_MODULE(MLXCHAT_MODULE, m) {
   m.doc() = "mlxchat's compiled CPU kernels";
-  m.def(
-      "layer_stack",
-      [](const mx::array& h, const mx::array& slots, const mx::array& starts, const mx::array& first_norm,
-         const std::vector<mx::array>& layers, int heads, int kv_heads, int head_dim, float eps, float attention_scale,
-         bool traditional, float rope_scale, int threads, const std::vector<int>& formats) {
-        return mlxchat::layer_stack(h, slots, starts, first_norm, layers,
-                                    {heads, kv_heads, head_dim, eps, attention_scale, traditional, rope_scale, threads,
-                                     formats});
-      },
-      "h"_a, "slots"_a, "starts"_a, "first_norm"_a, "layers"_a, "heads"_a, "kv_heads"_a, "head_dim"_a, "eps"_a,
-      "attention_scale"_a, "traditional"_a, "rope_scale"_a, "threads"_a, "formats"_a,
-      "A decode pass's llama decoder layers as one operation (rows of one token, each of slot slots[m] at "
-      "position starts[m]): [the final norm's output, then each layer's K and V buffers, written in place].");
+  nb::class_<mlxchat::StackWeights>(m, "StackWeights",
+                                    "A model's layers as layer_stack multiplies by them, checked and held once.");
+  m.def("layer_stack_weights", &mlxchat::layer_stack_weights, "first_norm"_a, "arrays"_a, "heads"_a, "kv_heads"_a,
+        "head_dim"_a, "eps"_a, "attention_scale"_a, "traditional"_a, "rope_scale"_a, "formats"_a,
+        "A llama's decoder layers for layer_stack: each layer's norm weights after attention and after its MLP, its "
+        "RoPE's inverse frequencies, then its q/k/v, o, gate/up and down weights as weights_matmul takes them; "
+        "formats (bits, group size) of each of the four calls. Evaluated, row-contiguous arrays, held as they are.");
+  m.def("layer_stack", &mlxchat::layer_stack, "h"_a, "slots"_a, "starts"_a, "weights"_a, "kv"_a, "int8"_a,
+        "threads"_a,
+        "A pass's llama decoder layers as one operation (rows of one token, each of slot slots[m] at position "
+        "starts[m]; kv each layer's K and V buffers, int8 weights_matmul's int8 for each layer's four calls): [the "
+        "final norm's output, then each layer's K and V buffers, written in place].");
   m.def("slot_attention", &mlxchat::slot_attention, "q"_a, "k"_a, "v"_a, "rows"_a, "lengths"_a, "scale"_a, "threads"_a,
         "Causal attention of row b's new queries over the first lengths[b] keys of slot rows[b] (CPU): q float32, "
         "k and v each [float32 | float16 | bfloat16 array] or [uint32 values, float32 scales, float32 biases] (8-bit).");

@@ -186,6 +186,11 @@ namespace {
 
 }  // namespace
 
+void checked_int8(int int8) {
+  if (int8 < INT8_OFF || int8 > INT8_AVX2) fail("int8 must be 0, 1, 2 or 3");
+  if (int8 == INT8_AVX2 && int8_path(Int8Path::fastest) == Int8Path::portable) fail("int8 3 needs the kernels built for AVX2 (x86-64-v3 or v4)");
+}
+
 std::vector<int64_t> checked_weights(int64_t K, const std::vector<mx::array>& weights, WeightFormat format, bool swiglu,
                                      int int8) {
   if (format.bits != 4 && format.bits != 8 && format.bits != 16) fail("bits must be 4, 8 or 16");
@@ -194,8 +199,7 @@ std::vector<int64_t> checked_weights(int64_t K, const std::vector<mx::array>& we
   if (per == 3 && (format.group_size % 8 != 0 || format.group_size <= 0 || K % format.group_size != 0)) {
     fail("the group size must be a multiple of 8 that divides K");
   }
-  if (int8 < INT8_OFF || int8 > INT8_AVX2) fail("int8 must be 0, 1, 2 or 3");
-  if (int8 == INT8_AVX2 && int8_path(Int8Path::fastest) == Int8Path::portable) fail("int8 3 needs the kernels built for AVX2 (x86-64-v3 or v4)");
+  checked_int8(int8);
   if (weights.empty()) fail("no weights given");
   if (weights.size() % per != 0) fail("quantized weights come as (values, scales, biases) for each");
   const size_t count = weights.size() / per;

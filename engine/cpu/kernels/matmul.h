@@ -50,6 +50,9 @@ const char* matmul_part(WeightFormat format, int int8);
 void matmul_rows(const float* x, int64_t M, int64_t K, const mx::array* weights, size_t count, WeightFormat format,
                  bool swiglu, float* const* outs, int threads, int int8);
 
+// weights_matmul's check of its int8 (std::invalid_argument where it fails).
+void checked_int8(int int8);
+
 // weights_matmul's checks of `weights` for rows of width K (std::invalid_argument where they fail); the widths N_i
 // of its products (one for swiglu).
 std::vector<int64_t> checked_weights(int64_t K, const std::vector<mx::array>& weights, WeightFormat format, bool swiglu,
