@@ -12,8 +12,11 @@ import time
 
 # While slots stream: their steps may take on average this many times their usual time while a prompt is read (the
 # setting prefill_stall). Higher, a long prompt's first token comes sooner and the others slow more. At 1.8 with a chunk
-# every step, the long scenario's first token came at 2.41-2.66x its time alone; at 2.2 with BURST, 2.30-2.38x.
-STALL = 2.2
+# every step, the long scenario's first token came at 2.41-2.66x its time alone; at 2.2 with BURST, 2.30-2.38x. The
+# streams' step then got faster (a decode step's layers as one operation), and with it what the stall lets a chunk
+# take: at 2.2 2.66-2.79x, at 2.6 2.36x, at 3.0 2.12x, the streams' gaps p50 1.1x their step and worst 8.8-10.0x in
+# each (AVX2, AMD EPYC Zen 4, 2 cores).
+STALL = 2.6
 # A step that reads a prompt's chunk beside streaming slots may take about this many times their usual step (at least
 # the stall; the chunk is sized for it), and the streams' next steps go without a chunk until what it took past the
 # stall is paid back: the stall holds on average. Where a pass is bound by arithmetic (a CPU) small chunks cost far more

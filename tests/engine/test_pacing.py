@@ -56,7 +56,7 @@ def test_the_step_after_a_chunk_is_charged_to_it_not_to_the_streams():
 
 
 def test_a_higher_stall_lets_the_prompt_take_more_of_the_steps():
-    gentle, eager = steady(StepCosts()), steady(StepCosts(stall=4.0))
+    gentle, eager = steady(StepCosts(stall=2.0)), steady(StepCosts(stall=4.0))
     for costs in (gentle, eager):
         costs.record(0.39, prompt_tokens=40, decode_rows=3)  # 0.29 s over a 0.1 s decode step
     assert gentle.chunk(256) == 0 < eager.chunk(256)
