@@ -28,10 +28,13 @@ class LayerStack:
         each layer's after attention and after its MLP; `turns`: each layer's RoPE (inverse, traditional, scale)."""
         attn = inner.layers[0].self_attn
         self._calls = [call for layer in calls for call in layer]
-        arrays = [a for i, (turn, layer) in enumerate(zip(turns, calls))
-                  for a in (norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0], *(w for c in layer for w in c.stack_arrays()))]
+        # The kernel holds them as they are: evaluated, in row order (contiguous() shares an array already so).
+        first, *arrays = [mx.contiguous(a) for a in (norms[0][0], *(
+            a for i, (turn, layer) in enumerate(zip(turns, calls))
+            for a in (norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0], *(w for c in layer for w in c.stack_arrays()))))]
+        mx.eval(first, arrays)
         self._weights = kernels.status().module.layer_stack_weights(
-            norms[0][0], arrays, attn.n_heads, attn.n_kv_heads, attn.head_dim, norms[0][1], attn.scale, *turns[0][1:],
+            first, arrays, attn.n_heads, attn.n_kv_heads, attn.head_dim, norms[0][1], attn.scale, *turns[0][1:],
             [n for call in self._calls for n in call.stack_format()])
 
     @classmethod

@@ -4,6 +4,7 @@ every argument the kernel cannot serve is refused in words."""
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -175,7 +176,12 @@ def test_arguments_the_stack_cannot_serve_are_refused_in_words() -> None:
     shape = dict(heads=2, kv_heads=1, head_dim=16, eps=1e-5, attention_scale=0.25, traditional=False, rope_scale=1.0)
     weights = ext.layer_stack_weights(norm, layer, **shape, formats=formats)
     kv, int8 = [buffer, buffer], [0] * 4
-    mx.eval(ext.layer_stack(h, slots, starts, weights, kv, int8, 2))  # (the cases below are this one but for one thing)
+    held = sys.getrefcount(weights)
+    out = ext.layer_stack(h, slots, starts, weights, kv, int8, 2)  # (the cases below are this one but for one thing)
+    # A pass holds the weights by their C++ owner, not by a Python reference: its last release, on MLX's stream
+    # thread once the pass ran, would take the GIL (a step waiting for the UI thread's screen update).
+    assert sys.getrefcount(weights) == held
+    mx.eval(out)
     refused_weights = [
         ((mx.ones((32,), mx.float16), layer), {}, "first_norm"),
         ((norm, layer), {"kv_heads": 3}, "heads a multiple of kv_heads"),

@@ -155,8 +155,8 @@ std::shared_ptr<StackWeights> layer_stack_weights(const mx::array& first_norm, c
   }
   if (formats.empty() || formats.size() % 8 != 0) fail("formats: (bits, group size) x 4 a layer");
   const int Dm = first_norm.shape(0), H = heads, Hkv = kv_heads, D = head_dim;
-  auto W = std::make_shared<StackWeights>(StackWeights{Dm, heads, kv_heads, head_dim, eps, attention_scale,
-                                                       traditional, rope_scale, held(first_norm), {}, formats, {}});
+  auto W = std::make_shared<StackWeights>(Dm, heads, kv_heads, head_dim, eps, attention_scale, traditional, rope_scale,
+                                          held(first_norm), formats);
   size_t at = 0;
   for (size_t layer = 0; layer < formats.size() / 8; ++layer) {
     const int* format = formats.data() + 8 * layer;

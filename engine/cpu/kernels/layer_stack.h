@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "matmul.h"
@@ -18,7 +19,14 @@ namespace mlxchat {
 // size) of its four calls. Checked once and held by every pass's primitive, not its inputs: an MLX operation's every
 // output holds all its inputs, and seven hundred arrays in each of 61 outputs cost a step more than its attention.
 // The arrays must be evaluated and row-contiguous (a model's loaded weights), and are not changed after.
-struct StackWeights {
+// (enable_shared_from_this: nanobind then hands a pass the C++ owner itself, not a new owner whose last release, on
+// MLX's stream thread once the pass ran, would take Python's GIL.)
+struct StackWeights : std::enable_shared_from_this<StackWeights> {
+  StackWeights(int hidden, int heads, int kv_heads, int head_dim, float eps, float attention_scale, bool traditional,
+               float rope_scale, mx::array first_norm, std::vector<int> formats)
+      : hidden(hidden), heads(heads), kv_heads(kv_heads), head_dim(head_dim), eps(eps),
+        attention_scale(attention_scale), traditional(traditional), rope_scale(rope_scale),
+        first_norm(std::move(first_norm)), formats(std::move(formats)) {}
   int hidden, heads, kv_heads, head_dim;
   float eps, attention_scale;
   bool traditional;
