@@ -21,7 +21,7 @@ from mlxchat.app.config.settings import Settings
 from mlxchat.app.session.messages import EngineReady, PlanChanged, StartFailed
 from mlxchat.app.session.session import Session
 from mlxchat.app.ui import keys
-from mlxchat.app.ui.workarounds import line_updates
+from mlxchat.app.ui.workarounds import lazy_strips, line_updates
 from mlxchat.app.ui.parts.chat_actions import ChatActions
 from mlxchat.app.ui.parts.fan_outs import FanOuts
 from mlxchat.app.ui.chat_grid import ChatLabels, lay_out_chats
@@ -61,6 +61,7 @@ class ChatApp(App[int]):
         """`db_path`: where chats are saved (default: the user's data folder)."""
         super().__init__()
         line_updates.install()
+        lazy_strips.install()
         self.settings = settings
         for theme in THEMES:
             self.register_theme(theme)
