@@ -29,15 +29,15 @@ def module(level: str):
 
 
 def outputs(ext) -> list:
-    """Every kernel's outputs on fixed inputs: matmuls over each weight form (scales float32 and float16) at 1 to 4, 8
-    and 21 rows (registers, by each count of columns at once, panels, outer products), attention over each K/V type
-    at decode and prefill, norms, RoPE, top-k."""
+    """Every kernel's outputs on fixed inputs: matmuls over each weight form (scales float32 and float16) at 1 to 4,
+    8, 12 and 21 rows (registers, by each count of columns at once, panels of 8 and 4, outer products), attention over
+    each K/V type at decode and prefill, norms, RoPE, top-k."""
     import mlx.core as mx
 
     out = []
     with mx.stream(mx.cpu):
         w = mx.random.normal((96, 256), key=mx.random.key(1))
-        for rows in (1, 2, 3, 4, 8, 21):
+        for rows in (1, 2, 3, 4, 8, 12, 21):
             x = mx.random.normal((rows, 256), key=mx.random.key(rows))
             for bits in (4, 8):
                 out += ext.weights_matmul(x, list(mx.quantize(w, 32, bits)), bits, 32, False, 2)
