@@ -213,9 +213,7 @@ std::vector<mx::array> layer_stack(const mx::array& h, const mx::array& slots, c
   }
   if (kv.size() != 2 * layers) fail("a K and a V buffer for each layer");
   if (int8.size() != 4 * layers) fail("int8: one for each layer's four calls");
-  for (size_t i = 0; i < int8.size(); ++i) {
-    checked_int8(int8[i]);
-  }
+  for (const int each : int8) checked_int8(each);
   auto stream = mx::default_stream(mx::Device::cpu);
   std::vector<mx::array> inputs = {contiguous_input(h, stream), contiguous_input(slots, stream),
                                    contiguous_input(starts, stream)};

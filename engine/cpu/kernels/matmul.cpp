@@ -75,7 +75,7 @@ void run_rows(const Problem& p, int threads, int int8) {
   float* X = kept.data() + (64 - reinterpret_cast<uintptr_t>(kept.data()) % 64) % 64 / sizeof(float);
   auto run_task = is_q4(p.kind) ? run_q4 : is_q8(p.kind) ? run_q8 : run_float;
   const bool v4 = MLXCHAT_V4_LOOPS && !is_float(p.kind);
-  if (p.M <= fused_limit(v4, MLXCHAT_X86_LOOPS && !is_float(p.kind))) {
+  if (p.M <= fused_limit(v4, p.kind)) {
     for (int64_t m0 = 0; m0 < p.M; m0 += FUSED_ROWS) {
       pack_rows(p.x + m0 * p.K, std::min<int64_t>(FUSED_ROWS, p.M - m0), p.K, X + m0 * p.K);
     }

@@ -49,9 +49,6 @@ constexpr int FUSED_ROWS_V4 = 16;
 // Built for x86-64-v3, quantized weights up to this many rows: 12 slots decoding took 34.1-36.7 ms a step that way,
 // 39.8-44.1 by outer products; 16, 50.5-50.8 against 47.4-48.2 (SmolLM2, AVX2 forced, AMD EPYC Zen 4, 2 vCPUs).
 constexpr int FUSED_ROWS_V3 = 12;
-constexpr int64_t fused_limit(bool v4, bool x86_quantized) {
-  return v4 ? FUSED_ROWS_V4 : x86_quantized ? FUSED_ROWS_V3 : FUSED_ROWS;
-}
 constexpr int ROW_TILE = 6;       // more rows: rows sharing each loaded weight vector of an outer product
 constexpr int TILE_COLUMNS = 16;  // and columns sharing each row's weight (6 x 2 sums, 2 weights, 1 row: 15 registers)
 // Columns at once for R rows in x86-64-v3's intrinsics loops (R x C sums, C scales and C biases in AVX2's 16
@@ -77,6 +74,10 @@ enum class Float { f32, f16, bf16 };
 constexpr bool is_q4(Kind k) { return k == Kind::q4 || k == Kind::q4_f16 || k == Kind::q4_bf16; }
 constexpr bool is_q8(Kind k) { return k == Kind::q8 || k == Kind::q8_f16 || k == Kind::q8_bf16; }
 constexpr bool is_float(Kind k) { return k == Kind::f16 || k == Kind::bf16; }
+// Up to how many rows weights of `kind` are widened in registers (`v4`: the x86-64-v4 loops serve them).
+constexpr int64_t fused_limit(bool v4, Kind kind) {
+  return v4 ? FUSED_ROWS_V4 : MLXCHAT_X86_LOOPS && !is_float(kind) ? FUSED_ROWS_V3 : FUSED_ROWS;
+}
 // The float type of a kind's scales and biases.
 constexpr Float float_of(Kind k) {
   if (k == Kind::q4_f16 || k == Kind::q8_f16) return Float::f16;
@@ -365,7 +366,7 @@ void outer_products(const float* X, int64_t M, int64_t K, const float* W, int64_
 template <Kind KIND, bool V4>
 __attribute__((always_inline)) inline void columns(const Problem& p, const Matrix& w, int64_t n0, int64_t n1,
                                                    const float* X, float* Y, int64_t ldy, float* buffer) {
-  if (p.M > fused_limit(V4, MLXCHAT_X86_LOOPS && !is_float(KIND))) {
+  if (p.M > fused_limit(V4, KIND)) {
     outer_products(X, p.M, p.K, widen_lanes<KIND, V4>(p, w, n0, n1, buffer), n1 - n0, Y, ldy);
     return;
   }
@@ -397,7 +398,7 @@ __attribute__((always_inline)) inline void block(const Problem& p, const float* 
   const int64_t index = std::upper_bound(p.first_task.begin(), p.first_task.end(), task) - p.first_task.begin() - 1;
   const Matrix& w = p.matrices[index];
   const int64_t n0 = (task - p.first_task[index]) * COLUMNS, n1 = std::min(n0 + COLUMNS, w.N);
-  const int64_t panel = p.M > fused_limit(V4, MLXCHAT_X86_LOOPS && !is_float(KIND)) ? COLUMNS * p.K : 0;
+  const int64_t panel = p.M > fused_limit(V4, KIND) ? COLUMNS * p.K : 0;
   if (!p.swiglu) {
     scratch.resize(panel);
     columns<KIND, V4>(p, w, n0, n1, X, w.out + n0, w.N, scratch.data());
