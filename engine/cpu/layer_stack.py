@@ -28,10 +28,11 @@ class LayerStack:
         each layer's after attention and after its MLP; `turns`: each layer's RoPE (inverse, traditional, scale)."""
         attn = inner.layers[0].self_attn
         self._calls = [call for layer in calls for call in layer]
+        held = [norms[0][0]]
+        for i, (turn, layer) in enumerate(zip(turns, calls)):
+            held += [norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0], *(w for c in layer for w in c.stack_arrays())]
         # The kernel holds them as they are: evaluated, in row order (contiguous() shares an array already so).
-        first, *arrays = [mx.contiguous(a) for a in (norms[0][0], *(
-            a for i, (turn, layer) in enumerate(zip(turns, calls))
-            for a in (norms[1 + 2 * i][0], norms[2 + 2 * i][0], turn[0], *(w for c in layer for w in c.stack_arrays()))))]
+        first, *arrays = [mx.contiguous(a) for a in held]
         mx.eval(first, arrays)
         self._weights = kernels.status().module.layer_stack_weights(
             first, arrays, attn.n_heads, attn.n_kv_heads, attn.head_dim, norms[0][1], attn.scale, *turns[0][1:],
@@ -69,7 +70,8 @@ class LayerStack:
         positions: list[int] = []
         for caches in groups:
             s, p = caches[0].layout.token_positions()
-            slots, positions = slots + s, positions + p
+            slots += s
+            positions += p
         layers = len(groups[0])
         normed, *written = kernels.status().module.layer_stack(
             h, mx.array(slots, mx.int32), mx.array(positions, mx.int32), self._weights,

@@ -16,8 +16,8 @@ one group (a decode step, or a prompt's chunk alone) the q, k and v call also tu
 and hands them out as heads, and the o projection reads attention's heads as its rows: a layer is 9
 operations of the step's graph, not 12 (each costs the engine's thread and MLX's stream thread a few
 microseconds). A decode step, or speculative decoding's checking pass, goes further: every layer in one
-operation (engine.cpu.layer_stack), the same work by the same functions. Either way the pass holds its tokens as rows (tokens, hidden), so no
-reshape is built around each matmul.
+operation (engine.cpu.layer_stack), the same work by the same functions. Either way the pass holds its
+tokens as rows (tokens, hidden), so no reshape is built around each matmul.
 
 mlx-lm's model is left untouched, so anything else in the process that runs it (mlx-lm's own
 generators) is unaffected.
